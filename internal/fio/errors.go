@@ -1,0 +1,39 @@
+package fio
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os/exec"
+)
+
+// FailureFromRunError classifies an error from starting or waiting for fio
+// (or from Version) as a Failure; nil for a nil error.
+//
+//   - context.DeadlineExceeded: ReasonTimeout; context.Canceled:
+//     ReasonCanceled. exec.CommandContext reports a killed process as an
+//     *exec.ExitError ("signal: killed"), not as the context error, so a
+//     caller whose context is done should pass ctx.Err() (or join it).
+//   - exec.ErrNotFound, fs.ErrNotExist, fs.ErrPermission: ReasonFioMissing
+//     (binary absent or not executable).
+//   - *exec.ExitError (fio ran and died, e.g. from a signal): ReasonCrashed.
+//     A non-zero exit with output is better handled by Parse.
+//   - anything else: ReasonExec.
+func FailureFromRunError(err error) *Failure {
+	if err == nil {
+		return nil
+	}
+	msg := trimMessage(err.Error())
+	var exitErr *exec.ExitError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Failure{Reason: ReasonTimeout, Message: msg}
+	case errors.Is(err, context.Canceled):
+		return &Failure{Reason: ReasonCanceled, Message: msg}
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
+		return &Failure{Reason: ReasonFioMissing, Message: msg}
+	case errors.As(err, &exitErr):
+		return &Failure{Reason: ReasonCrashed, Message: msg}
+	}
+	return &Failure{Reason: ReasonExec, Message: msg}
+}
