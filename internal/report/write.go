@@ -1,0 +1,329 @@
+package report
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/stats"
+)
+
+// WriteJSON writes r as an indented JSON document (see docs/output.md).
+// Absent lists are written as [] rather than null, so consumers can iterate
+// without checks.
+func WriteJSON(w io.Writer, r Run) error {
+	r.Engines = slices.Clone(r.Engines)
+	if r.Engines == nil {
+		r.Engines = []Engine{}
+	}
+	for i := range r.Engines {
+		e := &r.Engines[i]
+		if e.Warnings == nil {
+			e.Warnings = []string{}
+		}
+		if e.Results == nil {
+			e.Results = []Result{}
+		}
+		if e.Samples == nil {
+			e.Samples = []Sample{}
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("write run report as JSON: %w", err)
+	}
+	return nil
+}
+
+// ciMarker flags an interval whose coverage is below the run's confidence.
+const ciMarker = "*"
+
+// WriteTable writes r for a human: per engine a header describing what was
+// measured and a table in the spirit of the seed article ("overlay2 92% of
+// host"), with the interval, raw figures, round counts and footnotes, then
+// the failures.
+func WriteTable(w io.Writer, r Run) error {
+	ew := &errWriter{w: w}
+	conf := r.Confidence
+	if !(conf > 0 && conf < 1) {
+		conf = DefaultConfidence
+	}
+	ew.printf("layerprobe %s: profile %s, %d rounds, %s, %s, %s written\n",
+		orDash(r.LayerprobeVersion), orDash(r.Profile), r.Rounds, modeText(r.Mode),
+		formatDuration(r.DurationSeconds), formatBytes(r.BytesWritten))
+	for _, e := range r.Engines {
+		ew.printf("\n")
+		writeEngine(ew, r, e, conf)
+	}
+	if ew.err != nil {
+		return fmt.Errorf("write run report table: %w", ew.err)
+	}
+	return nil
+}
+
+func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
+	ew.printf("Engine %s (%s)\n", e.Name, orDash(e.Endpoint))
+	if e.Driver != "" {
+		driver := e.Driver
+		if e.DriverClass != "" && e.DriverClass != "supported" {
+			driver += " (" + e.DriverClass + ")"
+		}
+		ew.printf("  driver:       %s on %s, data root %s, image store %s\n",
+			driver, orDash(e.BackingFS), orDash(e.DataRoot), orDash(e.ImageStore))
+		if e.DriverNote != "" {
+			ew.printf("                %s\n", e.DriverNote)
+		}
+		rootless := ""
+		if e.Rootless {
+			rootless = ", rootless"
+		}
+		ew.printf("  engine:       version %s%s\n", orDash(e.EngineVersion), rootless)
+		ew.printf("  fio:          %s\n", orDash(e.FioVersion))
+	}
+	if len(e.Results) > 0 || e.BytesWritten > 0 {
+		ew.printf("  measurement:  profile %s, %d rounds, %s, %s written\n",
+			orDash(r.Profile), r.Rounds, formatDuration(e.DurationSeconds), formatBytes(e.BytesWritten))
+	}
+	for _, warn := range e.Warnings {
+		ew.printf("  warning:      %s\n", warn)
+	}
+	if e.Error != nil {
+		ew.printf("  ERROR: this engine could not be measured: %s (%s)\n", e.Error.Message, e.Error.Code)
+	}
+	if len(e.Results) == 0 {
+		if e.Error == nil {
+			ew.printf("  no results\n")
+		}
+		return
+	}
+
+	ew.printf("\n")
+	lowCoverage := writeResults(ew, e.Results, conf)
+
+	ew.printf("\n  %% of host: the target's speed relative to the host's in the same round, median over rounds,\n")
+	ew.printf("  with its %s confidence interval; 100%% = as fast as the host, below = slower.\n", formatPercentPlain(100*conf))
+	ew.printf("  Metric: %s;\n", headlineFootnote())
+	ew.printf("  for a latency the speed is host latency / target latency.\n")
+	if lowCoverage {
+		ew.printf("  %s fewer than %d paired rounds: the interval is the range of the rounds and covers the median\n",
+			ciMarker, stats.MinN(conf))
+		ew.printf("    with less than %s confidence (see coverage in --output json); run more rounds.\n",
+			formatPercentPlain(100*conf))
+	}
+	writeFailures(ew, e.Results)
+}
+
+// writeResults writes the table, grouped by job with the host row first as
+// the baseline of the rows below it. It reports whether any interval was
+// marked as under-covered.
+func writeResults(ew *errWriter, results []Result, conf float64) bool {
+	rows := slices.Clone(results)
+	slices.SortStableFunc(rows, func(a, b Result) int {
+		return cmp.Or(
+			compareOrdered(workloadNames(), a.Job, b.Job),
+			compareOrdered(targetOrder, a.Target, b.Target),
+		)
+	})
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  TARGET\tJOB\t%% OF HOST [%s CI]\tIOPS\tBANDWIDTH\tWRITE P99\tFSYNC P99\tROUNDS OK/FAILED\n",
+		formatPercentPlain(100*conf))
+	lowCoverage := false
+	for _, res := range rows {
+		pct := "baseline"
+		if res.Target != TargetHost {
+			var low bool
+			pct, low = formatOverhead(res.Overhead, HeadlineMetric(fio.Workload(res.Job)), conf)
+			lowCoverage = lowCoverage || low
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n",
+			res.Target, res.Job, pct,
+			formatIOPS(res.Raw.IOPS), formatBandwidth(res.Raw.BandwidthBytes),
+			formatLatency(res.Raw.LatencyP99), formatLatency(res.Raw.FsyncP99),
+			res.RoundsOK, res.RoundsFailed)
+	}
+	// tabwriter only reports errors of the underlying writer, which
+	// errWriter records.
+	_ = tw.Flush()
+	return lowCoverage
+}
+
+func writeFailures(ew *errWriter, results []Result) {
+	var n int
+	for _, res := range results {
+		n += len(res.Failures)
+	}
+	if n == 0 {
+		return
+	}
+	ew.printf("\n  Failures (%d):\n", n)
+	for _, res := range results {
+		for _, f := range res.Failures {
+			ew.printf("    round %d, %s %s: %s: %s\n", f.Round, res.Target, res.Job, f.Reason, oneLine(f.Message))
+		}
+	}
+}
+
+// formatOverhead renders the headline overhead as "92% [88–95]", marked when
+// the interval's coverage is below conf. It reports whether it marked it.
+func formatOverhead(overhead map[string]Overhead, metric string, conf float64) (string, bool) {
+	o, ok := overhead[metric]
+	if !ok || o.N == 0 || math.IsNaN(o.PercentOfHost) {
+		return "n/a (no paired rounds)", false
+	}
+	s := fmt.Sprintf("%s [%s–%s]", formatPercentPlain(o.PercentOfHost),
+		formatNumber(o.PercentLow), formatNumber(o.PercentHigh))
+	if o.Coverage < conf {
+		return s + ciMarker, true
+	}
+	return s, false
+}
+
+func headlineFootnote() string {
+	parts := make([]string, len(fio.Workloads))
+	for i, w := range fio.Workloads {
+		parts[i] = metricTitle(HeadlineMetric(w)) + " for " + string(w)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func metricTitle(metric string) string {
+	switch metric {
+	case MetricIOPS:
+		return "IOPS"
+	case MetricBandwidth:
+		return "bandwidth"
+	case MetricLatencyP50:
+		return "write p50 latency"
+	case MetricLatencyP99:
+		return "write p99 latency"
+	case MetricFsyncP99:
+		return "fsync p99 latency"
+	}
+	return metric
+}
+
+func modeText(mode string) string {
+	switch mode {
+	case "steady":
+		return "steady state"
+	case "":
+		return "-"
+	}
+	return mode
+}
+
+// formatPercentPlain renders a percentage without decimals: "92%". The
+// seed article's precision; the intervals say how much more would be noise.
+func formatPercentPlain(p float64) string { return formatNumber(p) + "%" }
+
+func formatNumber(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func formatIOPS(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func formatBandwidth(bytesPerSecond float64) string {
+	if math.IsNaN(bytesPerSecond) || math.IsInf(bytesPerSecond, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB/s", bytesPerSecond/(1<<20))
+}
+
+// formatLatency renders seconds in the unit that gives 1 to 999: "812 µs",
+// "8.19 ms", with three significant digits.
+func formatLatency(sec float64) string {
+	if math.IsNaN(sec) || math.IsInf(sec, 0) {
+		return "-"
+	}
+	v, unit := sec, "s"
+	switch {
+	case sec < 1e-6:
+		v, unit = sec*1e9, "ns"
+	case sec < 1e-3:
+		v, unit = sec*1e6, "µs"
+	case sec < 1:
+		v, unit = sec*1e3, "ms"
+	}
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f %s", v, unit)
+	case v >= 10:
+		return fmt.Sprintf("%.1f %s", v, unit)
+	}
+	return fmt.Sprintf("%.2f %s", v, unit)
+}
+
+func formatBytes(b int64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	v, exp := float64(b), 0
+	for v >= unit && exp < 5 {
+		v /= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[exp-1])
+}
+
+func formatDuration(sec float64) string {
+	if math.IsNaN(sec) || sec < 0 {
+		return "-"
+	}
+	d := time.Duration(sec * float64(time.Second))
+	if d >= time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine keeps a multi-line fio message from breaking the list.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// errWriter remembers the first write error so the table code can write
+// freely and check once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (ew *errWriter) Write(p []byte) (int, error) {
+	if ew.err != nil {
+		return 0, ew.err
+	}
+	n, err := ew.w.Write(p)
+	ew.err = err
+	return n, err
+}
+
+func (ew *errWriter) printf(format string, args ...any) {
+	fmt.Fprintf(ew, format, args...)
+}
