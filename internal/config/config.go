@@ -1,0 +1,89 @@
+// Package config holds layerprobe's configuration: the YAML schema, the
+// built-in defaults (no file is needed) and validation that reports every
+// problem at once with its location and what is allowed.
+package config
+
+import "time"
+
+// Config is the whole configuration file. Every field has a default (see
+// Default); a file only needs the keys it changes.
+type Config struct {
+	// Profile is the built-in fio profile: "quick" or "seed".
+	Profile string `yaml:"profile"`
+	// Rounds per `layerprobe run`; 0 means the profile's default.
+	Rounds int `yaml:"rounds"`
+	// Targets to measure besides host (host is always measured: every
+	// overhead is relative to it): container, bind, volume. A file may
+	// list "host" too; Load drops it, so after Load Targets never holds it.
+	Targets []string `yaml:"targets"`
+	Fio     Fio      `yaml:"fio"`
+	// Engines to measure. Empty means one engine named "default" reached
+	// through DOCKER_HOST or the default socket.
+	Engines   []Engine  `yaml:"engines"`
+	FreeSpace FreeSpace `yaml:"free_space"`
+	Agent     Agent     `yaml:"agent"`
+	Detector  Detector  `yaml:"detector"`
+}
+
+// Fio configures the fio binary run on the host and copied into the probe
+// image, so both arms run the very same binary.
+type Fio struct {
+	// Binary is the host fio: a name looked up in PATH or an absolute path.
+	Binary string `yaml:"binary"`
+}
+
+// Engine is one Docker engine to measure.
+type Engine struct {
+	// Name is the `engine` label of every metric. Lowercase letters,
+	// digits, '-' and '_', at most 63 characters.
+	Name string `yaml:"name"`
+	// Host is a Docker endpoint such as unix:///var/run/docker.sock.
+	// Empty means DOCKER_HOST, or the default socket.
+	Host string `yaml:"host"`
+	// ScratchDir is the agent-owned host directory for the host and bind
+	// targets. It must be on the same file system as the engine's data
+	// root. Empty means "<data root>/layerprobe-scratch".
+	ScratchDir string `yaml:"scratch_dir"`
+	// ProbeImage names a local image that already contains fio. Empty
+	// means build one from the host's fio binary. Never pulled.
+	ProbeImage string `yaml:"probe_image"`
+}
+
+// FreeSpace guards the data root's file system: a job is refused (and
+// recorded as no_space) if it would leave less than this free.
+type FreeSpace struct {
+	MinFreeBytes ByteSize `yaml:"min_free_bytes"`
+	MinFreeRatio float64  `yaml:"min_free_ratio"`
+}
+
+// Agent configures `layerprobe agent`.
+type Agent struct {
+	ListenAddress   string        `yaml:"listen_address"`
+	WebConfigFile   string        `yaml:"web_config_file"`
+	StateDir        string        `yaml:"state_dir"`
+	APITokenFile    string        `yaml:"api_token_file"`
+	Interval        time.Duration `yaml:"interval"`
+	Jitter          float64       `yaml:"jitter"`
+	RoundsPerCycle  int           `yaml:"rounds_per_cycle"`
+	Retention       time.Duration `yaml:"retention"`
+	DailyByteBudget ByteSize      `yaml:"daily_byte_budget"`
+	// Busy-host guard: a cycle is skipped (and counted) when the host is
+	// busier than this.
+	MaxIOPressure    float64       `yaml:"max_io_pressure"`    // PSI io "some" avg10, percent
+	MaxDiskUtil      float64       `yaml:"max_disk_util"`      // 0-1 busy fraction of the data root's device
+	ChurnQuietPeriod time.Duration `yaml:"churn_quiet_period"` // no container start/stop this recently
+}
+
+// Detector configures the fsync regression detector.
+type Detector struct {
+	// Metric compared against the baseline: fsync_p99 or latency_p99.
+	Metric           string  `yaml:"metric"`
+	BaselineRounds   int     `yaml:"baseline_rounds"`     // rounds in the baseline window
+	MinBaselineRound int     `yaml:"min_baseline_rounds"` // rounds needed before detecting
+	K                float64 `yaml:"k"`                   // CUSUM allowance, in robust sigmas
+	H                float64 `yaml:"h"`                   // CUSUM decision threshold
+	Clip             float64 `yaml:"clip"`                // robust z-scores are clipped at +-Clip
+	MinEffect        float64 `yaml:"min_effect"`          // effect floor: ratio must exceed baseline*(1+MinEffect)
+	ConfirmRounds    int     `yaml:"confirm_rounds"`      // fresh rounds run to confirm a suspicion
+	ConfirmMin       int     `yaml:"confirm_min"`         // of which at least this many must exceed the floor
+}

@@ -1,0 +1,64 @@
+package config
+
+import (
+	"slices"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/fio"
+)
+
+// DefaultPath is where the CLI looks for the file when --config is not
+// given. Without a file there, Default serves.
+const DefaultPath = "/etc/layerprobe/config.yaml"
+
+// DefaultEngineName names the engine measured when the file configures
+// none: the one DOCKER_HOST, or the default socket, reaches.
+const DefaultEngineName = "default"
+
+// Default returns the built-in configuration: what an empty file, or no
+// file at all, means. Each call returns a fresh value the caller may change.
+func Default() *Config {
+	return &Config{
+		Profile: fio.DefaultProfile,
+		Rounds:  0,
+		Targets: []string{"container", "bind", "volume"},
+		Fio:     Fio{Binary: "fio"},
+		FreeSpace: FreeSpace{
+			MinFreeBytes: 1 * GiB,
+			MinFreeRatio: 0.05,
+		},
+		Agent: Agent{
+			ListenAddress:    ":9811",
+			StateDir:         "/var/lib/layerprobe",
+			Interval:         time.Hour,
+			Jitter:           0.1,
+			RoundsPerCycle:   3,
+			Retention:        90 * 24 * time.Hour,
+			DailyByteBudget:  2 * GiB,
+			MaxIOPressure:    10,
+			MaxDiskUtil:      0.5,
+			ChurnQuietPeriod: 60 * time.Second,
+		},
+		Detector: Detector{
+			Metric:           "fsync_p99",
+			BaselineRounds:   200,
+			MinBaselineRound: 12,
+			K:                0.5,
+			H:                6,
+			Clip:             3,
+			MinEffect:        0.25,
+			ConfirmRounds:    16,
+			ConfirmMin:       14,
+		},
+	}
+}
+
+// EffectiveEngines returns the engines to measure: the configured ones, or
+// when none is configured the single engine DefaultEngineName with an
+// empty host (DOCKER_HOST or the default socket). The slice is a copy.
+func (c *Config) EffectiveEngines() []Engine {
+	if len(c.Engines) == 0 {
+		return []Engine{{Name: DefaultEngineName}}
+	}
+	return slices.Clone(c.Engines)
+}

@@ -1,0 +1,313 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/distribution/reference"
+
+	"github.com/layerprobe/layerprobe/internal/fio"
+)
+
+// Limits that Validate enforces; docs/configuration.md states them too.
+const (
+	maxRounds         = 1000
+	minInterval       = 10 * time.Second
+	minRetention      = time.Hour
+	maxRoundsPerCycle = 100
+	maxBaselineRounds = 100_000
+	maxConfirmRounds  = 1000
+	minBaselineRounds = 3
+	maxMinFreeRatio   = 0.9
+	maxJitter         = 0.5
+)
+
+// validTargets lists the targets a config may name besides "host", in the
+// order the design lists them.
+var validTargets = []string{"container", "bind", "volume"}
+
+// detectorMetrics lists the metrics the fsync regression detector can
+// watch.
+var detectorMetrics = []string{"fsync_p99", "latency_p99"}
+
+var engineNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate reports every problem of c at once (errors.Join, wrapped in
+// ErrInvalid), each prefixed with its location, e.g. "engines[1].name",
+// and saying what is allowed. It returns nil for a valid config.
+func (c *Config) Validate() error {
+	if ps := c.check(); len(ps) > 0 {
+		return joinProblems(ps, nil)
+	}
+	return nil
+}
+
+// checker collects problems; every helper below is NaN-safe (a NaN fails
+// every range), because YAML can spell NaN and infinity (.nan, .inf).
+type checker struct {
+	ps []problem
+}
+
+func (ch *checker) addf(path, format string, args ...any) {
+	ch.ps = append(ch.ps, problem{path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+func (ch *checker) addRelatedf(path string, related []string, format string, args ...any) {
+	ch.ps = append(ch.ps, problem{path: path, related: related, msg: fmt.Sprintf(format, args...)})
+}
+
+func (ch *checker) floatRange(path string, v, lo, hi float64) {
+	if !(v >= lo && v <= hi) {
+		ch.addf(path, "%v is out of range, want %v to %v", v, lo, hi)
+	}
+}
+
+// floatMin checks v >= lo (or v > lo when strict) and finite.
+func (ch *checker) floatMin(path string, v, lo float64, strict bool) {
+	ok := v >= lo
+	want := fmt.Sprintf("at least %v", lo)
+	if strict {
+		ok = v > lo
+		want = fmt.Sprintf("more than %v", lo)
+	}
+	if !ok || math.IsInf(v, 0) {
+		ch.addf(path, "%v is out of range, want a finite number %s", v, want)
+	}
+}
+
+func (ch *checker) intRange(path string, v, lo, hi int) {
+	if v < lo || v > hi {
+		ch.addf(path, "%d is out of range, want %d to %d", v, lo, hi)
+	}
+}
+
+func (c *Config) check() []problem {
+	ch := &checker{}
+
+	if !slices.Contains(fio.ProfileNames(), c.Profile) {
+		ch.addf("profile", "%q is not a built-in profile, want one of %s", short(c.Profile), strings.Join(fio.ProfileNames(), ", "))
+	}
+	if c.Rounds != 0 && (c.Rounds < 2 || c.Rounds > maxRounds) {
+		ch.addf("rounds", "%d is out of range, want 0 (the profile's default) or 2 to %d: one round gives no confidence interval", c.Rounds, maxRounds)
+	}
+	c.checkTargets(ch)
+	c.checkEngines(ch)
+
+	switch b := c.Fio.Binary; {
+	case b == "":
+		ch.addf("fio.binary", "must be set, want a command name looked up in PATH or an absolute path")
+	case strings.IndexFunc(b, unicode.IsSpace) >= 0 || strings.ContainsRune(b, 0):
+		ch.addf("fio.binary", "%q contains whitespace, want a command name or an absolute path", short(b))
+	case strings.Contains(b, "/") && !filepath.IsAbs(b):
+		ch.addf("fio.binary", "%q is a relative path, want a command name looked up in PATH or an absolute path", short(b))
+	}
+
+	if c.FreeSpace.MinFreeBytes < 0 {
+		ch.addf("free_space.min_free_bytes", "%s is negative, want 0 or more", c.FreeSpace.MinFreeBytes)
+	}
+	ch.floatRange("free_space.min_free_ratio", c.FreeSpace.MinFreeRatio, 0, maxMinFreeRatio)
+
+	c.checkAgent(ch)
+	c.checkDetector(ch)
+	return ch.ps
+}
+
+func (c *Config) checkTargets(ch *checker) {
+	seen := map[string]int{}
+	measured, invalid := 0, 0
+	for i, t := range c.Targets {
+		at := fmt.Sprintf("targets[%d]", i)
+		if first, dup := seen[t]; dup {
+			ch.addf(at, "%q is listed twice (first as targets[%d])", short(t), first)
+			continue
+		}
+		seen[t] = i
+		switch {
+		case t == "host":
+			// Always measured: every overhead is relative to it.
+		case slices.Contains(validTargets, t):
+			measured++
+		default:
+			invalid++
+			ch.addf(at, "%q is not a target, want one of %s (host is always measured)", short(t), strings.Join(validTargets, ", "))
+		}
+	}
+	if measured == 0 && invalid == 0 {
+		ch.addf("targets", "no target besides host, want at least one of %s: overheads are relative to host", strings.Join(validTargets, ", "))
+	}
+}
+
+func (c *Config) checkEngines(ch *checker) {
+	names := map[string]int{}
+	for i, e := range c.Engines {
+		at := fmt.Sprintf("engines[%d]", i)
+		switch {
+		case e.Name == "":
+			ch.addf(at+".name", "must be set, want lowercase letters, digits, '-' and '_', at most 63 characters")
+		case !engineNameRE.MatchString(e.Name):
+			ch.addf(at+".name", "%q is not a valid engine name, want lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters", short(e.Name))
+		default:
+			if first, dup := names[e.Name]; dup {
+				ch.addf(at+".name", "%q is already the name of engines[%d], want unique names (they are the engine label of every metric)", short(e.Name), first)
+			} else {
+				names[e.Name] = i
+			}
+		}
+		if msg := checkHost(e.Host); msg != "" {
+			ch.addf(at+".host", "%q %s, want empty (DOCKER_HOST or the default socket), unix:///absolute/path, tcp://host:port or ssh://[user@]host[:port]", short(e.Host), msg)
+		}
+		if d := e.ScratchDir; d != "" {
+			switch {
+			case !filepath.IsAbs(d):
+				ch.addf(at+".scratch_dir", "%q is not an absolute path, want empty (<data root>/layerprobe-scratch) or an absolute directory", short(d))
+			case filepath.Clean(d) == "/":
+				ch.addf(at+".scratch_dir", "%q is the root directory, want a directory layerprobe owns: it removes what it leaves there", short(d))
+			}
+		}
+		if img := e.ProbeImage; img != "" {
+			if msg := checkImage(img); msg != "" {
+				ch.addf(at+".probe_image", "%q %s, want empty (build one from the host's fio) or the reference of a local image such as \"layerprobe-probe:latest\"", short(img), msg)
+			}
+		}
+	}
+}
+
+// checkHost returns what is wrong with a Docker endpoint, or "".
+func checkHost(h string) string {
+	if h == "" {
+		return ""
+	}
+	u, err := url.Parse(h)
+	if err != nil {
+		return "is not a URL"
+	}
+	switch u.Scheme {
+	case "unix":
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+			return "is not a unix socket URL with an absolute path (note the three slashes)"
+		}
+	case "tcp", "ssh":
+		if u.Host == "" || u.Hostname() == "" {
+			return "has no host"
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return "has an invalid port"
+			}
+		}
+		if u.Scheme == "tcp" && u.User != nil {
+			return "has user information, which tcp:// does not take"
+		}
+	case "":
+		return "has no scheme"
+	default:
+		return fmt.Sprintf("has the unsupported scheme %q", short(u.Scheme))
+	}
+	return ""
+}
+
+// checkImage returns what is wrong with an image reference, or "". The
+// reference grammar is Docker's own, so what passes here the daemon
+// parses too.
+func checkImage(img string) string {
+	switch {
+	case strings.IndexFunc(img, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return "contains whitespace"
+	case strings.HasPrefix(img, "-"):
+		return "starts with '-'"
+	}
+	if _, err := reference.ParseAnyReference(img); err != nil {
+		return "is not a valid image reference (" + short(err.Error()) + ")"
+	}
+	return ""
+}
+
+func (c *Config) checkAgent(ch *checker) {
+	a := c.Agent
+	if msg := checkListen(a.ListenAddress); msg != "" {
+		ch.addf("agent.listen_address", "%q %s, want host:port such as \":9811\" or \"127.0.0.1:9811\"", short(a.ListenAddress), msg)
+	}
+	if !filepath.IsAbs(a.StateDir) {
+		ch.addf("agent.state_dir", "%q is not an absolute path, want an absolute directory", short(a.StateDir))
+	} else if filepath.Clean(a.StateDir) == "/" {
+		ch.addf("agent.state_dir", "%q is the root directory, want a directory layerprobe owns", short(a.StateDir))
+	}
+	if a.Interval < minInterval {
+		ch.addf("agent.interval", "%s is too short, want at least %s (production: 15m or more)", fmtDuration(a.Interval), fmtDuration(minInterval))
+	}
+	ch.floatRange("agent.jitter", a.Jitter, 0, maxJitter)
+	ch.intRange("agent.rounds_per_cycle", a.RoundsPerCycle, 1, maxRoundsPerCycle)
+	if a.Retention < minRetention {
+		ch.addf("agent.retention", "%s is too short, want at least %s", fmtDuration(a.Retention), fmtDuration(minRetention))
+	}
+	if a.DailyByteBudget < 0 {
+		ch.addf("agent.daily_byte_budget", "%s is negative, want 0 (unlimited) or more", a.DailyByteBudget)
+	}
+	ch.floatRange("agent.max_io_pressure", a.MaxIOPressure, 0, 100)
+	ch.floatRange("agent.max_disk_util", a.MaxDiskUtil, 0, 1)
+	if a.ChurnQuietPeriod < 0 {
+		ch.addf("agent.churn_quiet_period", "%s is negative, want 0 (no churn check) or more", fmtDuration(a.ChurnQuietPeriod))
+	}
+}
+
+// checkListen returns what is wrong with a listen address, or "".
+func checkListen(addr string) string {
+	if addr == "" {
+		return "is empty"
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "is not host:port"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "has a port outside 1-65535"
+	}
+	return ""
+}
+
+func (c *Config) checkDetector(ch *checker) {
+	d := c.Detector
+	if !slices.Contains(detectorMetrics, d.Metric) {
+		ch.addf("detector.metric", "%q is not a detector metric, want one of %s", short(d.Metric), strings.Join(detectorMetrics, ", "))
+	}
+	ch.floatMin("detector.k", d.K, 0, false)
+	ch.floatMin("detector.h", d.H, 0, true)
+	ch.floatMin("detector.clip", d.Clip, 0, true)
+	ch.floatMin("detector.min_effect", d.MinEffect, 0, false)
+
+	if d.MinBaselineRound < minBaselineRounds {
+		ch.addf("detector.min_baseline_rounds", "%d is too small, want at least %d", d.MinBaselineRound, minBaselineRounds)
+	}
+	if d.BaselineRounds > maxBaselineRounds {
+		ch.addf("detector.baseline_rounds", "%d is too large, want at most %d", d.BaselineRounds, maxBaselineRounds)
+	} else if d.BaselineRounds < d.MinBaselineRound {
+		ch.addRelatedf("detector.baseline_rounds", []string{"detector.min_baseline_rounds"},
+			"%d is less than min_baseline_rounds (%d), want baseline_rounds >= min_baseline_rounds", d.BaselineRounds, d.MinBaselineRound)
+	}
+	ch.intRange("detector.confirm_rounds", d.ConfirmRounds, 1, maxConfirmRounds)
+	if d.ConfirmMin < 1 || d.ConfirmMin > max(d.ConfirmRounds, 1) {
+		ch.addRelatedf("detector.confirm_min", []string{"detector.confirm_rounds"},
+			"%d is out of range, want 1 to confirm_rounds (%d)", d.ConfirmMin, d.ConfirmRounds)
+	}
+}
+
+// fmtDuration prints "1h" rather than time.Duration's "1h0m0s".
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
