@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// ErrUnreachable is wrapped by every error that means the engine could not
+// be reached at all (no socket, connection refused, no answer in time).
+var ErrUnreachable = errors.New("docker engine unreachable")
+
+// ErrImageNotFound is wrapped when a user-named probe image is not present
+// on the engine (layerprobe never pulls).
+var ErrImageNotFound = errors.New("probe image not found")
+
+// Client talks to one Docker engine.
+type Client struct {
+	name     string
+	endpoint string
+	api      *client.Client
+	logger   *slog.Logger
+
+	// fsName names the file system of a path on this host; a field so the
+	// recorded-answer tests can stand in for data roots that do not exist
+	// here.
+	fsName func(path string) (string, error)
+}
+
+// New returns a client for the engine configured as name. An empty host
+// means DOCKER_HOST (with DOCKER_TLS_VERIFY / DOCKER_CERT_PATH /
+// DOCKER_API_VERSION) or else the default socket. The API version is
+// negotiated on the first request, as the moby client does by default.
+func New(name, host string, logger *slog.Logger) (*Client, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	opts := []client.Opt{client.WithUserAgent("layerprobe")}
+	if host == "" {
+		opts = append(opts, client.FromEnv)
+	} else {
+		opts = append(opts, client.WithHost(host))
+	}
+	api, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for engine %s: %w", name, err)
+	}
+	c := &Client{
+		name:     name,
+		endpoint: api.DaemonHost(),
+		api:      api,
+		logger:   logger.With("engine", name),
+		fsName:   FSName,
+	}
+	return c, nil
+}
+
+// Endpoint is the engine's address, e.g. unix:///var/run/docker.sock.
+func (c *Client) Endpoint() string { return c.endpoint }
+
+// Close releases the client's idle connections.
+func (c *Client) Close() error { return c.api.Close() }
+
+// unreachableError is the one-line error for an engine that cannot be
+// reached. The moby client's own messages span several lines of hints.
+type unreachableError struct {
+	endpoint string
+	cause    string
+	err      error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("cannot reach Docker engine at %s: %s", e.endpoint, e.cause)
+}
+
+func (e *unreachableError) Is(target error) bool { return target == ErrUnreachable }
+func (e *unreachableError) Unwrap() error        { return e.err }
+
+// asUnreachable returns an unreachable error when err means the engine could
+// not be reached, else nil.
+func (c *Client) asUnreachable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var u *unreachableError
+	if errors.As(err, &u) {
+		return u
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return &unreachableError{endpoint: c.endpoint, cause: "no answer before the deadline", err: err}
+	case errors.Is(err, context.Canceled):
+		return nil
+	case client.IsErrConnectionFailed(err), isDialError(err):
+		return &unreachableError{endpoint: c.endpoint, cause: c.dialCause(err), err: err}
+	}
+	return nil
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// dialCause names why the engine cannot be reached. The moby client drops
+// the reason for some failures ("connection refused" becomes a generic
+// "Cannot connect to the Docker daemon"), so the socket is dialled once more
+// to find it.
+func (c *Client) dialCause(err error) string {
+	if cause := errnoCause(err); cause != "" {
+		return cause
+	}
+	network, addr, ok := strings.Cut(c.endpoint, "://")
+	if ok && (network == "unix" || network == "tcp") {
+		conn, derr := net.DialTimeout(network, addr, 2*time.Second)
+		if derr == nil {
+			conn.Close()
+		} else if cause := errnoCause(derr); cause != "" {
+			return cause
+		} else {
+			return firstLine(derr.Error())
+		}
+	}
+	return firstLine(err.Error())
+}
+
+func errnoCause(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOENT:
+			return "no such socket (is the daemon running?)"
+		default:
+			return errno.Error()
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timed out"
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return "permission denied"
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(s)
+}
+
+// fail wraps err with the operation's name; an engine that cannot be
+// reached is reported as such, in one line.
+func (c *Client) fail(op string, err error) error {
+	if u := c.asUnreachable(err); u != nil {
+		return fmt.Errorf("%s: %w", op, u)
+	}
+	return fmt.Errorf("%s on engine %s: %w", op, c.name, err)
+}
+
+// isNotFound reports a 404 from the engine (object already gone).
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/moby/moby/client"
+)
+
+// containerdSnapshotter is DriverStatus's driver-type when the engine uses
+// the containerd image store; the driver name is then a snapshotter name.
+const containerdSnapshotter = "io.containerd.snapshotter.v1"
+
+// Info pings the engine and reports what it is: versions, storage driver
+// and how layerprobe treats it, backing file system, data root.
+//
+// An engine that cannot be reached yields an error wrapping ErrUnreachable
+// whose message is one line naming the endpoint.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	ping, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	if err != nil {
+		if u := c.asUnreachable(err); u != nil {
+			return Info{}, u
+		}
+		return Info{}, c.fail("ping", err)
+	}
+	ver, err := c.api.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return Info{}, c.fail("get engine version", err)
+	}
+	res, err := c.api.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return Info{}, c.fail("get engine info", err)
+	}
+	si := res.Info
+
+	info := Info{
+		Name:          c.name,
+		Endpoint:      c.endpoint,
+		ServerVersion: firstNonEmpty(ver.Version, si.ServerVersion),
+		APIVersion:    firstNonEmpty(ver.APIVersion, ping.APIVersion),
+		Driver:        si.Driver,
+		DataRoot:      si.DockerRootDir,
+		ImageStore:    "graphdriver",
+		Rootless:      slices.ContainsFunc(si.SecurityOptions, isRootlessOption),
+		KernelVersion: si.KernelVersion,
+		OS:            firstNonEmpty(si.OperatingSystem, si.OSType, ver.Os),
+	}
+	info.DriverClass, info.DriverNote = ClassifyDriver(si.Driver)
+	if v, ok := status(si.DriverStatus, "driver-type"); ok && v == containerdSnapshotter {
+		info.ImageStore = "containerd"
+	}
+	info.BackingFS = c.backingFS(si.Driver, si.DriverStatus, si.DockerRootDir)
+	c.logger.Debug("engine info", "driver", info.Driver, "backing_fs", info.BackingFS,
+		"image_store", info.ImageStore, "engine_version", info.ServerVersion, "api_version", info.APIVersion)
+	return info, nil
+}
+
+// backingFS names the file system the writable layers live on. DriverStatus
+// says it for overlay2, aufs and devicemapper; btrfs and zfs are their own
+// backing; otherwise (vfs, fuse-overlayfs, the containerd store, which
+// reports no DriverStatus but a driver-type) the data root is statfs'ed,
+// which is right for a local engine whose layers live under its data root.
+func (c *Client) backingFS(driver string, driverStatus [][2]string, dataRoot string) string {
+	if v, ok := status(driverStatus, "Backing Filesystem"); ok && v != "" {
+		return v
+	}
+	switch driver {
+	case "btrfs", "zfs":
+		return driver
+	}
+	if dataRoot == "" {
+		return "unknown"
+	}
+	name, err := c.fsName(dataRoot)
+	if err != nil {
+		c.logger.Warn("cannot tell the data root's file system", "data_root", dataRoot, "err", err)
+		return "unknown"
+	}
+	return name
+}
+
+// ClassifyDriver says how layerprobe treats a storage driver, with a note
+// for the operator when it is not a supported one.
+func ClassifyDriver(driver string) (DriverClass, string) {
+	switch driver {
+	case "overlay2", "overlayfs", "btrfs", "zfs", "vfs", "fuse-overlayfs":
+		return DriverSupported, ""
+	case "devicemapper":
+		return DriverDeprecated, "devicemapper is deprecated (removed in Docker Engine 25); results are measured but not comparable with overlay2; migrate to overlay2"
+	case "aufs":
+		return DriverDeprecated, "aufs is deprecated (removed in Docker Engine 24); results are measured but not comparable with overlay2; migrate to overlay2"
+	case "":
+		return DriverUnknown, "the engine reported no storage driver; results are measured but cannot be attributed to a driver"
+	}
+	return DriverUnknown, fmt.Sprintf("storage driver %q is not one layerprobe knows; results are measured but not known to be comparable with overlay2", driver)
+}
+
+// status looks a key up in DriverStatus; the order of its pairs is not
+// stable across engines (Podman builds it from a map).
+func status(pairs [][2]string, key string) (string, bool) {
+	for _, p := range pairs {
+		if p[0] == key {
+			return p[1], true
+		}
+	}
+	return "", false
+}
+
+func isRootlessOption(opt string) bool {
+	for f := range strings.SplitSeq(opt, ",") {
+		if f == "name=rootless" {
+			return true
+		}
+	}
+	return false
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,372 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/probeimage"
+)
+
+// recordedEngine serves a directory of recorded engine answers (see
+// testdata/README.md) the way dockerd does, so the real moby client talks
+// to it. Requests it does not know get a 404 like dockerd's.
+type recordedEngine struct {
+	*httptest.Server
+	mu    sync.Mutex
+	paths []string // request paths, to check the negotiated API version
+	// extra handles paths beyond /_ping, /version and /info.
+	extra map[string]http.HandlerFunc
+}
+
+var versionPrefix = regexp.MustCompile(`^/v[0-9]+\.[0-9]+`)
+
+func serveRecorded(t *testing.T, dir string, extra map[string]http.HandlerFunc) *recordedEngine {
+	t.Helper()
+	var ping struct {
+		Status  int               `json:"status"`
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := json.Unmarshal(read("ping.json"), &ping); err != nil {
+		t.Fatalf("%s/ping.json: %v", dir, err)
+	}
+	version, info := read("version.json"), read("info.json")
+	re := &recordedEngine{extra: extra}
+	re.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		re.mu.Lock()
+		re.paths = append(re.paths, r.Method+" "+r.URL.Path)
+		re.mu.Unlock()
+		p := versionPrefix.ReplaceAllString(r.URL.Path, "")
+		if p == "/_ping" {
+			for k, v := range ping.Headers {
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(ping.Status)
+			if r.Method != http.MethodHead {
+				io.WriteString(w, ping.Body)
+			}
+			return
+		}
+		var body []byte
+		switch p {
+		case "/version":
+			body = version
+		case "/info":
+			body = info
+		default:
+			if h, ok := re.extra[r.Method+" "+p]; ok {
+				h(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"page not found"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Api-Version", ping.Headers["Api-Version"])
+		w.Write(body)
+	}))
+	t.Cleanup(re.Close)
+	return re
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func (re *recordedEngine) requests() []string {
+	re.mu.Lock()
+	defer re.mu.Unlock()
+	return append([]string(nil), re.paths...)
+}
+
+func (re *recordedEngine) host() string {
+	return "tcp://" + re.Listener.Addr().String()
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestInfoRecordedEngines(t *testing.T) {
+	// Data roots of engines that do not run here, and what statfs would
+	// say about them on their hosts.
+	fakeFS := map[string]string{
+		"/var/lib/docker":                "xfs",
+		"/home/user/.local/share/docker": "extfs",
+	}
+	tests := []struct {
+		dir        string
+		api        string // negotiated API version
+		want       Info
+		noteSubstr string
+	}{
+		{
+			dir: "docker-20.10-overlay2", api: "1.41",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "overlay2", DriverClass: DriverSupported,
+				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			dir: "docker-20.10-btrfs", api: "1.41",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "btrfs", DriverClass: DriverSupported,
+				BackingFS: "btrfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			// vfs reports no DriverStatus: the data root is statfs'ed.
+			dir: "docker-20.10-vfs", api: "1.41",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "vfs", DriverClass: DriverSupported,
+				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			dir: "docker-20.10-zfs", api: "1.41",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "zfs", DriverClass: DriverSupported,
+				BackingFS: "zfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			dir: "docker-29-containerd-overlayfs", api: "1.52",
+			want: Info{ServerVersion: "29.1.3", APIVersion: "1.52", Driver: "overlayfs", DriverClass: DriverSupported,
+				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "containerd",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			dir: "docker-20.10-devicemapper", api: "1.41", noteSubstr: "removed in Docker Engine 25",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "devicemapper", DriverClass: DriverDeprecated,
+				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			dir: "docker-20.10-aufs", api: "1.41", noteSubstr: "aufs is deprecated",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "aufs", DriverClass: DriverDeprecated,
+				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			dir: "docker-20.10-rootless-fuse-overlayfs", api: "1.41",
+			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "fuse-overlayfs", DriverClass: DriverSupported,
+				BackingFS: "extfs", DataRoot: "/home/user/.local/share/docker", ImageStore: "graphdriver", Rootless: true,
+				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dir, func(t *testing.T) {
+			re := serveRecorded(t, filepath.Join("testdata", tt.dir), nil)
+			c, err := New("rec", re.host(), testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.fsName = func(p string) (string, error) {
+				if fs, ok := fakeFS[p]; ok {
+					return fs, nil
+				}
+				return "", errors.New("no such data root here")
+			}
+			got, err := c.Info(context.Background())
+			if err != nil {
+				t.Fatalf("Info: %v", err)
+			}
+			want := tt.want
+			want.Name, want.Endpoint = "rec", re.host()
+			if tt.noteSubstr == "" {
+				if got.DriverNote != "" {
+					t.Errorf("DriverNote = %q, want none", got.DriverNote)
+				}
+			} else if !strings.Contains(got.DriverNote, tt.noteSubstr) || !strings.Contains(got.DriverNote, "overlay2") {
+				t.Errorf("DriverNote = %q, want it to mention %q and overlay2", got.DriverNote, tt.noteSubstr)
+			}
+			want.DriverNote = got.DriverNote
+			if got != want {
+				t.Errorf("Info() =\n%+v\nwant\n%+v", got, want)
+			}
+			// Negotiation: the client must use the engine's version
+			// (never pinned), for every call after the ping.
+			for _, r := range re.requests() {
+				if strings.HasSuffix(r, "/info") && !strings.Contains(r, "/v"+tt.api+"/") {
+					t.Errorf("request %q, want API version %s", r, tt.api)
+				}
+			}
+		})
+	}
+}
+
+func TestClassifyDriver(t *testing.T) {
+	for driver, want := range map[string]DriverClass{
+		"overlay2": DriverSupported, "overlayfs": DriverSupported, "btrfs": DriverSupported, "zfs": DriverSupported,
+		"vfs": DriverSupported, "fuse-overlayfs": DriverSupported,
+		"devicemapper": DriverDeprecated, "aufs": DriverDeprecated,
+		"windowsfilter": DriverUnknown, "overlay": DriverUnknown, "": DriverUnknown,
+	} {
+		class, note := ClassifyDriver(driver)
+		if class != want {
+			t.Errorf("ClassifyDriver(%q) = %q, want %q", driver, class, want)
+		}
+		if (class == DriverSupported) != (note == "") {
+			t.Errorf("ClassifyDriver(%q): note %q; want a note exactly for unsupported drivers", driver, note)
+		}
+	}
+}
+
+// TestUnreachable checks the one-line error for an engine that is not
+// there: a missing socket and a socket nobody listens on.
+func TestUnreachable(t *testing.T) {
+	dir, err := os.MkdirTemp("/tmp", "lpeng") // short: unix socket path limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	dead := filepath.Join(dir, "dead.sock")
+	l, err := net.Listen("unix", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // the socket file stays, nobody accepts: connection refused
+
+	for _, tc := range []struct{ sock, cause string }{
+		{filepath.Join(dir, "missing.sock"), "no such socket"},
+		{dead, "connection refused"},
+	} {
+		host := "unix://" + tc.sock
+		c, err := New("gone", host, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = c.Info(ctx)
+		cancel()
+		c.Close()
+		if !errors.Is(err, ErrUnreachable) {
+			t.Fatalf("Info on %s: %v, want ErrUnreachable", host, err)
+		}
+		want := "cannot reach Docker engine at " + host + ": "
+		msg := err.Error()
+		t.Logf("unreachable: %s", msg)
+		if !strings.HasPrefix(msg, want) || !strings.Contains(msg, tc.cause) || strings.Contains(msg, "\n") {
+			t.Errorf("error = %q, want one line starting %q naming %q", msg, want, tc.cause)
+		}
+	}
+}
+
+// TestEndpointFromEnv: an empty host means DOCKER_HOST, else the default
+// socket (only its name is checked: the machine's own daemon, if any, is
+// not touched).
+func TestEndpointFromEnv(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "")
+	c, err := New("default", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Endpoint(); got != "unix:///var/run/docker.sock" {
+		t.Errorf("Endpoint() without DOCKER_HOST = %q, want unix:///var/run/docker.sock", got)
+	}
+	c.Close()
+
+	host := "unix:///tmp/lp-no-such-dir/docker.sock"
+	t.Setenv("DOCKER_HOST", host)
+	c, err = New("env", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.Endpoint(); got != host {
+		t.Errorf("Endpoint() = %q, want DOCKER_HOST %q", got, host)
+	}
+	_, err = c.Info(context.Background())
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), host) {
+		t.Errorf("Info = %v, want ErrUnreachable naming %s", err, host)
+	}
+}
+
+// TestEnsureImageStreamError: the engine answers 200 and reports the
+// failure inside the JSON stream; EnsureImage must not take that as success.
+func TestEnsureImageStreamError(t *testing.T) {
+	var gotChanges []string
+	var gotRef string
+	re := serveRecorded(t, filepath.Join("testdata", "docker-20.10-overlay2"), map[string]http.HandlerFunc{
+		"GET /images/json": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, "[]")
+		},
+		"POST /images/create": func(w http.ResponseWriter, r *http.Request) {
+			gotChanges = r.URL.Query()["changes"]
+			gotRef = r.URL.Query().Get("repo")
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"status":"Importing"}`+"\n")
+			io.WriteString(w, `{"errorDetail":{"message":"failed to register layer: no space left on device"},"error":"failed to register layer: no space left on device"}`+"\n")
+		},
+	})
+	c, err := New("rec", re.host(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	im := &probeimage.Image{
+		Digest: strings.Repeat("ab", 32),
+		Files: []probeimage.File{
+			{Path: "/etc", Mode: os.ModeDir | 0o755},
+			// A correct hash: WriteTar succeeds, only the engine fails.
+			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n"), Size: 10, SHA256: sha256Hex("root:x:0:\n")},
+		},
+	}
+
+	_, err = c.EnsureImage(context.Background(), im, "lp-test-1-2")
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("EnsureImage = %v, want the error reported in the stream", err)
+	}
+	if gotRef != "layerprobe-probe:abababababab" {
+		t.Errorf("import repo = %q, want layerprobe-probe:abababababab", gotRef)
+	}
+	wantChanges := []string{
+		"LABEL io.layerprobe.managed=true io.layerprobe.role=image io.layerprobe.digest=" + im.Digest + " io.layerprobe.owner=lp-test-1-2",
+		`ENTRYPOINT ["/lp/bin/layerprobe","probe-helper","idle"]`,
+	}
+	if strings.Join(gotChanges, "\n") != strings.Join(wantChanges, "\n") {
+		t.Errorf("changes = %q, want %q", gotChanges, wantChanges)
+	}
+}
+
+// TestImagePathsAgree: the image puts fio, the helper and the mount points
+// where the container expects them.
+func TestImagePathsAgree(t *testing.T) {
+	if probeimage.FioPath != ContainerFio || probeimage.HelperPath != ContainerHelper {
+		t.Errorf("probeimage paths %s, %s; engine expects %s, %s", probeimage.FioPath, probeimage.HelperPath, ContainerFio, ContainerHelper)
+	}
+}

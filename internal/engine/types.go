@@ -1,0 +1,92 @@
+// Package engine is layerprobe's only user of the Docker Engine API
+// (github.com/moby/moby/client). It reports what an engine is (version,
+// storage driver, backing file system, data root), imports the locally built
+// probe image, runs the long-lived probe container and executes fio in it,
+// and sweeps everything layerprobe created, found by label.
+package engine
+
+// Labels set on every container, volume and image layerprobe creates. The
+// sweep finds leftovers by these labels, never by name.
+const (
+	LabelManaged = "io.layerprobe.managed" // "true"
+	LabelOwner   = "io.layerprobe.owner"   // owner token of the creating process (hostfs.OwnerToken)
+	LabelRole    = "io.layerprobe.role"    // "probe" (container, volume) or "image"
+	LabelEngine  = "io.layerprobe.engine"  // configured engine name
+	LabelMode    = "io.layerprobe.mode"    // "steady" or "cold"
+	LabelDigest  = "io.layerprobe.digest"  // content digest of the probe image's root file system
+)
+
+// Paths inside the probe container.
+const (
+	ContainerFio    = "/lp/bin/fio"        // fio, copied from the host with its libraries
+	ContainerHelper = "/lp/bin/layerprobe" // this program, for idle / kill-fio / clean helpers
+	ContainerLayer  = "/lp/layer"          // directory in the writable layer
+	ContainerBind   = "/lp/bind"           // bind mount of the host scratch directory
+	ContainerVolume = "/lp/volume"         // the named volume
+)
+
+// DriverClass says how layerprobe treats a storage driver.
+type DriverClass string
+
+// Driver classes.
+const (
+	DriverSupported  DriverClass = "supported"  // overlay2, overlayfs, btrfs, zfs, vfs, fuse-overlayfs
+	DriverDeprecated DriverClass = "deprecated" // devicemapper, aufs: measured, with a warning
+	DriverUnknown    DriverClass = "unknown"    // anything else: measured, with a warning
+)
+
+// Info is what layerprobe needs to know about an engine.
+type Info struct {
+	Name          string      `json:"name"`     // configured engine name
+	Endpoint      string      `json:"endpoint"` // the socket / URL used
+	ServerVersion string      `json:"engine_version"`
+	APIVersion    string      `json:"api_version"`
+	Driver        string      `json:"driver"`
+	DriverClass   DriverClass `json:"driver_class"`
+	DriverNote    string      `json:"driver_note,omitempty"` // human note for deprecated / unknown drivers
+	BackingFS     string      `json:"backing_fs"`            // e.g. extfs, xfs, btrfs, zfs, tmpfs
+	DataRoot      string      `json:"data_root"`
+	ImageStore    string      `json:"image_store"` // "graphdriver" or "containerd"
+	Rootless      bool        `json:"rootless"`
+	KernelVersion string      `json:"kernel_version"`
+	OS            string      `json:"os"`
+}
+
+// ProbeSpec describes the probe container to start.
+type ProbeSpec struct {
+	Engine     string            // engine name, for the label
+	Image      string            // image reference (ID or name) to run
+	BindSource string            // host directory bind-mounted at ContainerBind
+	Owner      string            // owner token, for the label
+	Mode       string            // "steady" or "cold"
+	Labels     map[string]string // extra labels
+	// DeviceWriteIOPS, when non-zero, throttles the container's writes to
+	// the data root's device (cgroup blkio). Test-only: it injects a real
+	// slowdown for detection tests.
+	DeviceWriteIOPS uint64
+	DevicePath      string // block device for DeviceWriteIOPS
+}
+
+// Probe is a running probe container with its named volume.
+type Probe struct {
+	ContainerID    string
+	Name           string
+	Image          string
+	VolumeName     string
+	VolumeHostPath string // the volume's mount point on the host
+	UpperDir       string // host path of the writable layer, when the driver tells it
+}
+
+// ExecResult is the outcome of one command run in the probe container.
+type ExecResult struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// SweepReport lists what a sweep removed.
+type SweepReport struct {
+	Containers []string `json:"containers"`
+	Volumes    []string `json:"volumes"`
+	Images     []string `json:"images"`
+}

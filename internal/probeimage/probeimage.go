@@ -1,0 +1,291 @@
+// Package probeimage assembles the probe container's root file system from
+// files already on the host, so no registry is ever needed.
+//
+// The image holds the host's own fio binary (both arms of every comparison
+// run the same fio), every shared library it loads and the ELF interpreter,
+// each at its original absolute path so the dynamic loader finds them
+// without any configuration, plus the layerprobe binary as the container's
+// idle process and helper. Dependencies are read from the ELF files
+// themselves (PT_INTERP, DT_NEEDED, DT_RUNPATH/DT_RPATH), not from ldd,
+// which would run the binary's loader.
+//
+// The tar stream is deterministic (sorted entries, fixed owner and mtime) and
+// the image's Digest is a hash over every entry's path, mode and content, so
+// an unchanged host yields the same digest and the engine can reuse the
+// image it imported before.
+package probeimage
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Paths inside the image (the engine package names the same paths for the
+// container; they must agree).
+const (
+	FioPath    = "/lp/bin/fio"
+	HelperPath = "/lp/bin/layerprobe"
+)
+
+// emptyDirs are created in every image: the mount points and the directory
+// the container's writable-layer target uses.
+var emptyDirs = map[string]fs.FileMode{
+	"/lp/layer":  0o755,
+	"/lp/bind":   0o755,
+	"/lp/volume": 0o755,
+	"/tmp":       0o777 | fs.ModeSticky,
+}
+
+// layoutVersion is hashed into every digest; bump it when WriteTar changes.
+const layoutVersion = "layerprobe probe image layout 1"
+
+// mtime is every entry's modification time: fixed, so the tar stream does
+// not depend on when the host files were installed.
+var mtime = time.Unix(946684800, 0).UTC() // 2000-01-01
+
+// File is one entry of the image.
+type File struct {
+	Path   string      // absolute path inside the image
+	Mode   fs.FileMode // permissions, with fs.ModeDir for directories and fs.ModeSticky where set
+	Source string      // host file the content is copied from ("" for directories and generated files)
+	Data   []byte      // content of a generated file (/etc/passwd, /etc/group)
+	Size   int64
+	SHA256 string // hex digest of the content ("" for directories)
+}
+
+// Image is the probe image's root file system.
+type Image struct {
+	// Digest is the hex SHA-256 over the sorted entries' paths, modes and
+	// content hashes.
+	Digest string
+	// FioPath is the host fio binary the image carries at /lp/bin/fio.
+	FioPath string
+	// Files lists every entry, directories included, sorted by path.
+	Files []File
+}
+
+// Build collects the image's files: fio at /lp/bin/fio and the helper at
+// /lp/bin/layerprobe, each with its shared libraries and interpreter at
+// their host paths. Symbolic links are resolved: the image stores regular
+// files at the paths the loader asks for.
+func Build(fioPath, helperPath string) (*Image, error) {
+	r, err := newResolver()
+	if err != nil {
+		return nil, fmt.Errorf("build probe image: %w", err)
+	}
+	files := map[string]File{}
+	add := func(imagePath, source string) error {
+		if _, ok := files[imagePath]; ok {
+			return nil
+		}
+		f, err := hostFile(imagePath, source)
+		if err != nil {
+			return err
+		}
+		files[imagePath] = f
+		return nil
+	}
+
+	for _, bin := range []struct{ imagePath, host string }{{FioPath, fioPath}, {HelperPath, helperPath}} {
+		if bin.host == "" {
+			return nil, fmt.Errorf("build probe image: no host file for %s", bin.imagePath)
+		}
+		deps, err := r.dependencies(bin.imagePath, bin.host)
+		if err != nil {
+			return nil, fmt.Errorf("build probe image: resolve libraries of %s: %w", bin.host, err)
+		}
+		if err := add(bin.imagePath, bin.host); err != nil {
+			return nil, fmt.Errorf("build probe image: %w", err)
+		}
+		for _, dep := range deps {
+			if err := add(dep.image, dep.host); err != nil {
+				return nil, fmt.Errorf("build probe image: %w", err)
+			}
+		}
+	}
+	// Libraries found only through /etc/ld.so.conf need the loader's cache
+	// to be found again inside the container.
+	if r.needsCache {
+		if err := add(ldSoCache, ldSoCache); err != nil {
+			return nil, fmt.Errorf("build probe image: %w", err)
+		}
+	}
+
+	gen := func(p, content string) {
+		sum := sha256.Sum256([]byte(content))
+		files[p] = File{Path: p, Mode: 0o644, Data: []byte(content), Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:])}
+	}
+	gen("/etc/passwd", "root:x:0:0:root:/:/sbin/nologin\n")
+	gen("/etc/group", "root:x:0:\n")
+	for p, m := range emptyDirs {
+		files[p] = File{Path: p, Mode: fs.ModeDir | m}
+	}
+	// Every parent directory gets an explicit entry, so the tar stream
+	// does not depend on how the daemon creates implied directories.
+	for _, p := range slices.Collect(maps.Keys(files)) {
+		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+			if _, ok := files[d]; !ok {
+				files[d] = File{Path: d, Mode: fs.ModeDir | 0o755}
+			}
+		}
+	}
+
+	im := &Image{FioPath: fioPath}
+	for _, f := range files {
+		im.Files = append(im.Files, f)
+	}
+	slices.SortFunc(im.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	h := sha256.New()
+	// The layout version first: a change to how the tar is written (owners,
+	// mtimes, formats) must change the digest even for the same files.
+	fmt.Fprintf(h, "%s\n", layoutVersion)
+	for _, f := range im.Files {
+		// One line per entry; the path cannot contain a newline (checked
+		// in hostFile), so lines cannot be confused.
+		fmt.Fprintf(h, "%s %o %s\n", f.Path, tarMode(f.Mode), f.SHA256)
+	}
+	im.Digest = hex.EncodeToString(h.Sum(nil))
+	return im, nil
+}
+
+// hostFile describes a host file (symlinks followed) stored at imagePath.
+func hostFile(imagePath, source string) (File, error) {
+	if !path.IsAbs(imagePath) || strings.ContainsAny(imagePath, "\n\x00") || path.Clean(imagePath) != imagePath {
+		return File{}, fmt.Errorf("bad image path %q", imagePath)
+	}
+	f, err := os.Open(source)
+	if err != nil {
+		return File{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return File{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return File{}, fmt.Errorf("%s is not a regular file", source)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return File{}, fmt.Errorf("read %s: %w", source, err)
+	}
+	return File{
+		Path:   imagePath,
+		Mode:   fi.Mode().Perm(),
+		Source: source,
+		Size:   n,
+		SHA256: hex.EncodeToString(h.Sum(nil)),
+	}, nil
+}
+
+// tarMode is the tar header mode for m (permission bits plus sticky).
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	if m&fs.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
+
+// WriteTar writes the root file system as an uncompressed tar stream. Each
+// host file is hashed again while it is copied: a file that changed since
+// Build fails the write rather than producing an image that does not match
+// its digest.
+func (im *Image) WriteTar(w io.Writer) error {
+	tw := tar.NewWriter(w)
+	for _, f := range im.Files {
+		hdr := &tar.Header{
+			Name:    strings.TrimPrefix(f.Path, "/"),
+			Mode:    tarMode(f.Mode),
+			ModTime: mtime,
+			Uname:   "root",
+			Gname:   "root",
+			Format:  tar.FormatPAX,
+		}
+		if f.Mode.IsDir() {
+			hdr.Typeflag = tar.TypeDir
+			hdr.Name += "/"
+		} else {
+			hdr.Typeflag = tar.TypeReg
+			hdr.Size = f.Size
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("write probe image tar: %s: %w", f.Path, err)
+		}
+		if f.Mode.IsDir() {
+			continue
+		}
+		if err := writeContent(tw, f); err != nil {
+			return fmt.Errorf("write probe image tar: %s: %w", f.Path, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("write probe image tar: %w", err)
+	}
+	return nil
+}
+
+func writeContent(w io.Writer, f File) error {
+	h := sha256.New()
+	if f.Source == "" {
+		h.Write(f.Data)
+		if _, err := w.Write(f.Data); err != nil {
+			return err
+		}
+		return checkSum(h, f)
+	}
+	src, err := os.Open(f.Source)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	// LimitReader: a file that grew must not overrun the header's size.
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(src, f.Size))
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", f.Source, err)
+	}
+	if n != f.Size {
+		return fmt.Errorf("%s shrank from %d to %d bytes since the image was built", f.Source, f.Size, n)
+	}
+	if m, _ := src.Read(make([]byte, 1)); m > 0 {
+		return fmt.Errorf("%s grew since the image was built", f.Source)
+	}
+	return checkSum(h, f)
+}
+
+func checkSum(h hash.Hash, f File) error {
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+		return fmt.Errorf("content of %s changed since the image was built", f.Path)
+	}
+	return nil
+}
+
+// Paths lists the image's paths, for messages and tests.
+func (im *Image) Paths() []string {
+	out := make([]string, len(im.Files))
+	for i, f := range im.Files {
+		out[i] = f.Path
+	}
+	return out
+}
+
+// Size is the total content size in bytes.
+func (im *Image) Size() int64 {
+	var n int64
+	for _, f := range im.Files {
+		n += f.Size
+	}
+	return n
+}

@@ -1,0 +1,642 @@
+// Package testdaemon starts private Docker daemons for tests.
+//
+// Every daemon lives in its own short directory under /tmp (its data root,
+// exec root, pid file, socket, config file and log), talks only through its
+// own unix socket and never touches the machine's own dockerd: no bridge, no
+// iptables, its own containerd started by dockerd inside the exec root. The
+// data root can sit on the root file system or on a fresh btrfs or xfs file
+// system in a loop file, so tests can exercise several storage drivers and
+// backing file systems on one machine.
+//
+// Cleanup is registered with t.Cleanup and is thorough because a leaked
+// daemon, mount or loop device outlives the test binary: it stops the daemon,
+// kills the containerd and shim processes that belong to its exec root and
+// the processes of its containers, unmounts everything under its directory
+// (deepest first), detaches the loop device and removes the directory.
+package testdaemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options choose the daemon's storage.
+type Options struct {
+	// Driver is the storage driver: overlay2, btrfs or vfs ("" = overlay2).
+	Driver string
+	// Backing is the file system under the data root: "" for a directory on
+	// the root file system, "btrfs" or "xfs" for a fresh file system of
+	// SizeMiB in a loop file. The btrfs driver needs Backing "btrfs" (it is
+	// chosen when left empty).
+	Backing string
+	// SizeMiB sizes the loop file (sparse) for Backing btrfs or xfs; 0 = 1024.
+	SizeMiB int
+}
+
+// Daemon is a running private dockerd.
+type Daemon struct {
+	Host     string // unix://<Dir>/docker.sock
+	DataRoot string // <Dir>/root
+	ExecRoot string // <Dir>/exec
+	Dir      string // the daemon's private directory under /tmp
+
+	t       testing.TB
+	opts    Options
+	logPath string
+	loopDev string // /dev/loopN when Backing is a loop file system
+
+	mu   sync.Mutex
+	proc *process // nil while stopped
+}
+
+// process is one run of dockerd.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd has been waited for
+	err    error         // Wait's result, readable after exited is closed
+}
+
+const (
+	startTimeout = 30 * time.Second
+	stopTimeout  = 30 * time.Second
+	// shutdownTimeout is how long dockerd waits for containers on shutdown
+	// before killing them; short, so a test's Stop does not take the
+	// default 15 s per stubborn container.
+	shutdownTimeout = 5
+)
+
+// Require skips the test (or fails it when env CI is set) unless this
+// machine can run private daemons: root, dockerd, containerd and runc.
+func Require(t testing.TB) {
+	t.Helper()
+	if err := prerequisites(); err != nil {
+		skipOrFail(t, "testdaemon: %v", err)
+	}
+}
+
+func prerequisites() error {
+	if os.Geteuid() != 0 {
+		return errors.New("private Docker daemons need root")
+	}
+	for _, bin := range []string{"dockerd", "containerd", "runc"} {
+		if _, err := lookPath(bin); err != nil {
+			return fmt.Errorf("%s not found: %w", bin, err)
+		}
+	}
+	return nil
+}
+
+// skipOrFail skips, except in CI, where a missing prerequisite is a broken
+// CI machine and must fail.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatalf(format+" (CI is set: not skipping)", args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// lookPath finds a binary in PATH or in the sbin directories, which a
+// non-login root shell may lack in PATH.
+func lookPath(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	for _, dir := range []string{"/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/bin", "/usr/bin", "/bin"} {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not in PATH or sbin", name)
+}
+
+// Start starts a private dockerd and waits until it answers /_ping. Its
+// cleanup is registered with t.Cleanup.
+func Start(t testing.TB, opts Options) *Daemon {
+	t.Helper()
+	Require(t)
+	if opts.Driver == "" {
+		opts.Driver = "overlay2"
+	}
+	if opts.Driver == "btrfs" && opts.Backing == "" {
+		opts.Backing = "btrfs"
+	}
+	if opts.SizeMiB == 0 {
+		opts.SizeMiB = 1024
+	}
+	switch opts.Driver {
+	case "overlay2", "btrfs", "vfs":
+	default:
+		t.Fatalf("testdaemon: unsupported driver %q (want overlay2, btrfs or vfs)", opts.Driver)
+	}
+	switch opts.Backing {
+	case "":
+	case "btrfs", "xfs":
+		if err := loopPrerequisites(opts.Backing); err != nil {
+			skipOrFail(t, "testdaemon: %v", err)
+		}
+	default:
+		t.Fatalf("testdaemon: unsupported backing %q (want \"\", btrfs or xfs)", opts.Backing)
+	}
+
+	// Not t.TempDir(): its long path would push the socket path past the
+	// 108-byte sun_path limit.
+	dir, err := os.MkdirTemp("/tmp", "lptd")
+	if err != nil {
+		t.Fatalf("testdaemon: create dir: %v", err)
+	}
+	d := &Daemon{
+		Host:     "unix://" + filepath.Join(dir, "docker.sock"),
+		DataRoot: filepath.Join(dir, "root"),
+		ExecRoot: filepath.Join(dir, "exec"),
+		Dir:      dir,
+		t:        t,
+		opts:     opts,
+		logPath:  filepath.Join(dir, "dockerd.log"),
+	}
+	t.Cleanup(d.cleanup)
+
+	if err := os.MkdirAll(d.DataRoot, 0o710); err != nil {
+		t.Fatalf("testdaemon: %v", err)
+	}
+	// An empty config file keeps the machine's /etc/docker/daemon.json
+	// (which could conflict with the flags below) out of the test.
+	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatalf("testdaemon: %v", err)
+	}
+	if opts.Backing != "" {
+		if err := d.setupLoop(); err != nil {
+			t.Fatalf("testdaemon: %s loop file system: %v", opts.Backing, err)
+		}
+	}
+	if err := d.start(); err != nil {
+		t.Fatalf("testdaemon: %v\n%s", err, d.logTail())
+	}
+	return d
+}
+
+func loopPrerequisites(fs string) error {
+	for _, bin := range []string{"losetup", "mkfs." + fs} {
+		if _, err := lookPath(bin); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return fmt.Errorf("no loop device support: %w", err)
+	}
+	b, err := os.ReadFile("/proc/filesystems")
+	if err == nil && !slices.ContainsFunc(strings.Fields(string(b)), func(s string) bool { return s == fs }) {
+		return fmt.Errorf("kernel does not support %s", fs)
+	}
+	return nil
+}
+
+// setupLoop makes a sparse loop file, formats it and mounts it on DataRoot.
+func (d *Daemon) setupLoop() error {
+	img := filepath.Join(d.Dir, "disk.img")
+	f, err := os.Create(img)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(int64(d.opts.SizeMiB) << 20)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("size loop file: %w", err)
+	}
+	mkfs := []string{"mkfs." + d.opts.Backing, "-f", "-q", img}
+	if out, err := run(mkfs...); err != nil {
+		return fmt.Errorf("%s: %w: %s", mkfs[0], err, out)
+	}
+	out, err := run("losetup", "--find", "--show", img)
+	if err != nil {
+		return fmt.Errorf("losetup: %w: %s", err, out)
+	}
+	d.loopDev = strings.TrimSpace(out)
+	if err := syscall.Mount(d.loopDev, d.DataRoot, d.opts.Backing, 0, ""); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", d.loopDev, d.DataRoot, err)
+	}
+	return nil
+}
+
+func run(argv ...string) (string, error) {
+	p, err := lookPath(argv[0])
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(p, argv[1:]...).CombinedOutput()
+	return string(out), err
+}
+
+func (d *Daemon) args() []string {
+	return []string{
+		"--data-root", d.DataRoot,
+		"--exec-root", d.ExecRoot,
+		"--pidfile", filepath.Join(d.Dir, "dockerd.pid"),
+		"--config-file", filepath.Join(d.Dir, "daemon.json"),
+		"-H", d.Host,
+		"--bridge", "none",
+		"--iptables=false",
+		"--ip6tables=false", // 20.10 has the flag (default false); say it anyway
+		"--ip-masq=false",
+		"--storage-driver", d.opts.Driver,
+		"--shutdown-timeout", strconv.Itoa(shutdownTimeout),
+	}
+}
+
+// start launches dockerd and waits for /_ping.
+func (d *Daemon) start() error {
+	d.mu.Lock()
+	running := d.proc != nil
+	d.mu.Unlock()
+	if running {
+		return errors.New("daemon already running")
+	}
+	bin, err := lookPath("dockerd")
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, d.args()...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = daemonEnv()
+	// Its own process group: a ^C on the test does not reach dockerd before
+	// the cleanup can stop it in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	logf.Close() // the child holds its own descriptor
+	if err != nil {
+		return fmt.Errorf("start dockerd: %w", err)
+	}
+	p := &process{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	d.mu.Lock()
+	d.proc = p
+	d.mu.Unlock()
+
+	sock := strings.TrimPrefix(d.Host, "unix://")
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if pingSocket(sock) == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			d.mu.Lock()
+			d.proc = nil
+			d.mu.Unlock()
+			return fmt.Errorf("dockerd exited during startup: %v", p.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dockerd did not answer /_ping on %s within %s", sock, startTimeout)
+		}
+	}
+}
+
+// daemonEnv is the test's environment without the variables that would
+// point dockerd (or its containerd) at anything but its own directories.
+func daemonEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID":
+			continue
+		case "PATH":
+			kv += ":/usr/local/sbin:/usr/sbin:/sbin"
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func pingSocket(sock string) error {
+	c := &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", sock)
+		}},
+	}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://docker/_ping")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/_ping: %s", resp.Status)
+	}
+	return nil
+}
+
+// Stop stops dockerd: SIGTERM, then SIGKILL if it has not exited after 30 s.
+// Stopping a stopped daemon does nothing.
+func (d *Daemon) Stop() {
+	d.t.Helper()
+	d.signalAndWait(syscall.SIGTERM, stopTimeout)
+}
+
+// Kill kills dockerd with SIGKILL, the way a crash would: containers are not
+// stopped and their shims keep running. dockerd's containerd dies with it
+// (dockerd starts it with a parent-death signal); Kill waits until it has
+// gone, so that Restart starts a fresh one rather than trying to reuse a
+// dying process.
+func (d *Daemon) Kill() {
+	d.t.Helper()
+	d.signalAndWait(syscall.SIGKILL, stopTimeout)
+	b, err := os.ReadFile(filepath.Join(d.ExecRoot, "containerd", "containerd.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	// Not its command line: a zombie has none left.
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "containerd" {
+		return // gone already, or the pid was reused
+	}
+	for procExists(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if procExists(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// procExists reports whether /proc has an entry for pid, zombies included:
+// dockerd takes a zombie containerd for a live one.
+func procExists(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
+// Restart stops the daemon if it runs and starts it again on the same data
+// root.
+func (d *Daemon) Restart() {
+	d.t.Helper()
+	d.Stop()
+	if err := d.start(); err != nil {
+		d.t.Fatalf("testdaemon: restart: %v\n%s", err, d.logTail())
+	}
+}
+
+func (d *Daemon) signalAndWait(sig syscall.Signal, timeout time.Duration) {
+	d.mu.Lock()
+	p := d.proc
+	d.proc = nil
+	d.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(timeout):
+		d.t.Logf("testdaemon: dockerd (pid %d) ignored %v for %s; killing it", p.cmd.Process.Pid, sig, timeout)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// cleanup removes every trace of the daemon; it runs even when the test
+// failed half way through Start.
+func (d *Daemon) cleanup() {
+	t := d.t
+	d.Stop()
+	if t.Failed() {
+		t.Logf("testdaemon: dockerd log (%s):\n%s", d.logPath, d.logTail())
+	}
+	// A killed dockerd leaves containerd, the shims and the containers'
+	// processes behind; they pin mounts and would outlive the test.
+	killLeftovers(t, d.Dir, d.containerIDs())
+	if err := unmountUnder(d.Dir); err != nil {
+		t.Errorf("testdaemon: %v", err)
+	}
+	if d.loopDev != "" {
+		if out, err := run("losetup", "-d", d.loopDev); err != nil {
+			t.Errorf("testdaemon: losetup -d %s: %v: %s", d.loopDev, err, out)
+		}
+	}
+	if err := os.RemoveAll(d.Dir); err != nil {
+		t.Errorf("testdaemon: remove %s: %v", d.Dir, err)
+	}
+}
+
+// containerIDs lists the IDs of the containers the daemon knows, from its
+// data root, so their processes can be found after a kill.
+func (d *Daemon) containerIDs() []string {
+	ents, err := os.ReadDir(filepath.Join(d.DataRoot, "containers"))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && len(e.Name()) == 64 {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// killLeftovers SIGKILLs every process whose command line names dir
+// (containerd, containerd-shim*) or whose cgroup names one of the
+// container IDs, and waits briefly for them to go.
+func killLeftovers(t testing.TB, dir string, ids []string) {
+	self := os.Getpid()
+	var victims []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if belongs(pid, dir, ids) {
+			victims = append(victims, pid)
+		}
+	}
+	for _, pid := range victims {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range victims {
+		for processExists(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if processExists(pid) {
+			t.Errorf("testdaemon: process %d survived SIGKILL", pid)
+		}
+	}
+}
+
+func belongs(pid int, dir string, ids []string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	if bytes.Contains(cmdline, []byte(dir+"/")) {
+		return true
+	}
+	if len(ids) == 0 {
+		return false
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		if bytes.Contains(cg, []byte(id)) {
+			return true
+		}
+	}
+	return false
+}
+
+// processExists reports whether pid is alive and not a zombie (a zombie
+// child of ours has already let go of its mounts).
+func processExists(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised comm, which may contain spaces.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// unmountUnder lazily unmounts every mount at or below dir, deepest first,
+// repeating while mounts remain (mounts can be stacked on one point).
+func unmountUnder(dir string) error {
+	for range 10 {
+		points, err := mountsUnder(dir)
+		if err != nil {
+			return err
+		}
+		if len(points) == 0 {
+			return nil
+		}
+		for _, p := range points {
+			if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				return fmt.Errorf("unmount %s: %w", p, err)
+			}
+		}
+	}
+	points, _ := mountsUnder(dir)
+	if len(points) > 0 {
+		return fmt.Errorf("mounts left under %s: %v", dir, points)
+	}
+	return nil
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first and, at
+// equal depth, the most recent first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMountPath(fields[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	slices.Reverse(points) // most recent first
+	slices.SortStableFunc(points, func(a, b string) int {
+		return strings.Count(b, "/") - strings.Count(a, "/")
+	})
+	return slices.Compact(points), nil
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// logTail returns the end of the daemon's log without the gRPC connection
+// chatter, for failure messages.
+func (d *Daemon) logTail() string {
+	b, err := os.ReadFile(d.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no dockerd log: %v)", err)
+	}
+	var lines []string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if !strings.Contains(l, "module=grpc") {
+			lines = append(lines, l)
+		}
+	}
+	const max = 120
+	if len(lines) > max {
+		lines = append([]string{"..."}, lines[len(lines)-max:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Running reports whether the dockerd process is alive.
+func (d *Daemon) Running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.proc != nil
+}
+
+// LoopDevice is the loop device (/dev/loopN) holding the data root's file
+// system, or "" when the data root is a directory on the root file system.
+func (d *Daemon) LoopDevice() string { return d.loopDev }
+
+// Log returns the daemon's log so far.
+func (d *Daemon) Log() string {
+	b, _ := os.ReadFile(d.logPath)
+	return string(b)
+}
