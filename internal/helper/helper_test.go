@@ -1,0 +1,89 @@
+package helper
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCleanRefusesOutsideRoot(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "keep")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, "/lp", "/lp/", "/lp/../etc", "/"} {
+		err := Run(context.Background(), []string{"clean", d})
+		if err == nil || !strings.Contains(err.Error(), "only directories under /lp/") {
+			t.Errorf("clean %s: err = %v; want a refusal", d, err)
+		}
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("a refused clean removed a file: %v", err)
+	}
+}
+
+func TestUnknownVerb(t *testing.T) {
+	if err := Run(context.Background(), nil); err == nil {
+		t.Error("no verb: want an error")
+	}
+	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio or clean") {
+		t.Errorf("unknown verb: err = %v", err)
+	}
+}
+
+func TestIdleReturnsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, []string{"idle"}) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle did not return after cancel")
+	}
+}
+
+func TestKillByName(t *testing.T) {
+	// A copy of sleep under a unique name, so no other process is hit.
+	src, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	name := "lpkilltest"
+	bin := filepath.Join(t.TempDir(), name)
+	in, _ := os.Open(src)
+	out, _ := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	_, _ = io.Copy(out, in)
+	in.Close()
+	out.Close()
+	cmd := exec.Command(bin, "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	for i := 0; i < 100 && len(pidsNamed(name)) == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(pidsNamed(name)) == 0 {
+		t.Fatal("test process not visible in /proc")
+	}
+	if err := KillByName(name, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("process survived KillByName")
+	}
+}
