@@ -58,13 +58,16 @@ type FreeSpace struct {
 
 // Agent configures `layerprobe agent`.
 type Agent struct {
-	ListenAddress   string        `yaml:"listen_address"`
-	WebConfigFile   string        `yaml:"web_config_file"`
-	StateDir        string        `yaml:"state_dir"`
-	APITokenFile    string        `yaml:"api_token_file"`
-	Interval        time.Duration `yaml:"interval"`
-	Jitter          float64       `yaml:"jitter"`
-	RoundsPerCycle  int           `yaml:"rounds_per_cycle"`
+	ListenAddress  string        `yaml:"listen_address"`
+	WebConfigFile  string        `yaml:"web_config_file"`
+	StateDir       string        `yaml:"state_dir"`
+	APITokenFile   string        `yaml:"api_token_file"`
+	Interval       time.Duration `yaml:"interval"`
+	Jitter         float64       `yaml:"jitter"`
+	RoundsPerCycle int           `yaml:"rounds_per_cycle"`
+	// WindowRounds is how many of the most recent rounds (across cycles)
+	// the published overhead and its interval are computed over.
+	WindowRounds    int           `yaml:"window_rounds"`
 	Retention       time.Duration `yaml:"retention"`
 	DailyByteBudget ByteSize      `yaml:"daily_byte_budget"`
 	// Busy-host guard: a cycle is skipped (and counted) when the host is

@@ -33,6 +33,7 @@ func Default() *Config {
 			Interval:         time.Hour,
 			Jitter:           0.1,
 			RoundsPerCycle:   3,
+			WindowRounds:     24,
 			Retention:        90 * 24 * time.Hour,
 			DailyByteBudget:  2 * GiB,
 			MaxIOPressure:    10,

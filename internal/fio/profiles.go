@@ -43,6 +43,34 @@ var profiles = []Profile{
 		},
 	},
 	{
+		// smoke exists for tests and a first sanity check of a host: a
+		// round takes a second or two. Its p99 rests on a few hundred
+		// samples, too few to trust for decisions.
+		Name:          "smoke",
+		Description:   "tiny jobs for tests and a first sanity check (8 MiB sequential, 500 random writes, 400 random reads/writes with fsync); too few samples for trustworthy p99",
+		DefaultRounds: 6,
+		Jobs: []Job{
+			{
+				Workload:  SeqWrite,
+				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=4", "size=8M", "runtime=30"},
+				FileBytes: 8 * mib,
+				Timeout:   time.Minute,
+			},
+			{
+				Workload:  RandWrite,
+				Options:   []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=16", "size=8M", "number_ios=500", "randrepeat=1", "runtime=30"},
+				FileBytes: 8 * mib,
+				Timeout:   time.Minute,
+			},
+			{
+				Workload:  Fsync,
+				Options:   []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1", "size=2M", "number_ios=400", "randrepeat=1", "runtime=30"},
+				FileBytes: 2 * mib,
+				Timeout:   time.Minute,
+			},
+		},
+	},
+	{
 		Name: "seed",
 		Description: "the seed article's three fio commands (4 GiB sequential, 4x2 GiB random write, " +
 			"4x2 GiB random read/write with fsync=1, 60 s each), three rounds, for comparison",

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/probe"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/version"
+)
+
+// confidence of every reported interval.
+const confidence = 0.95
+
+type runOptions struct {
+	Profile string
+	Rounds  int
+	Output  string
+	Engines []string
+}
+
+func newRunCommand(g *globalOptions) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Measure once: every target and workload, several rounds, and print the overhead table",
+		Long: `Run one measurement on each configured engine (default: DOCKER_HOST or the default
+socket) and print, per target and workload, the speed in percent of the host's with a
+95% confidence interval, and the raw IOPS, bandwidth and latencies.
+
+Each round runs every workload on every target (host, container, bind, volume) once,
+in a fresh random order; the overhead is the median of the per-round ratios to host.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("profile") {
+				cfg.Profile = o.Profile
+			}
+			if cmd.Flags().Changed("rounds") {
+				cfg.Rounds = o.Rounds
+			}
+			if o.Output != "table" && o.Output != "json" {
+				return usageError{fmt.Errorf("--output %q: want table or json", o.Output)}
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{fmt.Errorf("flags: %w", err)}
+			}
+			return runRun(cmd.Context(), cfg, o, g.logger, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
+	f.IntVar(&o.Rounds, "rounds", 0, "rounds (0 = the profile's default; at least 6 for a 95% interval)")
+	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
+	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
+	return cmd
+}
+
+func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.Logger, stdout, stderr io.Writer) error {
+	prof, err := fio.LookupProfile(cfg.Profile)
+	if err != nil {
+		return usageError{err}
+	}
+	rounds := cfg.Rounds
+	if rounds == 0 {
+		rounds = prof.DefaultRounds
+	}
+	engines, err := selectEngines(cfg.EffectiveEngines(), o.Engines)
+	if err != nil {
+		return err
+	}
+
+	// One measurement at a time per host: a concurrent agent cycle would
+	// share the device and skew both.
+	lock, err := hostfs.TryLock(lockPath())
+	if err != nil {
+		return fmt.Errorf("another layerprobe is measuring on this host; try again when it is done: %w", err)
+	}
+	defer lock.Unlock()
+
+	v, _, _ := version.Info()
+	run := report.Run{SchemaVersion: report.SchemaVersion, LayerprobeVersion: v, Profile: prof.Name,
+		Mode: "steady", Rounds: rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
+	var prog *progressPrinter
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		prog = &progressPrinter{w: stderr}
+	}
+	var failed []string
+	for _, ec := range engines {
+		er := measureEngine(ctx, cfg, ec, prof, rounds, logger, prog)
+		if er.Error != nil {
+			failed = append(failed, er.Error.Message)
+		}
+		run.BytesWritten += er.BytesWritten
+		run.Engines = append(run.Engines, er)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	prog.clear()
+	run.FinishedAt = time.Now().UTC()
+	run.DurationSeconds = run.FinishedAt.Sub(run.StartedAt).Seconds()
+
+	allFailed := len(failed) == len(run.Engines)
+	switch {
+	case o.Output == "json":
+		if err := report.WriteJSON(stdout, run); err != nil {
+			return err
+		}
+	case !allFailed:
+		if err := report.WriteTable(stdout, run); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return errors.New("interrupted: the measurement was stopped and its files removed; the output above is partial")
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, rounds int,
+	logger *slog.Logger, prog *progressPrinter) (er report.Engine) {
+	start := time.Now()
+	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []report.Result{}, Samples: []report.Sample{}}
+	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
+
+	cli, err := engine.New(ec.Name, ec.Host, logger)
+	if err != nil {
+		er.Error = &report.Error{Code: "client", Message: err.Error()}
+		return er
+	}
+	defer cli.Close()
+	er.Endpoint = cli.Endpoint()
+
+	sess, err := probe.Prepare(ctx, cli, probe.Options{
+		EngineName: ec.Name, FioBinary: cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
+		Targets: cfg.Targets, Mode: "steady",
+		MinFreeBytes: int64(cfg.FreeSpace.MinFreeBytes), MinFreeRatio: cfg.FreeSpace.MinFreeRatio,
+		DeviceWriteIOPS: testThrottleIOPS(),
+	}, logger)
+	var perr *probe.Error
+	if errors.As(err, &perr) {
+		er.Error = &report.Error{Code: perr.Code, Message: perr.Message}
+	} else if err != nil {
+		er.Error = &report.Error{Code: "prepare", Message: err.Error()}
+	}
+	if sess == nil {
+		return er
+	}
+	defer sess.Close(ctx)
+	fillEngine(&er, sess)
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x6c70))
+	var progress func(probe.Progress)
+	if prog != nil {
+		progress = prog.update
+	}
+	er.Samples = sess.RunRounds(ctx, prof, 1, rounds, rng, progress)
+	for _, s := range er.Samples {
+		er.BytesWritten += s.BytesWritten
+	}
+	er.Results = report.Summarize(er.Samples, confidence)
+	return er
+}
+
+func fillEngine(er *report.Engine, s *probe.Session) {
+	er.EngineVersion = s.Info.ServerVersion
+	er.Driver = s.Info.Driver
+	er.DriverClass = string(s.Info.DriverClass)
+	er.DriverNote = s.Info.DriverNote
+	er.BackingFS = s.Info.BackingFS
+	er.DataRoot = s.Info.DataRoot
+	er.ImageStore = s.Info.ImageStore
+	er.Rootless = s.Info.Rootless
+	er.FioVersion = s.FioVersion
+	er.Warnings = append(er.Warnings, s.Warnings...)
+}
+
+func selectEngines(all []config.Engine, names []string) ([]config.Engine, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []config.Engine
+	for _, n := range names {
+		found := false
+		for _, e := range all {
+			if e.Name == n {
+				out = append(out, e)
+				found = true
+			}
+		}
+		if !found {
+			known := make([]string, len(all))
+			for i, e := range all {
+				known[i] = e.Name
+			}
+			return nil, usageError{fmt.Errorf("--engine %q: no such engine, configured: %s", n, strings.Join(known, ", "))}
+		}
+	}
+	return out, nil
+}
+
+// lockPath is the host-wide measurement lock. LAYERPROBE_LOCK_FILE moves it,
+// for tests that run several private engines side by side.
+func lockPath() string {
+	if p := os.Getenv("LAYERPROBE_LOCK_FILE"); p != "" {
+		return p
+	}
+	return hostfs.DefaultLockPath
+}
+
+// progressPrinter draws one updating status line on a terminal.
+type progressPrinter struct {
+	w     io.Writer
+	dirty bool
+}
+
+func (p *progressPrinter) update(pr probe.Progress) {
+	what := "finishing"
+	if pr.Target != "" {
+		what = fmt.Sprintf("%s/%s", pr.Target, pr.Job)
+	}
+	eta := "--:--"
+	if pr.Done > 0 {
+		eta = fmtClock(pr.ETA)
+	}
+	fmt.Fprintf(p.w, "\r\033[K[%s] round %d/%d  %-18s %3d/%d jobs  elapsed %s  ETA %s",
+		pr.Engine, pr.Round, pr.Rounds, what, pr.Done, pr.Total, fmtClock(pr.Elapsed), eta)
+	p.dirty = true
+}
+
+func (p *progressPrinter) clear() {
+	if p != nil && p.dirty {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.dirty = false
+	}
+}
+
+func fmtClock(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}

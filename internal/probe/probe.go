@@ -1,0 +1,500 @@
+// Package probe runs layerprobe's measurement rounds on one engine: it
+// prepares the targets (host directory, probe container, bind mount, named
+// volume, all on the data root's file system), runs every built-in fio job on
+// every target in a fresh random order each round, and records each job's
+// result, failed or not.
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/probeimage"
+	"github.com/layerprobe/layerprobe/internal/report"
+)
+
+// Targets, in display order. Every overhead is relative to Host. The names
+// belong to the report package, which owns the output schema.
+const (
+	Host      = report.TargetHost
+	Container = report.TargetContainer
+	Bind      = report.TargetBind
+	Volume    = report.TargetVolume
+)
+
+// AllTargets lists every target in display order.
+var AllTargets = []string{Host, Container, Bind, Volume}
+
+// Engine is what a session needs from a Docker engine (*engine.Client).
+type Engine interface {
+	Endpoint() string
+	Info(ctx context.Context) (engine.Info, error)
+	EnsureImage(ctx context.Context, im *probeimage.Image, owner string) (string, error)
+	CheckImage(ctx context.Context, ref string) error
+	StartProbe(ctx context.Context, spec engine.ProbeSpec) (*engine.Probe, error)
+	Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error)
+	RemoveProbe(ctx context.Context, p *engine.Probe) error
+	Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (engine.SweepReport, error)
+}
+
+// Options configure a session.
+type Options struct {
+	EngineName string
+	FioBinary  string   // host fio: name in PATH or absolute path
+	ProbeImage string   // user-named image; "" builds one from FioBinary
+	ScratchDir string   // "" = <data root>/layerprobe-scratch
+	Targets    []string // non-host targets to measure
+	Mode       string   // "steady"
+	// Free-space guard on the data root's file system.
+	MinFreeBytes int64
+	MinFreeRatio float64
+	// DeviceWriteIOPS throttles the probe container's writes (tests only).
+	DeviceWriteIOPS uint64
+	// KeepImage keeps the probe image when the session closes (the agent
+	// reuses it across cycles); a one-shot run removes it.
+	KeepImage bool
+}
+
+// Error is an engine-level failure: the engine could not be measured at all.
+type Error struct {
+	Code    string // unreachable, data_root_not_visible, different_filesystem, fio_missing, image, probe, fio_version_mismatch, locked
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Message }
+func (e *Error) Unwrap() error { return e.Err }
+
+func fail(code string, err error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Session is a prepared engine: its probe container runs and its targets
+// are checked. Close removes what Prepare created.
+type Session struct {
+	eng    Engine
+	opts   Options
+	logger *slog.Logger
+	owner  string
+
+	Info       engine.Info
+	FioVersion string
+	Warnings   []string
+
+	fioPath  string // resolved host fio
+	scratch  string // scratch root
+	hostDir  string // <scratch>/<owner>: host target, and bind target through the mount
+	probe    *engine.Probe
+	targets  []string // host first, then the measurable non-host targets
+	imageRef string
+}
+
+// Prepare sweeps leftovers of dead layerprobe processes, checks the engine
+// and the file systems, builds or checks the probe image and starts the probe
+// container. On error nothing it created is left behind.
+func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger) (*Session, error) {
+	owner, err := hostfs.Self()
+	if err != nil {
+		return nil, fail("host", err, "identify this process: %v", err)
+	}
+	if opts.Mode == "" {
+		opts.Mode = "steady"
+	}
+	s := &Session{eng: eng, opts: opts, logger: logger.With("engine", opts.EngineName), owner: owner.String()}
+
+	info, err := eng.Info(ctx)
+	if err != nil {
+		return nil, fail("unreachable", err, "%v", err)
+	}
+	s.Info = info
+	if info.DriverClass != engine.DriverSupported && info.DriverNote != "" {
+		s.Warnings = append(s.Warnings, info.DriverNote)
+	}
+	if info.Rootless {
+		s.Warnings = append(s.Warnings, "rootless engine: overheads are not comparable with a rootful engine's")
+	}
+
+	if fi, err := os.Stat(info.DataRoot); err != nil || !fi.IsDir() {
+		return nil, fail("data_root_not_visible", err,
+			"the engine's data root %s is not visible here: layerprobe must run on the engine's host (or see the data root at the same path)", info.DataRoot)
+	}
+	s.scratch = opts.ScratchDir
+	if s.scratch == "" {
+		s.scratch = filepath.Join(info.DataRoot, "layerprobe-scratch")
+	}
+	if err := os.MkdirAll(s.scratch, 0o700); err != nil {
+		return nil, fail("scratch", err, "create scratch directory %s: %v", s.scratch, err)
+	}
+	same, err := hostfs.SameFilesystem(s.scratch, info.DataRoot)
+	if err != nil {
+		return nil, fail("scratch", err, "compare file systems of %s and %s: %v", s.scratch, info.DataRoot, err)
+	}
+	if !same {
+		return nil, fail("different_filesystem", nil,
+			"scratch directory %s is not on the file system of the engine's data root %s: the host target would measure another device; set scratch_dir to a directory on that file system",
+			s.scratch, info.DataRoot)
+	}
+
+	// Leftovers of killed layerprobe processes go before anything new
+	// is created, so they cannot skew this run or fill the disk.
+	s.sweep(ctx)
+
+	s.hostDir = filepath.Join(s.scratch, s.owner)
+	if err := os.MkdirAll(s.hostDir, 0o700); err != nil {
+		return nil, fail("scratch", err, "create %s: %v", s.hostDir, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+
+	if err := s.prepareImage(ctx); err != nil {
+		return nil, err
+	}
+	spec := engine.ProbeSpec{
+		Engine: opts.EngineName, Image: s.imageRef, BindSource: s.scratch,
+		Owner: s.owner, Mode: opts.Mode,
+	}
+	if opts.DeviceWriteIOPS > 0 {
+		dev, err := engine.DeviceOf(info.DataRoot)
+		if err != nil {
+			return nil, fail("probe", err, "find the data root's device for throttling: %v", err)
+		}
+		spec.DeviceWriteIOPS, spec.DevicePath = opts.DeviceWriteIOPS, dev
+	}
+	p, err := eng.StartProbe(ctx, spec)
+	if err != nil {
+		return nil, fail("probe", err, "start the probe container: %v", err)
+	}
+	s.probe = p
+	if err := s.checkFioVersions(ctx); err != nil {
+		return nil, err
+	}
+	s.targets = s.checkTargets(opts.Targets)
+	ok = true
+	return s, nil
+}
+
+func (s *Session) sweep(ctx context.Context) {
+	rep, err := s.eng.Sweep(ctx, hostfs.Alive, false)
+	if err != nil {
+		s.logger.Warn("sweep of leftover probe containers failed", "err", err)
+	}
+	dirs, err := hostfs.SweepScratch(s.scratch, hostfs.Alive)
+	if err != nil {
+		s.logger.Warn("sweep of leftover scratch directories failed", "err", err)
+	}
+	if n := len(rep.Containers) + len(rep.Volumes) + len(dirs); n > 0 {
+		s.logger.Info("removed leftovers of a killed layerprobe", "containers", len(rep.Containers), "volumes", len(rep.Volumes), "dirs", len(dirs))
+	}
+}
+
+func (s *Session) prepareImage(ctx context.Context) error {
+	fioPath, lookErr := exec.LookPath(s.opts.FioBinary)
+	if lookErr == nil {
+		s.fioPath = fioPath
+	}
+	if s.opts.ProbeImage != "" {
+		if err := s.eng.CheckImage(ctx, s.opts.ProbeImage); err != nil {
+			return fail("image", err, "probe image %s: %v", s.opts.ProbeImage, err)
+		}
+		s.imageRef = s.opts.ProbeImage
+		return nil
+	}
+	if lookErr != nil {
+		return fail("fio_missing", lookErr,
+			"fio not found (%s): install it (apt-get install fio) or set fio.binary; the probe image is built from the host's fio so both sides run one binary", s.opts.FioBinary)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail("image", err, "locate the layerprobe binary: %v", err)
+	}
+	im, err := probeimage.Build(fioPath, self)
+	if err != nil {
+		return fail("image", err, "assemble the probe image: %v", err)
+	}
+	ref, err := s.eng.EnsureImage(ctx, im, s.owner)
+	if err != nil {
+		return fail("image", err, "import the probe image: %v", err)
+	}
+	s.imageRef = ref
+	return nil
+}
+
+// checkFioVersions makes sure both arms run the same fio: a different fio
+// in the image would turn "overhead" into a comparison of two programs.
+func (s *Session) checkFioVersions(ctx context.Context) error {
+	res, err := s.eng.Exec(ctx, s.probe, []string{engine.ContainerFio, "--version"})
+	if err != nil || res.ExitCode != 0 {
+		return fail("fio_missing", err, "fio does not run in the probe container (exit %d): %s", res.ExitCode, trim(res.Stderr))
+	}
+	inImage := trim(res.Stdout)
+	s.FioVersion = inImage
+	if s.fioPath == "" {
+		return nil // host fio missing: host jobs record fio_missing
+	}
+	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	onHost, err := fio.Version(vctx, s.fioPath)
+	if err != nil {
+		return fail("fio_missing", err, "run host fio: %v", err)
+	}
+	if onHost != inImage {
+		return fail("fio_version_mismatch", nil, "fio versions differ: host %s, probe image %s; both sides must run the same fio", onHost, inImage)
+	}
+	return nil
+}
+
+// checkTargets keeps the requested targets that live on the data root's file
+// system. A volume or writable layer elsewhere would measure another device.
+func (s *Session) checkTargets(requested []string) []string {
+	targets := []string{Host}
+	for _, t := range AllTargets[1:] {
+		if !contains(requested, t) {
+			continue
+		}
+		var p string
+		switch t {
+		case Volume:
+			p = s.probe.VolumeHostPath
+		case Container:
+			p = s.probe.UpperDir
+		}
+		if p != "" {
+			same, err := hostfs.SameFilesystem(p, s.Info.DataRoot)
+			if err == nil && !same {
+				s.Warnings = append(s.Warnings, fmt.Sprintf("target %s skipped: %s is not on the data root's file system", t, p))
+				continue
+			}
+		}
+		targets = append(targets, t)
+	}
+	return targets
+}
+
+// Targets returns the targets this session measures, host first.
+func (s *Session) Targets() []string { return s.targets }
+
+// Close removes the probe container, its volume and this process's scratch
+// directory. It uses its own timeout so it also works after cancellation.
+func (s *Session) Close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if s.probe != nil {
+		if err := s.eng.RemoveProbe(ctx, s.probe); err != nil {
+			s.logger.Error("remove probe container", "container", s.probe.Name, "err", err)
+		}
+		s.probe = nil
+	}
+	if s.hostDir != "" {
+		if err := os.RemoveAll(s.hostDir); err != nil {
+			s.logger.Error("remove scratch directory", "dir", s.hostDir, "err", err)
+		}
+		// The scratch root goes too once no other process uses it;
+		// Remove fails harmlessly while it is not empty.
+		_ = os.Remove(s.scratch)
+		s.hostDir = ""
+	}
+	if !s.opts.KeepImage && s.opts.ProbeImage == "" {
+		// Removes the probe image this process imported (and leftovers of
+		// dead owners). Sweep keeps images a container still uses, so an
+		// agent running beside this run keeps the image it shares.
+		notSelf := func(owner string) bool { return owner != s.owner && hostfs.Alive(owner) }
+		if _, err := s.eng.Sweep(ctx, notSelf, true); err != nil {
+			s.logger.Warn("remove the probe image", "err", err)
+		}
+	}
+}
+
+// Progress reports a session's position to a UI.
+type Progress struct {
+	Engine       string
+	Round        int
+	Rounds       int
+	Target       string
+	Job          fio.Workload
+	Done, Total  int
+	Elapsed, ETA time.Duration
+}
+
+// RunRounds runs rounds first..first+n-1 of the profile's jobs on every
+// target. Within a round each job runs on every target once, in a fresh
+// random order, so drift over time cancels out of the paired ratios. It stops
+// early only when ctx ends; failed jobs are recorded and the run goes on.
+func (s *Session) RunRounds(ctx context.Context, prof fio.Profile, first, n int, rng *rand.Rand, progress func(Progress)) []report.Sample {
+	total := n * len(prof.Jobs) * len(s.targets)
+	done := 0
+	start := time.Now()
+	var samples []report.Sample
+	for r := first; r < first+n; r++ {
+		for _, job := range prof.Jobs {
+			order := append([]string(nil), s.targets...)
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for i, t := range order {
+				if ctx.Err() != nil {
+					return samples
+				}
+				if progress != nil {
+					progress(s.progress(r, first+n-1, t, job.Workload, done, total, start))
+				}
+				samples = append(samples, s.runJob(ctx, r, i+1, t, job))
+				done++
+			}
+		}
+	}
+	if progress != nil {
+		progress(s.progress(first+n-1, first+n-1, "", "", done, total, start))
+	}
+	return samples
+}
+
+func (s *Session) progress(round, rounds int, target string, job fio.Workload, done, total int, start time.Time) Progress {
+	el := time.Since(start)
+	var eta time.Duration
+	if done > 0 {
+		eta = time.Duration(float64(el) / float64(done) * float64(total-done))
+	}
+	return Progress{Engine: s.opts.EngineName, Round: round, Rounds: rounds, Target: target, Job: job,
+		Done: done, Total: total, Elapsed: el, ETA: eta}
+}
+
+// runJob runs one job on one target and always returns a sample: failures
+// are data.
+func (s *Session) runJob(ctx context.Context, round, order int, target string, job fio.Job) report.Sample {
+	started := time.Now()
+	res := s.execute(ctx, target, job)
+	res.Workload = job.Workload
+	if !res.OK() {
+		s.logger.Warn("fio job failed", "target", target, "job", job.Workload, "round", round,
+			"reason", res.Failure.Reason, "err", res.Failure.Message)
+	}
+	return report.Sample{Round: round, Order: order, Target: target, StartedAt: started.UTC(),
+		DurationSeconds: time.Since(started).Seconds(), Result: res}
+}
+
+func (s *Session) execute(ctx context.Context, target string, job fio.Job) fio.Result {
+	if f := s.checkSpace(job); f != nil {
+		return fio.Result{Failure: f}
+	}
+	jctx, cancel := context.WithTimeout(ctx, job.Timeout)
+	defer cancel()
+
+	var res fio.Result
+	if target == Host {
+		if s.fioPath == "" {
+			return fio.Result{Failure: &fio.Failure{Reason: fio.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
+		}
+		stdout, stderr, code, err := runHost(jctx, fio.Command(s.fioPath, job, s.hostDir))
+		res = resultOf(jctx, job, stdout, stderr, code, err)
+		if !res.OK() {
+			if err := hostfs.ClearDir(s.hostDir); err != nil {
+				s.logger.Error("remove files of a failed job", "dir", s.hostDir, "err", err)
+			}
+		}
+		return res
+	}
+	dir := s.containerDir(target)
+	out, err := s.eng.Exec(jctx, s.probe, fio.Command(engine.ContainerFio, job, dir))
+	res = resultOf(jctx, job, out.Stdout, out.Stderr, out.ExitCode, err)
+	if !res.OK() {
+		// fio unlinks its files when it finishes; a failed or killed
+		// job may leave them, so empty the job directory.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ccancel()
+		if r, err := s.eng.Exec(cctx, s.probe, []string{engine.ContainerHelper, "probe-helper", "clean", dir}); err != nil || r.ExitCode != 0 {
+			s.logger.Error("remove files of a failed job", "target", target, "err", err, "stderr", trim(r.Stderr))
+		}
+	}
+	return res
+}
+
+func (s *Session) containerDir(target string) string {
+	switch target {
+	case Container:
+		return engine.ContainerLayer
+	case Bind:
+		return path.Join(engine.ContainerBind, s.owner)
+	default:
+		return engine.ContainerVolume
+	}
+}
+
+// checkSpace refuses a job that would leave the data root's file system with
+// less than the configured reserve: a monitoring tool must never fill the
+// disk it watches.
+func (s *Session) checkSpace(job fio.Job) *fio.Failure {
+	sp, err := hostfs.FreeSpace(s.Info.DataRoot)
+	if err != nil {
+		return &fio.Failure{Reason: fio.ReasonNoSpace, Message: "free-space check: " + err.Error()}
+	}
+	reserve := uint64(max(s.opts.MinFreeBytes, 0))
+	if r := uint64(float64(sp.Total) * s.opts.MinFreeRatio); r > reserve {
+		reserve = r
+	}
+	need := uint64(job.FileBytes) + uint64(job.FileBytes)/10
+	if sp.Avail < need+reserve {
+		return &fio.Failure{Reason: fio.ReasonNoSpace, Message: fmt.Sprintf(
+			"free-space check refused the job: %d MiB free, the job needs %d MiB and %d MiB must stay free",
+			sp.Avail>>20, need>>20, reserve>>20)}
+	}
+	return nil
+}
+
+func resultOf(ctx context.Context, job fio.Job, stdout, stderr []byte, code int, err error) fio.Result {
+	switch {
+	case ctx.Err() != nil:
+		return fio.Result{Failure: fio.FailureFromRunError(ctx.Err())}
+	case err != nil:
+		return fio.Result{Failure: fio.FailureFromRunError(err)}
+	}
+	return fio.Parse(job, stdout, stderr, code)
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func trim(b []byte) string {
+	s := string(b)
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 512 {
+		s = s[:512] + "..."
+	}
+	return s
+}
+
+// ErrInterrupted marks a run stopped by a signal.
+var ErrInterrupted = errors.New("interrupted")
+
+// Healthy reports whether the probe container still answers; the agent
+// rebuilds its session when it does not (container removed by someone
+// else, engine restarted).
+func (s *Session) Healthy(ctx context.Context) bool {
+	if s.probe == nil {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	res, err := s.eng.Exec(cctx, s.probe, []string{engine.ContainerFio, "--version"})
+	return err == nil && res.ExitCode == 0
+}

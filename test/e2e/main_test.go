@@ -1,0 +1,165 @@
+// Package e2e runs the layerprobe binary against real, private dockerd
+// daemons with real fio. The tests need root; with env CI set they fail
+// rather than skip when something is missing.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binary is the layerprobe binary built once for the package.
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "lpe2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "layerprobe")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/layerprobe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build layerprobe:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result of one layerprobe invocation.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// layerprobe runs the binary against the daemon at host and waits.
+func layerprobe(t *testing.T, host string, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = lpEnv(t, host)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run layerprobe %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("layerprobe %v did not finish within %s; stderr:\n%s", args, timeout, errb.String())
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// lpEnv points layerprobe at one private daemon, with its own lock file so
+// parallel test packages do not wait on each other, and no config file.
+func lpEnv(t *testing.T, host string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"DOCKER_HOST=" + host, "LAYERPROBE_LOCK_FILE=" + filepath.Join(lockDir(t), "layerprobe.lock")}
+	return env
+}
+
+var lockDirPath string
+
+func lockDir(t *testing.T) string {
+	if lockDirPath == "" {
+		d, err := os.MkdirTemp("", "lplock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockDirPath = d
+	}
+	return lockDirPath
+}
+
+// apiClient talks to a daemon's socket directly, so the checks do not
+// depend on layerprobe's own engine code or on a docker CLI.
+type apiClient struct {
+	c *http.Client
+}
+
+func newAPI(host string) *apiClient {
+	sock := strings.TrimPrefix(host, "unix://")
+	return &apiClient{c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}}
+}
+
+func (a *apiClient) get(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, err := a.c.Get("http://docker" + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: decode: %v", path, err)
+	}
+}
+
+// labelled lists what the daemon holds with layerprobe's label.
+type labelled struct {
+	Containers, Volumes, Images []string
+}
+
+func (l labelled) empty() bool {
+	return len(l.Containers)+len(l.Volumes)+len(l.Images) == 0
+}
+
+func (a *apiClient) labelled(t *testing.T) labelled {
+	t.Helper()
+	filter := url.QueryEscape(`{"label":["io.layerprobe.managed"]}`)
+	var cs []struct {
+		ID    string   `json:"Id"`
+		Names []string `json:"Names"`
+	}
+	a.get(t, "/containers/json?all=1&filters="+filter, &cs)
+	var vs struct {
+		Volumes []struct{ Name string }
+	}
+	a.get(t, "/volumes?filters="+filter, &vs)
+	var is []struct {
+		ID string `json:"Id"`
+	}
+	a.get(t, "/images/json?filters="+filter, &is)
+	var l labelled
+	for _, c := range cs {
+		l.Containers = append(l.Containers, strings.Join(c.Names, ","))
+	}
+	for _, v := range vs.Volumes {
+		l.Volumes = append(l.Volumes, v.Name)
+	}
+	for _, i := range is {
+		l.Images = append(l.Images, i.ID)
+	}
+	return l
+}

@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+const e2eRounds = 6 // the fewest rounds with a finite 95% interval
+
+var (
+	wantTargets = []string{"host", "container", "bind", "volume"}
+	wantJobs    = []string{"seqwrite", "randwrite", "fsync"}
+)
+
+func TestRunOnPrivateEngines(t *testing.T) {
+	cases := []struct {
+		name            string
+		opts            testdaemon.Options
+		driver, backing string
+	}{
+		{"overlay2", testdaemon.Options{Driver: "overlay2"}, "overlay2", "extfs"},
+		{"btrfs", testdaemon.Options{Driver: "btrfs", Backing: "btrfs", SizeMiB: 4096}, "btrfs", "btrfs"},
+		{"vfs", testdaemon.Options{Driver: "vfs"}, "vfs", "extfs"},
+	}
+	hostFio := hostFioVersion(t)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := testdaemon.Start(t, c.opts)
+			res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json",
+				"--rounds", "6", "--log.level", "warn")
+			if res.code != 0 {
+				t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
+			}
+			var run report.Run
+			if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
+				t.Fatalf("decode output: %v\n%s", err, res.stdout)
+			}
+			checkRun(t, run, c.driver, c.backing, hostFio)
+			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
+
+			if l := newAPI(d.Host).labelled(t); !l.empty() {
+				t.Errorf("left behind on the engine: %+v", l)
+			}
+			scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
+			if _, err := os.Stat(scratch); !os.IsNotExist(err) {
+				entries, _ := os.ReadDir(scratch)
+				t.Errorf("scratch directory %s left behind (%d entries, err %v)", scratch, len(entries), err)
+			}
+		})
+	}
+}
+
+func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) {
+	t.Helper()
+	if run.SchemaVersion != report.SchemaVersion || run.Profile != "quick" || run.Rounds != e2eRounds {
+		t.Errorf("header: schema %d profile %q rounds %d", run.SchemaVersion, run.Profile, run.Rounds)
+	}
+	if len(run.Engines) != 1 {
+		t.Fatalf("engines: %d, want 1", len(run.Engines))
+	}
+	e := run.Engines[0]
+	if e.Error != nil {
+		t.Fatalf("engine error: %+v", e.Error)
+	}
+	if e.Driver != driver || e.BackingFS != backing {
+		t.Errorf("driver %q on %q; want %q on %q", e.Driver, e.BackingFS, driver, backing)
+	}
+	if e.FioVersion != fioVersion {
+		t.Errorf("fio version in the probe %q; host fio is %q", e.FioVersion, fioVersion)
+	}
+	if e.BytesWritten <= 0 || run.BytesWritten != e.BytesWritten {
+		t.Errorf("bytes written: run %d, engine %d", run.BytesWritten, e.BytesWritten)
+	}
+	if want := e2eRounds * len(wantTargets) * len(wantJobs); len(e.Samples) != want {
+		t.Errorf("samples: %d, want %d", len(e.Samples), want)
+	}
+	// Every round holds each target exactly once per job, in some order.
+	seen := map[string]int{}
+	for _, s := range e.Samples {
+		seen[string(s.Workload)+"/"+s.Target]++
+		if !s.OK() {
+			t.Errorf("round %d %s/%s failed: %+v", s.Round, s.Target, s.Workload, s.Failure)
+		}
+	}
+	for _, j := range wantJobs {
+		for _, tg := range wantTargets {
+			if seen[j+"/"+tg] != e2eRounds {
+				t.Errorf("%s/%s ran %d times, want %d", tg, j, seen[j+"/"+tg], e2eRounds)
+			}
+		}
+	}
+	byKey := map[string]report.Result{}
+	for _, r := range e.Results {
+		byKey[r.Target+"/"+r.Job] = r
+	}
+	for _, tg := range wantTargets {
+		for _, j := range wantJobs {
+			r, ok := byKey[tg+"/"+j]
+			if !ok {
+				t.Errorf("no result for %s/%s", tg, j)
+				continue
+			}
+			if r.RoundsOK != e2eRounds || r.RoundsFailed != 0 {
+				t.Errorf("%s/%s: %d ok, %d failed", tg, j, r.RoundsOK, r.RoundsFailed)
+			}
+			for name, v := range map[string]float64{"iops": r.Raw.IOPS, "bandwidth": r.Raw.BandwidthBytes,
+				"latency_p50": r.Raw.LatencyP50, "latency_p99": r.Raw.LatencyP99} {
+				if !(v > 0) || math.IsInf(v, 0) {
+					t.Errorf("%s/%s raw %s = %v; want finite > 0", tg, j, name, v)
+				}
+			}
+			if j == "fsync" && (!(r.Raw.FsyncP99 > 0) || math.IsInf(r.Raw.FsyncP99, 0)) {
+				t.Errorf("%s/fsync raw fsync_p99 = %v", tg, r.Raw.FsyncP99)
+			}
+			if tg == "host" {
+				if len(r.Overhead) != 0 {
+					t.Errorf("host has overheads: %v", r.Overhead)
+				}
+				continue
+			}
+			metrics := []string{"iops", "bandwidth", "latency_p50", "latency_p99"}
+			if j == "fsync" {
+				metrics = append(metrics, "fsync_p99")
+			}
+			for _, m := range metrics {
+				o, ok := r.Overhead[m]
+				if !ok {
+					t.Errorf("%s/%s: no %s overhead", tg, j, m)
+					continue
+				}
+				for _, v := range []float64{o.Ratio, o.CILow, o.CIHigh, o.PercentOfHost} {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						t.Errorf("%s/%s %s: non-finite figure in %+v", tg, j, m, o)
+					}
+				}
+				if !(o.CILow <= o.Ratio && o.Ratio <= o.CIHigh) {
+					t.Errorf("%s/%s %s: CI [%v, %v] does not contain the median %v", tg, j, m, o.CILow, o.CIHigh, o.Ratio)
+				}
+				if o.N != e2eRounds || o.Coverage < 0.95 {
+					t.Errorf("%s/%s %s: %d rounds, coverage %v", tg, j, m, o.N, o.Coverage)
+				}
+			}
+		}
+	}
+}
+
+func hostFioVersion(t *testing.T) string {
+	out, err := exec.Command("fio", "--version").Output()
+	if err != nil {
+		t.Fatalf("fio --version: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A run killed with SIGKILL half way leaves its probe container, volume and
+// scratch files; `layerprobe cleanup` removes all of them.
+func TestKilledRunThenCleanupLeavesNothing(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	api := newAPI(d.Host)
+	cmd := exec.Command(binary, "run", "--rounds", "100", "--log.level", "warn")
+	cmd.Env = lpEnv(t, d.Host)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	// Wait until the probe container runs and fio is busy in it.
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(api.labelled(t).Containers) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe container appeared")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed = true
+
+	left := api.labelled(t)
+	if len(left.Containers) == 0 || len(left.Volumes) == 0 {
+		t.Fatalf("after SIGKILL expected a leftover container and volume, got %+v", left)
+	}
+	scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
+	if entries, err := os.ReadDir(scratch); err != nil || len(entries) == 0 {
+		t.Fatalf("after SIGKILL expected a leftover scratch directory in %s: %v", scratch, err)
+	}
+
+	res := layerprobe(t, d.Host, 3*time.Minute, "cleanup")
+	if res.code != 0 {
+		t.Fatalf("cleanup exited %d: %s", res.code, res.stderr)
+	}
+	for _, c := range left.Containers {
+		name := strings.TrimPrefix(c, "/")
+		if !strings.Contains(res.stdout, name) {
+			t.Errorf("cleanup output does not name container %s:\n%s", name, res.stdout)
+		}
+	}
+	if l := api.labelled(t); !l.empty() {
+		t.Errorf("left after cleanup: %+v", l)
+	}
+	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
+		t.Errorf("scratch directory %s still there after cleanup (err %v)", scratch, err)
+	}
+	// No fio of the killed run may still write to the data root.
+	time.Sleep(time.Second)
+	if pids := fioUnder(d.DataRoot); len(pids) > 0 {
+		t.Errorf("fio processes still running under %s: %v", d.DataRoot, pids)
+	}
+}
+
+// fioUnder lists fio processes whose command line names a path under dir.
+func fioUnder(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var pids []string
+	for _, e := range entries {
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "fio" {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(cmdline), dir) {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids
+}
+
+func TestUnreachableEngineNamesTheSocket(t *testing.T) {
+	sock := "unix:///tmp/lp-no-such-engine.sock"
+	res := layerprobe(t, sock, time.Minute, "run")
+	if res.code != 1 {
+		t.Fatalf("exit code %d, want 1; stderr: %s", res.code, res.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "/tmp/lp-no-such-engine.sock") {
+		t.Errorf("stderr should be one line naming the socket, got:\n%s", res.stderr)
+	}
+	if res.stdout != "" {
+		t.Errorf("no table expected when the only engine is unreachable, got:\n%s", res.stdout)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yml")
+	bad := filepath.Join(dir, "bad.yml")
+	if err := os.WriteFile(good, []byte("profile: quick\nrounds: 8\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("profile: fastest\nrounds: 1\nengines:\n  - name: Bad Name\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := layerprobe(t, "", time.Minute, "config", "check", good); res.code != 0 {
+		t.Errorf("config check good: exit %d: %s", res.code, res.stderr)
+	}
+	res := layerprobe(t, "", time.Minute, "config", "check", bad)
+	if res.code != 2 {
+		t.Errorf("config check bad: exit %d, want 2", res.code)
+	}
+	for _, want := range []string{"profile", "fastest", "rounds", "engines[0].name"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("config check bad: stderr lacks %q:\n%s", want, res.stderr)
+		}
+	}
+	if res := layerprobe(t, "", time.Minute, "config", "check", filepath.Join(dir, "missing.yml")); res.code != 2 {
+		t.Errorf("config check missing file: exit %d, want 2", res.code)
+	}
+}
