@@ -253,11 +253,11 @@ func parseCases(t *testing.T) []parseCase {
 	}
 	return []parseCase{
 		{name: "quick-seqwrite", job: jobs["quick-seqwrite"], check: func(t *testing.T, res Result) {
-			if res.Write.IOs != 64 || res.Write.Bytes != 64*mib {
-				t.Errorf("write ios=%d bytes=%d, want 64 x 1 MiB", res.Write.IOs, res.Write.Bytes)
+			if res.Write.IOs != 32 || res.Write.Bytes != 32*mib {
+				t.Errorf("write ios=%d bytes=%d, want 32 x 1 MiB", res.Write.IOs, res.Write.Bytes)
 			}
-			if res.BytesWritten != 64*mib {
-				t.Errorf("BytesWritten = %d, want 64 MiB (no layout for a pure write job)", res.BytesWritten)
+			if res.BytesWritten != 32*mib {
+				t.Errorf("BytesWritten = %d, want 32 MiB (no layout for a pure write job)", res.BytesWritten)
 			}
 			if res.Read.IOs != 0 || !math.IsNaN(res.Read.LatencyP99Sec) || res.Sync.IOs != 0 || !math.IsNaN(res.Sync.LatencyP99Sec) {
 				t.Errorf("read/sync should be empty with NaN latencies: %+v %+v", res.Read, res.Sync)
@@ -272,8 +272,8 @@ func parseCases(t *testing.T) []parseCase {
 			if res.Read.IOs+res.Write.IOs != 4000 {
 				t.Errorf("read+write ios = %d, want 4000", res.Read.IOs+res.Write.IOs)
 			}
-			if want := res.Write.Bytes + 16*mib; res.BytesWritten != want {
-				t.Errorf("BytesWritten = %d, want write bytes + 16 MiB layout = %d", res.BytesWritten, want)
+			if want := res.Write.Bytes + 8*mib; res.BytesWritten != want {
+				t.Errorf("BytesWritten = %d, want write bytes + 8 MiB layout = %d", res.BytesWritten, want)
 			}
 			if res.Sync.IOs == 0 || res.Sync.IOPS <= 0 || !(res.Sync.LatencyP99Sec > 0) {
 				t.Errorf("sync figures missing: %+v", res.Sync)

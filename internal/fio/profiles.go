@@ -15,14 +15,14 @@ const mib = 1 << 20
 var profiles = []Profile{
 	{
 		Name: "quick",
-		Description: "light default: I/O-count-sized jobs (64 MiB sequential, 4000 random writes, " +
-			"4000 random reads/writes with fsync after every write)",
+		Description: "light default: I/O-count-sized jobs (32 MiB sequential, 4000 random writes, " +
+			"4000 random reads/writes with fsync after every write); about 64 MiB per target and round",
 		DefaultRounds: 10,
 		Jobs: []Job{
 			{
 				Workload:  SeqWrite,
-				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=4", "size=64M", "runtime=60"},
-				FileBytes: 64 * mib,
+				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=4", "size=32M", "runtime=60"},
+				FileBytes: 32 * mib,
 				Timeout:   3 * time.Minute,
 			},
 			{
@@ -36,8 +36,8 @@ var profiles = []Profile{
 				// database's WAL takes. About 2000 fsyncs per run give a
 				// usable p99 (methodology: >= 2000 samples).
 				Workload:  Fsync,
-				Options:   []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1", "size=16M", "number_ios=4000", "randrepeat=1", "runtime=60"},
-				FileBytes: 16 * mib,
+				Options:   []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1", "size=8M", "io_size=16M", "number_ios=4000", "randrepeat=1", "runtime=60"},
+				FileBytes: 8 * mib,
 				Timeout:   3 * time.Minute,
 			},
 		},
