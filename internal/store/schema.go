@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations[i] brings the schema from version i to i+1. Append only: a
+// released migration never changes, because databases in the field have
+// already run it. docs/store.md describes the current schema for readers.
+var migrations = []string{
+	// v1.
+	`
+CREATE TABLE cycles (
+	-- AUTOINCREMENT: ids of pruned cycles are never reused, so an id the API
+	-- handed out never names a different cycle later.
+	id             INTEGER PRIMARY KEY AUTOINCREMENT,
+	engine         TEXT    NOT NULL,
+	mode           TEXT    NOT NULL,
+	profile        TEXT    NOT NULL DEFAULT '',
+	triggered_by   TEXT    NOT NULL DEFAULT '', -- schedule, api, confirm ("trigger" is an SQL keyword)
+	driver         TEXT    NOT NULL DEFAULT '',
+	backing_fs     TEXT    NOT NULL DEFAULT '',
+	engine_version TEXT    NOT NULL DEFAULT '',
+	fio_version    TEXT    NOT NULL DEFAULT '',
+	started_at     TEXT    NOT NULL,            -- UTC, 2026-03-01T12:00:00.000000000Z
+	finished_at    TEXT,                        -- NULL while running
+	result         TEXT    NOT NULL,            -- running, ok, failed, skipped, interrupted
+	reason         TEXT    NOT NULL DEFAULT '',
+	message        TEXT    NOT NULL DEFAULT '',
+	first_round    INTEGER NOT NULL DEFAULT 0,
+	rounds         INTEGER NOT NULL DEFAULT 0,
+	bytes_written  INTEGER NOT NULL DEFAULT 0,
+	results_json   TEXT    NOT NULL DEFAULT '[]' -- []report.Result, as in layerprobe run --output json
+);
+CREATE INDEX cycles_engine_started ON cycles (engine, started_at);
+CREATE INDEX cycles_engine_result_started ON cycles (engine, result, started_at);
+CREATE INDEX cycles_started ON cycles (started_at);
+CREATE INDEX cycles_finished ON cycles (finished_at);
+CREATE INDEX cycles_result ON cycles (result);
+
+CREATE TABLE samples (
+	id                          INTEGER PRIMARY KEY,
+	cycle_id                    INTEGER NOT NULL REFERENCES cycles (id) ON DELETE CASCADE,
+	seq                         INTEGER NOT NULL, -- position in the cycle's sample list
+	engine                      TEXT    NOT NULL,
+	mode                        TEXT    NOT NULL,
+	round                       INTEGER NOT NULL, -- engine-wide round number
+	ord                         INTEGER NOT NULL, -- position of the target in the round's random order
+	target                      TEXT    NOT NULL,
+	job                         TEXT    NOT NULL,
+	ok                          INTEGER NOT NULL, -- 1 success, 0 failed job
+	failure_reason              TEXT,             -- NULL when ok
+	started_at                  TEXT    NOT NULL,
+	duration_seconds            REAL,
+	runtime_ns                  INTEGER NOT NULL DEFAULT 0,
+	bytes_written               INTEGER NOT NULL DEFAULT 0,
+	iops                        REAL,             -- read + write; NULL when failed
+	bandwidth_bytes_per_second  REAL,             -- read + write; NULL when failed
+	write_latency_p99_seconds   REAL,             -- NULL when failed or not reported
+	fsync_p99_seconds           REAL,             -- fsync job only
+	result_json                 TEXT    NOT NULL, -- the whole report.Sample
+	UNIQUE (cycle_id, seq)
+);
+CREATE INDEX samples_engine_mode_round ON samples (engine, mode, round);
+
+CREATE TABLE detector_state (
+	engine     TEXT NOT NULL,
+	mode       TEXT NOT NULL,
+	target     TEXT NOT NULL,
+	state_json TEXT NOT NULL,
+	updated_at TEXT NOT NULL,
+	PRIMARY KEY (engine, mode, target)
+);
+`,
+}
+
+// schemaVersion is the version this build writes and understands.
+var schemaVersion = len(migrations)
+
+// migrate applies the missing migrations, each in its own transaction
+// together with its schema_version row, and returns the version reached.
+// A database from a newer layerprobe is refused rather than misread.
+func (s *Store) migrate(ctx context.Context) (int, error) {
+	var version int
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+	version    INTEGER PRIMARY KEY,
+	applied_at TEXT NOT NULL
+)`); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&version)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if version > schemaVersion {
+		return version, fmt.Errorf("schema version %d is newer than this layerprobe understands (%d): run a newer layerprobe", version, schemaVersion)
+	}
+	for v := version; v < schemaVersion; v++ {
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`,
+				v+1, formatTime(time.Now()))
+			return err
+		})
+		if err != nil {
+			return v, fmt.Errorf("migrate schema to version %d: %w", v+1, err)
+		}
+		s.logger.Info("store schema migrated", "version", v+1)
+	}
+	return schemaVersion, nil
+}
