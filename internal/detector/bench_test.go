@@ -1,0 +1,26 @@
+package detector
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/config"
+)
+
+// BenchmarkObserve measures one watching round with a full 200-round
+// baseline window, the agent's steady state.
+func BenchmarkObserve(b *testing.B) {
+	p := ParamsFrom(config.Default().Detector)
+	rng := rand.New(rand.NewPCG(1, 2))
+	st := p.warm(rng, 0.05)
+	xs := make([]float64, 1024)
+	for i := range xs {
+		xs[i] = 0.05 * rng.NormFloat64()
+	}
+	round := st.LastRound
+	b.ReportAllocs()
+	for b.Loop() {
+		round++
+		st, _ = p.Observe(st, Observation{Round: round, X: xs[round%len(xs)]})
+	}
+}
