@@ -1,0 +1,97 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// contract is DESIGN.md's "Metrics" section (plus the series the agent
+// brief added: skips and budget), copied by hand on purpose: dashboards and
+// alert rules depend on these names and label sets, so a rename in the
+// code must fail here and be a deliberate decision, not a refactoring.
+var contract = []contractEntry{
+	{"layerprobe_overhead_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,target"},
+	{"layerprobe_overhead_ci_low_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,target"},
+	{"layerprobe_overhead_ci_high_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,target"},
+	{"layerprobe_iops", dto.MetricType_GAUGE, "driver,engine,job,op,target"},
+	{"layerprobe_bandwidth_bytes_per_second", dto.MetricType_GAUGE, "driver,engine,job,op,target"},
+	{"layerprobe_latency_seconds", dto.MetricType_GAUGE, "driver,engine,job,op,percentile,target"},
+	{"layerprobe_fsync_regression", dto.MetricType_GAUGE, "driver,engine,target"},
+	{"layerprobe_cycles_total", dto.MetricType_COUNTER, "engine,result"},
+	{"layerprobe_cycle_skips_total", dto.MetricType_COUNTER, "engine,reason"},
+	{"layerprobe_cycle_duration_seconds", dto.MetricType_GAUGE, "engine"},
+	{"layerprobe_last_success_timestamp_seconds", dto.MetricType_GAUGE, "engine"},
+	{"layerprobe_written_bytes_total", dto.MetricType_COUNTER, "engine,target"},
+	{"layerprobe_engine_info", dto.MetricType_GAUGE, "backing_fs,data_root,driver,engine,engine_version,fio_version"},
+	{"layerprobe_daily_budget_bytes", dto.MetricType_GAUGE, "engine"},
+	{"layerprobe_budget_used_bytes", dto.MetricType_GAUGE, "engine"},
+	{"layerprobe_build_info", dto.MetricType_GAUGE, "goversion,revision,version"},
+}
+
+type contractEntry struct {
+	name   string
+	typ    dto.MetricType
+	labels string // label names, sorted, comma-separated
+}
+
+// Label values DESIGN.md fixes; a series outside these sets would break
+// dashboards that select on them.
+var contractValues = map[string][]string{
+	"target":     {"host", "container", "bind", "volume"},
+	"job":        {"seqwrite", "randwrite", "fsync"},
+	"op":         {"read", "write", "sync"},
+	"metric":     {"iops", "bandwidth", "latency_p50", "latency_p99", "fsync_p99"},
+	"percentile": {"50", "99", "99.9"},
+	"result":     {"ok", "failed", "skipped", "interrupted"},
+}
+
+func TestDesignContract(t *testing.T) {
+	srv := httptest.NewServer(Handler(NewRegistry(staticSource{fullSnapshot()}), nil))
+	defer srv.Close()
+	mfs := parse(t, scrape(t, srv.URL))
+
+	for _, c := range contract {
+		mf := mfs[c.name]
+		if mf == nil || len(mf.GetMetric()) == 0 {
+			t.Errorf("%s: missing from the scrape", c.name)
+			continue
+		}
+		if mf.GetType() != c.typ {
+			t.Errorf("%s: type %v, want %v", c.name, mf.GetType(), c.typ)
+		}
+		if !strings.Contains(mf.GetHelp(), "Cached from the last completed measurement cycle") && c.name != "layerprobe_build_info" {
+			t.Errorf("%s: HELP does not say the value is cached: %q", c.name, mf.GetHelp())
+		}
+		for _, m := range mf.GetMetric() {
+			var names []string
+			for _, lp := range m.GetLabel() {
+				names = append(names, lp.GetName())
+				if allowed, ok := contractValues[lp.GetName()]; ok && !slices.Contains(allowed, lp.GetValue()) {
+					t.Errorf("%s: %s=%q is not one of %v", c.name, lp.GetName(), lp.GetValue(), allowed)
+				}
+			}
+			slices.Sort(names)
+			if got := strings.Join(names, ","); got != c.labels {
+				t.Errorf("%s: labels {%s}, want {%s}", c.name, got, c.labels)
+			}
+			if m.TimestampMs != nil {
+				t.Errorf("%s: sample carries a timestamp; cached values must not (it breaks staleness handling)", c.name)
+			}
+		}
+	}
+
+	// Nothing unlisted under our prefix: a new series must be added to the
+	// contract (and to docs/metrics.md) on purpose.
+	for name := range mfs {
+		if !strings.HasPrefix(name, "layerprobe_") {
+			continue
+		}
+		if !slices.ContainsFunc(contract, func(c contractEntry) bool { return c.name == name }) {
+			t.Errorf("%s: exported but not in the contract list", name)
+		}
+	}
+}

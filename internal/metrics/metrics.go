@@ -1,0 +1,289 @@
+// Package metrics exposes layerprobe's cached measurement results to
+// Prometheus.
+//
+// A measurement cycle runs fio for minutes, far longer than a scrape
+// timeout, so nothing here measures anything: the agent builds an immutable
+// Snapshot after every cycle and swaps it in, and the collector turns the
+// snapshot it finds at scrape time into constant metrics. Const metrics
+// (rather than GaugeVecs updated by the agent) make series of targets or
+// engines that no longer exist disappear by themselves, and keep concurrent
+// scrapes free of shared mutable state.
+//
+// Metric names and labels are a contract (DESIGN.md, "Metrics"); dashboards
+// and alert rules depend on them. Extend, do not rename.
+package metrics
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Snapshot is the immutable state the collector exposes; the agent builds a
+// new one after every cycle and swaps it in. Nothing may modify a Snapshot
+// (or the maps and slices it holds) once Source has returned it, because
+// concurrent scrapes read it without locks.
+type Snapshot struct {
+	Engines []Engine
+}
+
+// Engine is one configured container engine's state.
+type Engine struct {
+	Name, Driver, BackingFS, EngineVersion, DataRoot, FioVersion string
+
+	// Overheads are the paired median overheads versus the host. A NaN
+	// field omits only that series.
+	Overheads []Overhead
+	// Raw are the per-target fio figures of the last cycle. NaN omits the
+	// series.
+	Raw []Raw
+	// Regression maps a target to whether the fsync regression detector
+	// says it regressed. Every non-host target present is exported as 0 or
+	// 1; "host" is ignored because it is the baseline itself.
+	Regression map[string]bool
+	// CyclesTotal maps a cycle result (ok, failed, skipped, interrupted)
+	// to its count. The four known results are exported as 0 when absent;
+	// other keys are exported as they are.
+	CyclesTotal map[string]float64
+	// SkipsTotal maps a skip reason (busy_io_pressure, busy_disk,
+	// container_churn, budget_exhausted, low_space) to its count. The
+	// known reasons are exported as 0 when absent; other keys as they are.
+	SkipsTotal map[string]float64
+	// WrittenBytesTotal maps a target to the bytes written there since the
+	// agent started.
+	WrittenBytesTotal map[string]float64
+	// LastCycleDuration is in seconds; NaN means no cycle yet and omits
+	// the series.
+	LastCycleDuration float64
+	// LastSuccess is when the last successful cycle ended; zero omits the
+	// series.
+	LastSuccess time.Time
+	// BudgetBytes is the daily byte budget (0 = unlimited, which omits both
+	// budget series); BudgetUsedBytes is what was written in the last 24 h.
+	BudgetBytes, BudgetUsedBytes float64
+}
+
+// Overhead is one paired median overhead versus the host with its
+// confidence interval, as ratios (0.08 = 8% slower than the host).
+type Overhead struct {
+	Target, Job, Metric  string
+	Ratio, CILow, CIHigh float64
+}
+
+// Raw is one target's fio figures for one job and data direction (Op is
+// read, write or sync). Latency maps a percentile ("50", "99", "99.9") to
+// seconds.
+type Raw struct {
+	Target, Job, Op      string
+	IOPS, BandwidthBytes float64
+	Latency              map[string]float64
+}
+
+// Source hands out the current snapshot. It is declared here, where it is
+// consumed, so the collector can be tested without an agent. Snapshot may
+// return nil (nothing to expose yet).
+type Source interface {
+	Snapshot() *Snapshot
+}
+
+// Label values that are pre-initialised to 0, so that rate() and
+// increase() see a series before its first increment (a counter that
+// appears at 1 hides that first event from increase()).
+var (
+	cycleResults = []string{"ok", "failed", "skipped", "interrupted"}
+	skipReasons  = []string{"busy_io_pressure", "busy_disk", "container_churn", "budget_exhausted", "low_space"}
+)
+
+const (
+	namespace = "layerprobe"
+	// cached ends every HELP text: the exporter guidelines ask that values
+	// which are not fetched at scrape time say so in their HELP.
+	cached = " Cached from the last completed measurement cycle, not measured at scrape time."
+)
+
+// Static descriptors: the registry checks every collected metric against
+// them, so a label typo fails at the first scrape in the tests rather than
+// producing an inconsistent exposition.
+var (
+	overheadLabels = []string{"engine", "driver", "target", "job", "metric"}
+	rawLabels      = []string{"engine", "driver", "target", "job", "op"}
+
+	descOverhead = prometheus.NewDesc(namespace+"_overhead_ratio",
+		"Storage overhead of the target versus the host directory on the same filesystem, as a ratio: "+
+			"median over recent rounds of the paired per-round comparison with the host "+
+			"(iops, bandwidth: 1 - target/host; latencies: target/host - 1; 0.08 = 8% slower, negative = faster)."+cached,
+		overheadLabels, nil)
+	descCILow = prometheus.NewDesc(namespace+"_overhead_ci_low_ratio",
+		"Lower bound of the exact (sign-test, order-statistic) 95% confidence interval of layerprobe_overhead_ratio, as a ratio."+cached,
+		overheadLabels, nil)
+	descCIHigh = prometheus.NewDesc(namespace+"_overhead_ci_high_ratio",
+		"Upper bound of the exact (sign-test, order-statistic) 95% confidence interval of layerprobe_overhead_ratio, as a ratio."+cached,
+		overheadLabels, nil)
+	descIOPS = prometheus.NewDesc(namespace+"_iops",
+		"I/O operations per second on the target for one data direction, median over the rounds of the cycle "+
+			"(fio jobs[].read.iops, jobs[].write.iops)."+cached,
+		rawLabels, nil)
+	descBandwidth = prometheus.NewDesc(namespace+"_bandwidth_bytes_per_second",
+		"Bandwidth in bytes per second on the target for one data direction, median over the rounds of the cycle "+
+			"(fio jobs[].read.bw_bytes, jobs[].write.bw_bytes)."+cached,
+		rawLabels, nil)
+	descLatency = prometheus.NewDesc(namespace+"_latency_seconds",
+		"Latency percentile in seconds on the target for one data direction, median over the rounds of the cycle "+
+			"(fio completion latency jobs[].read.clat_ns.percentile, jobs[].write.clat_ns.percentile, lat_ns where clat has no percentiles; "+
+			"op=sync: fsync latency jobs[].sync.lat_ns.percentile; converted from nanoseconds)."+cached,
+		append(slices.Clone(rawLabels), "percentile"), nil)
+	descRegression = prometheus.NewDesc(namespace+"_fsync_regression",
+		"1 while the regression detector says the target's fsync latency (detector.metric, fsync_p99 by default) regressed against its baseline, 0 otherwise."+cached,
+		[]string{"engine", "driver", "target"}, nil)
+	descCycles = prometheus.NewDesc(namespace+"_cycles_total",
+		"Measurement cycles finished since the agent started, by result (ok, failed, skipped, interrupted)."+cached,
+		[]string{"engine", "result"}, nil)
+	descSkips = prometheus.NewDesc(namespace+"_cycle_skips_total",
+		"Measurement cycles skipped by an impact guardrail since the agent started, by reason."+cached,
+		[]string{"engine", "reason"}, nil)
+	descDuration = prometheus.NewDesc(namespace+"_cycle_duration_seconds",
+		"Duration in seconds of the last finished measurement cycle."+cached,
+		[]string{"engine"}, nil)
+	descLastSuccess = prometheus.NewDesc(namespace+"_last_success_timestamp_seconds",
+		"Unix time in seconds when the last successful measurement cycle ended; every other layerprobe value is only as fresh as this."+cached,
+		[]string{"engine"}, nil)
+	descWritten = prometheus.NewDesc(namespace+"_written_bytes_total",
+		"Bytes written by measurement jobs on the target since the agent started."+cached,
+		[]string{"engine", "target"}, nil)
+	descInfo = prometheus.NewDesc(namespace+"_engine_info",
+		"Container engine facts, value always 1: storage driver, backing filesystem of the data root, engine version, data root and fio version."+cached,
+		[]string{"engine", "driver", "backing_fs", "engine_version", "data_root", "fio_version"}, nil)
+	descBudget = prometheus.NewDesc(namespace+"_daily_budget_bytes",
+		"Configured daily budget in bytes for measurement writes (absent when unlimited)."+cached,
+		[]string{"engine"}, nil)
+	descBudgetUsed = prometheus.NewDesc(namespace+"_budget_used_bytes",
+		"Bytes written by measurement jobs in the last 24 hours, counted against the daily budget (absent when unlimited)."+cached,
+		[]string{"engine"}, nil)
+
+	allDescs = []*prometheus.Desc{descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
+		descRegression, descCycles, descSkips, descDuration, descLastSuccess, descWritten, descInfo,
+		descBudget, descBudgetUsed}
+)
+
+type collector struct {
+	src Source
+}
+
+// NewCollector returns a collector that exposes src's snapshot. It never
+// measures: Collect only reads the snapshot current at scrape time.
+func NewCollector(src Source) prometheus.Collector {
+	return &collector{src: src}
+}
+
+// Describe implements prometheus.Collector with static descriptors, so the
+// registry can check label consistency and name clashes at registration.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. It reads the snapshot pointer
+// exactly once, so one scrape never mixes two cycles even if the agent
+// swaps snapshots meanwhile.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.src.Snapshot()
+	if snap == nil {
+		return
+	}
+	for i := range snap.Engines {
+		collectEngine(ch, &snap.Engines[i])
+	}
+}
+
+func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
+	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
+		emit(ch, d, prometheus.GaugeValue, v, lv...)
+	}
+	counter := func(d *prometheus.Desc, v float64, lv ...string) {
+		emit(ch, d, prometheus.CounterValue, v, lv...)
+	}
+
+	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion)
+
+	for _, o := range e.Overheads {
+		lv := []string{e.Name, e.Driver, o.Target, o.Job, o.Metric}
+		gauge(descOverhead, o.Ratio, lv...)
+		gauge(descCILow, o.CILow, lv...)
+		gauge(descCIHigh, o.CIHigh, lv...)
+	}
+
+	for _, r := range e.Raw {
+		gauge(descIOPS, r.IOPS, e.Name, e.Driver, r.Target, r.Job, r.Op)
+		gauge(descBandwidth, r.BandwidthBytes, e.Name, e.Driver, r.Target, r.Job, r.Op)
+		for p, v := range r.Latency {
+			gauge(descLatency, v, e.Name, e.Driver, r.Target, r.Job, r.Op, p)
+		}
+	}
+
+	for t, regressed := range e.Regression {
+		if t == "host" {
+			continue // the baseline every other target is compared with
+		}
+		v := 0.0
+		if regressed {
+			v = 1
+		}
+		gauge(descRegression, v, e.Name, e.Driver, t)
+	}
+
+	for k, v := range withDefaults(e.CyclesTotal, cycleResults) {
+		counter(descCycles, v, e.Name, k)
+	}
+	for k, v := range withDefaults(e.SkipsTotal, skipReasons) {
+		counter(descSkips, v, e.Name, k)
+	}
+	for t, v := range e.WrittenBytesTotal {
+		counter(descWritten, v, e.Name, t)
+	}
+
+	gauge(descDuration, e.LastCycleDuration, e.Name)
+	if !e.LastSuccess.IsZero() {
+		// Whole and fractional seconds apart: UnixNano()/1e9 loses the
+		// fraction to float rounding (…00.25 would read …00.2499998).
+		ts := float64(e.LastSuccess.Unix()) + float64(e.LastSuccess.Nanosecond())/1e9
+		gauge(descLastSuccess, ts, e.Name)
+	}
+	// 0 (or a nonsensical negative/NaN) budget means unlimited: a 0 series
+	// would read as "budget exhausted" to an alert comparing the two.
+	if e.BudgetBytes > 0 {
+		gauge(descBudget, e.BudgetBytes, e.Name)
+		gauge(descBudgetUsed, e.BudgetUsedBytes, e.Name)
+	}
+}
+
+// emit sends one sample unless v is NaN: a missing figure is an absent
+// series, never a NaN sample that graphs and alerts would have to filter.
+// A label value the registry rejects (say, a daemon reporting a data root
+// that is not UTF-8) becomes an invalid metric instead of a panic, so the
+// handler's ContinueOnError still serves every other series.
+func emit(ch chan<- prometheus.Metric, d *prometheus.Desc, t prometheus.ValueType, v float64, lv ...string) {
+	if math.IsNaN(v) {
+		return
+	}
+	m, err := prometheus.NewConstMetric(d, t, v, lv...)
+	if err != nil {
+		m = prometheus.NewInvalidMetric(d, err)
+	}
+	ch <- m
+}
+
+// withDefaults returns m plus a 0 for every key in known that m lacks,
+// without modifying m (it belongs to an immutable snapshot).
+func withDefaults(m map[string]float64, known []string) map[string]float64 {
+	out := make(map[string]float64, len(m)+len(known))
+	for _, k := range known {
+		out[k] = 0
+	}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
