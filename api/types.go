@@ -1,0 +1,114 @@
+// Package api holds the wire types of layerprobe's REST API (/api/v1). The
+// OpenAPI 3 description of the same API is openapi.yaml beside this file,
+// embedded here so the agent serves exactly the spec it was built with.
+package api
+
+import (
+	_ "embed"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/report"
+)
+
+// OpenAPI is api/openapi.yaml, served at /api/v1/openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// ErrorResponse is every 4xx/5xx body: {"error": {"code": ..., "message": ...}}.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody names what went wrong. Code is a stable machine-readable word
+// (bad_parameter, not_found, unauthorized, forbidden, conflict, ...).
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// OverheadResponse is GET /api/v1/overhead: the latest overhead per engine,
+// target, job and metric, over the agent's window of recent rounds.
+type OverheadResponse struct {
+	GeneratedAt time.Time        `json:"generated_at"`
+	Confidence  float64          `json:"confidence"`
+	Engines     []EngineOverhead `json:"engines"`
+}
+
+// EngineOverhead holds one engine's overheads.
+type EngineOverhead struct {
+	Engine      string          `json:"engine"`
+	Driver      string          `json:"driver"`
+	BackingFS   string          `json:"backing_fs"`
+	Mode        string          `json:"mode"`          // steady
+	LastCycleID int64           `json:"last_cycle_id"` // 0 when none yet
+	LastSuccess *time.Time      `json:"last_success"`  // null before the first successful cycle
+	Window      int             `json:"window_rounds"` // rounds the estimates are computed over
+	Results     []report.Result `json:"results"`       // as in `layerprobe run --output json`
+}
+
+// Cycle is one measurement cycle of one engine, as listed by
+// GET /api/v1/cycles.
+type Cycle struct {
+	ID              int64     `json:"id"`
+	Engine          string    `json:"engine"`
+	Mode            string    `json:"mode"`
+	Profile         string    `json:"profile"`
+	Result          string    `json:"result"`           // ok, failed, skipped, interrupted, running
+	Reason          string    `json:"reason,omitempty"` // why it failed or was skipped (fixed set)
+	Message         string    `json:"message,omitempty"`
+	Trigger         string    `json:"trigger"` // schedule, api, confirm
+	StartedAt       time.Time `json:"started_at"`
+	FinishedAt      time.Time `json:"finished_at"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Rounds          int       `json:"rounds"`
+	BytesWritten    int64     `json:"bytes_written"`
+}
+
+// CyclesResponse is GET /api/v1/cycles.
+type CyclesResponse struct {
+	Cycles []Cycle `json:"cycles"`
+}
+
+// CycleDetail is GET /api/v1/cycles/{id}: the cycle with its raw fio figures
+// and the overheads computed when it ended.
+type CycleDetail struct {
+	Cycle
+	Samples []report.Sample `json:"samples"`
+	Results []report.Result `json:"results"`
+}
+
+// Engine is one entry of GET /api/v1/engines.
+type Engine struct {
+	Name            string          `json:"name"`
+	Endpoint        string          `json:"endpoint"`
+	Reachable       bool            `json:"reachable"`
+	EngineVersion   string          `json:"engine_version"`
+	Driver          string          `json:"driver"`
+	DriverClass     string          `json:"driver_class"`
+	BackingFS       string          `json:"backing_fs"`
+	DataRoot        string          `json:"data_root"`
+	ImageStore      string          `json:"image_store"`
+	Rootless        bool            `json:"rootless"`
+	FioVersion      string          `json:"fio_version"`
+	Warnings        []string        `json:"warnings"`
+	LastCycle       *Cycle          `json:"last_cycle"`
+	FsyncRegression map[string]bool `json:"fsync_regression"` // target -> regressed
+}
+
+// EnginesResponse is GET /api/v1/engines.
+type EnginesResponse struct {
+	Engines []Engine `json:"engines"`
+}
+
+// TriggerResponse is the 202 answer of POST /api/v1/cycles.
+type TriggerResponse struct {
+	Status  string   `json:"status"` // accepted
+	Engines []string `json:"engines"`
+}
+
+// Health is GET /healthz and /readyz.
+type Health struct {
+	Status string `json:"status"` // ok, not_ready
+	Detail string `json:"detail,omitempty"`
+}

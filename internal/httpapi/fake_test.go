@@ -1,0 +1,215 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/report"
+)
+
+// t0 is the fixed "now" of the tests.
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeSource serves data built from the real report types: samples with
+// NaN latencies and failed rounds, summarized by report.Summarize, so the
+// API is tested on what the agent will really hand it.
+type fakeSource struct {
+	mu        sync.Mutex
+	overhead  api.OverheadResponse
+	cycles    []api.Cycle // newest first
+	details   map[int64]api.CycleDetail
+	engines   []api.Engine
+	busy      bool
+	readyErr  error
+	err       error  // returned by every data method and TriggerCycle when set
+	panicWith string // every method panics with it when set
+	lastQuery CycleQuery
+	triggered int
+}
+
+var _ Source = (*fakeSource)(nil)
+
+func (f *fakeSource) enter() {
+	if f.panicWith != "" {
+		panic(f.panicWith)
+	}
+}
+
+func (f *fakeSource) Overhead(context.Context) (api.OverheadResponse, error) {
+	f.enter()
+	return f.overhead, f.err
+}
+
+func (f *fakeSource) Cycles(_ context.Context, q CycleQuery) ([]api.Cycle, error) {
+	f.enter()
+	f.mu.Lock()
+	f.lastQuery = q
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []api.Cycle
+	for _, c := range f.cycles {
+		if (q.Engine == "" || c.Engine == q.Engine) && !c.StartedAt.Before(q.Since) {
+			out = append(out, c)
+		}
+	}
+	return out, nil // ignores q.Limit on purpose: the handler must enforce it
+}
+
+func (f *fakeSource) Cycle(_ context.Context, id int64) (api.CycleDetail, error) {
+	f.enter()
+	if f.err != nil {
+		return api.CycleDetail{}, f.err
+	}
+	d, ok := f.details[id]
+	if !ok {
+		return api.CycleDetail{}, ErrNotFound
+	}
+	return d, nil
+}
+
+func (f *fakeSource) Engines(context.Context) ([]api.Engine, error) {
+	f.enter()
+	return f.engines, f.err
+}
+
+func (f *fakeSource) TriggerCycle(context.Context) ([]string, error) {
+	f.enter()
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.busy {
+		return nil, ErrBusy
+	}
+	f.triggered++
+	names := make([]string, 0, len(f.engines))
+	for _, e := range f.engines {
+		names = append(names, e.Name)
+	}
+	return names, nil
+}
+
+func (f *fakeSource) Ready() error {
+	f.enter()
+	return f.readyErr
+}
+
+// newFakeSource returns a source with two engines: "default" (overlay2,
+// measured, with failures and missing figures) and "btrfs-lab" (never
+// reached: nil lists and maps, no last cycle).
+func newFakeSource() *fakeSource {
+	samples := fakeSamples()
+	results := report.Summarize(samples, report.DefaultConfidence)
+	lastSuccess := t0.Add(-10 * time.Minute)
+
+	ok := api.Cycle{
+		ID: 42, Engine: "default", Mode: "steady", Profile: "quick", Result: "ok", Trigger: "schedule",
+		StartedAt: t0.Add(-20 * time.Minute), FinishedAt: lastSuccess, DurationSeconds: 600.5,
+		Rounds: 6, BytesWritten: 3 << 30,
+	}
+	failed := api.Cycle{
+		ID: 41, Engine: "default", Mode: "steady", Profile: "quick", Result: "skipped", Reason: "host_busy",
+		Message: "I/O pressure 42% over the last 60 s", Trigger: "schedule",
+		StartedAt: t0.Add(-80 * time.Minute), FinishedAt: t0.Add(-80 * time.Minute), DurationSeconds: 0.01,
+	}
+	running := api.Cycle{
+		ID: 43, Engine: "btrfs-lab", Mode: "steady", Profile: "seed", Result: "running", Trigger: "api",
+		StartedAt: t0.Add(-time.Minute), // FinishedAt zero while running
+	}
+	old := api.Cycle{
+		ID: 7, Engine: "default", Mode: "steady", Profile: "quick", Result: "failed", Reason: "fio_missing",
+		Message: "fio not found", Trigger: "confirm",
+		StartedAt: t0.Add(-72 * time.Hour), FinishedAt: t0.Add(-72*time.Hour + time.Second), DurationSeconds: 1,
+	}
+
+	return &fakeSource{
+		overhead: api.OverheadResponse{
+			GeneratedAt: t0,
+			Confidence:  report.DefaultConfidence,
+			Engines: []api.EngineOverhead{
+				{Engine: "default", Driver: "overlay2", BackingFS: "extfs", Mode: "steady", LastCycleID: 42,
+					LastSuccess: &lastSuccess, Window: 6, Results: results},
+				{Engine: "btrfs-lab", Driver: "btrfs", BackingFS: "btrfs", Mode: "steady"}, // Results nil
+			},
+		},
+		cycles: []api.Cycle{running, ok, failed, old},
+		details: map[int64]api.CycleDetail{
+			42: {Cycle: ok, Samples: samples, Results: results},
+			41: {Cycle: failed}, // nil lists
+		},
+		engines: []api.Engine{
+			{Name: "default", Endpoint: "unix:///var/run/docker.sock", Reachable: true, EngineVersion: "28.1.1",
+				Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs", DataRoot: "/var/lib/docker",
+				ImageStore: "graphdriver", FioVersion: "fio-3.33", Warnings: []string{"volume target on another file system"},
+				LastCycle: &ok, FsyncRegression: map[string]bool{"container": true, "bind": false, "volume": false}},
+			{Name: "btrfs-lab", Endpoint: "unix:///run/docker-btrfs.sock", Driver: "btrfs"}, // nil Warnings, nil map
+		},
+	}
+}
+
+// fakeSamples are six rounds of the fsync and seqwrite jobs on host,
+// container and volume. Volume's fsync fails every round (no pair: NaN
+// overheads), container fails one round, and fio reported no p99.9 (NaN).
+func fakeSamples() []report.Sample {
+	var out []report.Sample
+	start := t0.Add(-20 * time.Minute)
+	for round := 1; round <= 6; round++ {
+		order := []string{report.TargetContainer, report.TargetHost, report.TargetVolume}
+		if round%2 == 0 {
+			slices.Reverse(order)
+		}
+		for i, target := range order {
+			for _, job := range []fio.Workload{fio.SeqWrite, fio.Fsync} {
+				slow := map[string]float64{report.TargetHost: 1, report.TargetContainer: 1.12 + 0.01*float64(round), report.TargetVolume: 1.02}[target]
+				s := report.Sample{
+					Round: round, Order: i + 1, Target: target,
+					StartedAt: start.Add(time.Duration(round*10+i) * time.Second), DurationSeconds: 5.25,
+					Result: fakeResult(job, slow),
+				}
+				switch {
+				case target == report.TargetVolume && job == fio.Fsync:
+					s.Result = fio.Result{Workload: job, FioVersion: "fio-3.33", Read: nanOp(), Write: nanOp(), Sync: nanOp(),
+						Failure: &fio.Failure{Reason: fio.ReasonNoSpace, Message: "fio: No space left on device"}}
+				case target == report.TargetContainer && job == fio.Fsync && round == 3:
+					s.Result = fio.Result{Workload: job, Read: nanOp(), Write: nanOp(), Sync: nanOp(),
+						Failure: &fio.Failure{Reason: fio.ReasonTimeout, Message: "job exceeded its 2m0s timeout"}}
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func fakeResult(job fio.Workload, slow float64) fio.Result {
+	r := fio.Result{Workload: job, FioVersion: "fio-3.33", Read: nanOp(), Sync: nanOp()}
+	r.Read.IOs, r.Read.IOPS, r.Read.BandwidthBytes, r.Sync.IOPS, r.Sync.BandwidthBytes = 0, 0, 0, 0, 0
+	switch job {
+	case fio.SeqWrite:
+		r.Write = fio.Op{IOs: 256, IOPS: 400 / slow, BandwidthBytes: 400 << 20 / slow, Bytes: 256 << 20,
+			LatencyMeanSec: 0.0025 * slow, LatencyP50Sec: 0.002 * slow, LatencyP99Sec: 0.009 * slow, LatencyP999Sec: math.NaN()}
+		r.BytesWritten = 256 << 20
+	case fio.Fsync:
+		r.Read = fio.Op{IOs: 500, IOPS: 250 / slow, BandwidthBytes: 250 * 4096 / slow, Bytes: 500 * 4096,
+			LatencyMeanSec: 0.0001, LatencyP50Sec: 0.00008, LatencyP99Sec: 0.0004, LatencyP999Sec: math.NaN()}
+		r.Write = fio.Op{IOs: 500, IOPS: 250 / slow, BandwidthBytes: 250 * 4096 / slow, Bytes: 500 * 4096,
+			LatencyMeanSec: 0.00002, LatencyP50Sec: 0.00001, LatencyP99Sec: 0.00005 * slow, LatencyP999Sec: math.NaN()}
+		r.Sync = fio.Op{IOs: 500, LatencyMeanSec: 0.003 * slow, LatencyP50Sec: 0.0025 * slow, LatencyP99Sec: 0.011 * slow, LatencyP999Sec: math.NaN()}
+		r.BytesWritten = 2 * 500 * 4096
+	}
+	return r
+}
+
+// nanOp is an Op fio reported nothing for.
+func nanOp() fio.Op {
+	n := math.NaN()
+	return fio.Op{IOPS: n, BandwidthBytes: n, LatencyMeanSec: n, LatencyP50Sec: n, LatencyP99Sec: n, LatencyP999Sec: n}
+}
