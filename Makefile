@@ -1,10 +1,11 @@
-# layerprobe. `make run` measures this host once; `make test` runs every test.
+# layerprobe. `make agent` runs the agent; `make run` measures this host once;
+# `make test` runs every test.
 GO            ?= go
 BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 30m
 
-.PHONY: all build deps run test lint unit clean
+.PHONY: all build deps agent run test lint unit clean
 
 all: build
 
@@ -13,6 +14,12 @@ build:
 
 deps:
 	./scripts/install-deps.sh
+
+# The agent with its built-in defaults: a cycle soon after start, then hourly;
+# /metrics and the REST API on :9811.
+agent: deps build
+	./scripts/ensure-dockerd.sh
+	./$(BIN) agent
 
 # Measure this host once with the default profile and print the table.
 run: deps build

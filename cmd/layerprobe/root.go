@@ -100,7 +100,9 @@ EXIT STATUS
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.addFlags(cmd.PersistentFlags())
 	cmd.AddCommand(
+		newAgentCommand(&g),
 		newRunCommand(&g),
+		newOverheadCommand(&g),
 		newConfigCommand(&g),
 		newCleanupCommand(&g),
 		newVersionCommand(),

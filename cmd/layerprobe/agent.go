@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/spf13/cobra"
+
+	"github.com/layerprobe/layerprobe/internal/agent"
+	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/fio"
+)
+
+type agentOptions struct {
+	ListenAddresses []string
+	WebConfigFile   string
+	SystemdSocket   bool
+	Interval        time.Duration
+	Profile         string
+	StateDir        string
+	APITokenFile    string
+}
+
+func newAgentCommand(g *globalOptions) *cobra.Command {
+	var o agentOptions
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Measure on a schedule and serve the results (Prometheus /metrics and the REST API)",
+		Long: `Run measurement cycles on every configured engine on a schedule (first soon after
+start, then every --interval with jitter, never overlapping), keep the history in the
+state directory, and serve /metrics and the REST API (/api/v1/...) from the cached
+results: a scrape never runs fio.
+
+SIGTERM or SIGINT stop the running cycle (fio is stopped and its files removed, the
+cycle is recorded as interrupted) and exit 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("web.listen-address") {
+				cfg.Agent.ListenAddress = o.ListenAddresses[0]
+			} else {
+				o.ListenAddresses = []string{cfg.Agent.ListenAddress}
+			}
+			if f.Changed("web.config.file") {
+				cfg.Agent.WebConfigFile = o.WebConfigFile
+			}
+			if f.Changed("interval") {
+				cfg.Agent.Interval = o.Interval
+			}
+			if f.Changed("profile") {
+				cfg.Profile = o.Profile
+			}
+			if f.Changed("state-dir") {
+				cfg.Agent.StateDir = o.StateDir
+			}
+			if f.Changed("api-token-file") {
+				cfg.Agent.APITokenFile = o.APITokenFile
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{fmt.Errorf("flags: %w", err)}
+			}
+			return runAgent(cmd.Context(), cfg, o, g.logger)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.ListenAddresses, "web.listen-address", []string{":9811"}, "addresses to listen on for /metrics and the API (repeatable; default from agent.listen_address)")
+	f.StringVar(&o.WebConfigFile, "web.config.file", "", "exporter-toolkit web configuration file: TLS and basic auth for every route")
+	f.BoolVar(&o.SystemdSocket, "web.systemd-socket", false, "use systemd socket activation listeners instead of port listeners")
+	f.DurationVar(&o.Interval, "interval", time.Hour, "time between cycles (default from agent.interval)")
+	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
+	f.StringVar(&o.StateDir, "state-dir", "/var/lib/layerprobe", "directory for the history database (default from agent.state_dir)")
+	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token that POST /api/v1/cycles requires; without one that route answers 403")
+	return cmd
+}
+
+func runAgent(ctx context.Context, cfg *config.Config, o agentOptions, logger *slog.Logger) error {
+	var token []byte
+	if cfg.Agent.APITokenFile != "" {
+		b, err := os.ReadFile(cfg.Agent.APITokenFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--api-token-file: %w", err)}
+		}
+		token = bytes.TrimSpace(b)
+		if len(token) < 16 {
+			return usageError{fmt.Errorf("--api-token-file %s: the token must be at least 16 characters", cfg.Agent.APITokenFile)}
+		}
+	}
+	webCfg := cfg.Agent.WebConfigFile
+	if webCfg != "" {
+		if err := web.Validate(webCfg); err != nil {
+			return usageError{fmt.Errorf("--web.config.file %s: %w", webCfg, err)}
+		}
+	}
+	if os.Geteuid() == 0 {
+		logger.Info("running as root; membership of the docker group is enough (see docs/security.md)")
+	}
+	a, err := agent.New(agent.Options{
+		Config: cfg, Logger: logger, APIToken: token, LockPath: lockPath(),
+		ThrottleWriteIOPS: testThrottleIOPS(),
+		WebFlags: &web.FlagConfig{
+			WebListenAddresses: &o.ListenAddresses,
+			WebSystemdSocket:   &o.SystemdSocket,
+			WebConfigFile:      &webCfg,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+// Package agent wires layerprobe's long-running agent: a scheduler that runs
+// one measurement cycle at a time on every configured engine, the guardrails
+// that keep it off busy hosts and within its write budget, the store that
+// keeps the history, the fsync regression detector, and the HTTP server
+// (REST API and /metrics) that serves the cached results.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/detector"
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/httpapi"
+	"github.com/layerprobe/layerprobe/internal/metrics"
+	"github.com/layerprobe/layerprobe/internal/probe"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/store"
+)
+
+// Options configure an agent beyond its configuration file.
+type Options struct {
+	Config   *config.Config
+	Logger   *slog.Logger
+	WebFlags *web.FlagConfig // listen addresses, TLS / basic auth file
+	APIToken []byte          // nil: POST /api/v1/cycles is refused with 403
+	// LockPath is the host-wide measurement lock (hostfs.DefaultLockPath).
+	LockPath string
+	// ThrottleWriteIOPS throttles the probe containers' writes (tests).
+	ThrottleWriteIOPS uint64
+	// FirstCycleDelay is how soon after start the first cycle runs.
+	FirstCycleDelay time.Duration
+}
+
+// Agent is a running layerprobe agent.
+type Agent struct {
+	cfg      *config.Config
+	opts     Options
+	logger   *slog.Logger
+	prof     fio.Profile
+	det      detector.Params
+	store    *store.Store
+	engines  []*engineState
+	rng      *rand.Rand
+	now      func() time.Time
+	procRoot string
+	sysRoot  string
+
+	running   atomic.Bool   // a cycle runs (or an API trigger is queued)
+	triggerCh chan struct{} // API triggers, buffered 1
+	ready     atomic.Bool
+	snap      atomic.Pointer[metrics.Snapshot]
+	mu        sync.Mutex // guards the engines' published state
+	started   time.Time
+}
+
+// New checks the options; Run starts the agent.
+func New(o Options) (*Agent, error) {
+	if o.Config == nil || o.Logger == nil {
+		return nil, errors.New("agent: config and logger are required")
+	}
+	prof, err := fio.LookupProfile(o.Config.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if o.FirstCycleDelay <= 0 {
+		o.FirstCycleDelay = 5 * time.Second
+	}
+	a := &Agent{
+		cfg: o.Config, opts: o, logger: o.Logger, prof: prof,
+		det:       detector.ParamsFrom(o.Config.Detector),
+		rng:       rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61676e74)),
+		now:       time.Now,
+		procRoot:  "/proc",
+		sysRoot:   "/sys",
+		triggerCh: make(chan struct{}, 1),
+	}
+	a.snap.Store(&metrics.Snapshot{})
+	return a, nil
+}
+
+// Run opens the store, serves HTTP and runs cycles until ctx ends. A
+// cancelled ctx stops the running cycle (fio is stopped and its files
+// removed, the cycle is recorded as interrupted) and Run returns nil.
+func (a *Agent) Run(ctx context.Context) error {
+	a.started = a.now()
+	st, err := store.Open(a.cfg.Agent.StateDir, a.logger)
+	if err != nil {
+		return fmt.Errorf("open state directory: %w", err)
+	}
+	a.store = st
+	defer func() {
+		if err := st.Close(); err != nil {
+			a.logger.Error("close store", "err", err)
+		}
+	}()
+
+	for _, ec := range a.cfg.EffectiveEngines() {
+		cli, err := engine.New(ec.Name, ec.Host, a.logger)
+		if err != nil {
+			return fmt.Errorf("engine %s: %w", ec.Name, err)
+		}
+		e := newEngineState(ec, cli)
+		a.restore(ctx, e)
+		a.engines = append(a.engines, e)
+	}
+	defer func() {
+		for _, e := range a.engines {
+			e.closeSession(ctx)
+			_ = e.cli.Close()
+		}
+	}()
+	a.publish()
+
+	srvErr := make(chan error, 1)
+	srv := a.newServer()
+	go func() { srvErr <- web.ListenAndServe(srv, a.opts.WebFlags, a.logger) }()
+
+	// A first look at every engine, so /readyz and /api/v1/engines answer
+	// before the first cycle.
+	for _, e := range a.engines {
+		a.refreshInfo(ctx, e)
+	}
+	a.ready.Store(true)
+	a.publish()
+
+	err = a.loop(ctx, srvErr)
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(sctx); serr != nil {
+		a.logger.Warn("http shutdown", "err", serr)
+	}
+	return err
+}
+
+func (a *Agent) newServer() *http.Server {
+	reg := metrics.NewRegistry(a)
+	h := httpapi.New(httpapi.Options{
+		Source:   a,
+		Metrics:  metrics.Handler(reg, a.logger),
+		Logger:   a.logger,
+		APIToken: a.opts.APIToken,
+	})
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// loop is the scheduler: one cycle at a time, first soon after start, then
+// every interval with jitter; API triggers run between scheduled cycles.
+func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
+	timer := time.NewTimer(a.opts.FirstCycleDelay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.logger.Info("stopping")
+			return nil
+		case err := <-srvErr:
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("http server: %w", err)
+			}
+			return nil
+		case <-a.triggerCh:
+			// TriggerCycle set running already.
+			a.cycleAll(ctx, triggerAPI)
+			a.running.Store(false)
+		case <-timer.C:
+			if a.running.CompareAndSwap(false, true) {
+				a.cycleAll(ctx, triggerSchedule)
+				a.running.Store(false)
+			}
+			timer.Reset(a.nextInterval())
+		}
+	}
+}
+
+// nextInterval is the interval with a uniform jitter of +-jitter, so a
+// fleet started together does not measure in lockstep.
+func (a *Agent) nextInterval() time.Duration {
+	iv := a.cfg.Agent.Interval
+	j := a.cfg.Agent.Jitter
+	f := 1 + j*(2*a.rng.Float64()-1)
+	return time.Duration(float64(iv) * f)
+}
+
+func (a *Agent) cycleAll(ctx context.Context, trigger string) {
+	for _, e := range a.engines {
+		if ctx.Err() != nil {
+			return
+		}
+		if a.cycle(ctx, e, trigger, a.prof, a.cfg.Agent.RoundsPerCycle) && ctx.Err() == nil {
+			a.cycle(ctx, e, triggerConfirm, fsyncOnly(a.prof), a.det.ConfirmRounds)
+		}
+	}
+	if n, err := a.store.Prune(ctx, a.now().Add(-a.cfg.Agent.Retention)); err != nil {
+		a.logger.Warn("prune history", "err", err)
+	} else if n > 0 {
+		a.logger.Info("pruned old cycles", "cycles", n)
+	}
+	a.publish()
+}
+
+// refreshInfo asks the engine what it is; failures are kept for display.
+func (a *Agent) refreshInfo(ctx context.Context, e *engineState) (engine.Info, error) {
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := e.cli.Info(ictx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		e.reachable = false
+		e.infoErr = err.Error()
+		return info, err
+	}
+	e.reachable, e.infoErr, e.info = true, "", info
+	return info, nil
+}
+
+// probeOptions are the session options for an engine.
+func (a *Agent) probeOptions(ec config.Engine) probe.Options {
+	return probe.Options{
+		EngineName: ec.Name, FioBinary: a.cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
+		Targets: a.cfg.Targets, Mode: modeSteady,
+		MinFreeBytes: int64(a.cfg.FreeSpace.MinFreeBytes), MinFreeRatio: a.cfg.FreeSpace.MinFreeRatio,
+		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true,
+	}
+}
+
+const modeSteady = "steady"
+
+// Confidence of every interval the agent publishes.
+const Confidence = report.DefaultConfidence

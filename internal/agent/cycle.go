@@ -1,0 +1,443 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/detector"
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/probe"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/store"
+)
+
+// Cycle results: a fixed set, because they become metric label values.
+const (
+	ResultOK          = "ok"
+	ResultFailed      = "failed"
+	ResultSkipped     = "skipped"
+	ResultInterrupted = "interrupted"
+)
+
+// Results lists every cycle result, for pre-initialised counters.
+var Results = []string{ResultOK, ResultFailed, ResultSkipped, ResultInterrupted}
+
+// engineState is one engine's live state. Fields below mu are published
+// (API, metrics) and guarded by Agent.mu; the rest belongs to the scheduler
+// goroutine.
+type engineState struct {
+	cfg  config.Engine
+	cli  *engine.Client
+	sess *probe.Session
+	det  map[string]detector.State // target -> detector state
+	// lastBytesPerRound estimates the next cycle's writes for the budget.
+	lastBytesPerRound int64
+
+	// published
+	info         engine.Info
+	reachable    bool
+	infoErr      string
+	fioVersion   string
+	warnings     []string
+	targets      []string
+	results      []report.Result // windowed overheads
+	raw          []report.Sample // samples of the last cycle that has any
+	lastCycle    *store.Cycle
+	lastSuccess  time.Time
+	lastDuration float64
+	cycles       map[string]float64
+	skips        map[string]float64
+	written      map[string]float64
+}
+
+func newEngineState(ec config.Engine, cli *engine.Client) *engineState {
+	e := &engineState{cfg: ec, cli: cli, det: map[string]detector.State{},
+		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[string]float64{},
+		lastDuration: math.NaN()}
+	for _, r := range Results {
+		e.cycles[r] = 0
+	}
+	for _, r := range SkipReasons {
+		e.skips[r] = 0
+	}
+	return e
+}
+
+func (e *engineState) closeSession(ctx context.Context) {
+	if e.sess != nil {
+		e.sess.Close(ctx)
+		e.sess = nil
+	}
+}
+
+// estimateBytes is what a cycle of rounds is expected to write: the last
+// cycle's bytes per round, or the profile's file sizes before the first.
+func (e *engineState) estimateBytes(prof fio.Profile, rounds int) int64 {
+	if e.lastBytesPerRound > 0 {
+		return e.lastBytesPerRound * int64(rounds)
+	}
+	var per int64
+	for _, j := range prof.Jobs {
+		per += j.FileBytes
+	}
+	return per * int64(len(probe.AllTargets)) * int64(rounds)
+}
+
+// restore loads what the store remembers, so metrics and the detector
+// survive a restart.
+func (a *Agent) restore(ctx context.Context, e *engineState) {
+	for _, t := range probe.AllTargets[1:] {
+		b, err := a.store.DetectorState(ctx, e.cfg.Name, modeSteady, t)
+		if err != nil {
+			continue
+		}
+		var st detector.State
+		if json.Unmarshal(b, &st) == nil {
+			e.det[t] = st
+		}
+	}
+	if c, err := a.store.LatestCycle(ctx, e.cfg.Name, ""); err == nil {
+		e.lastCycle = &c
+		e.fioVersion = c.FioVersion
+	}
+	if c, err := a.store.LatestCycle(ctx, e.cfg.Name, ResultOK); err == nil {
+		e.lastSuccess = c.FinishedAt
+		e.results = c.Results
+		if full, err := a.store.Cycle(ctx, c.ID); err == nil {
+			e.raw = full.Samples
+			if c.Rounds > 0 {
+				e.lastBytesPerRound = c.BytesWritten / int64(c.Rounds)
+			}
+		}
+	}
+}
+
+// cycle runs one measurement cycle on one engine and records it, whatever
+// happens: a failed cycle is data. It reports whether the detector became
+// suspicious, so the caller runs confirmation rounds (after this cycle has
+// released the host lock).
+func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile, rounds int) (confirm bool) {
+	start := a.now()
+	c := &store.Cycle{Engine: e.cfg.Name, Mode: modeSteady, Profile: prof.Name, Trigger: trigger, StartedAt: start.UTC()}
+	log := a.logger.With("engine", e.cfg.Name, "trigger", trigger)
+
+	finish := func(result, reason, msg string) {
+		c.Result, c.Reason, c.Message = result, reason, msg
+		c.FinishedAt = a.now().UTC()
+		var err error
+		if c.ID == 0 {
+			err = a.store.RecordSkip(context.WithoutCancel(ctx), c)
+		} else {
+			err = a.store.FinishCycle(context.WithoutCancel(ctx), c)
+		}
+		if err != nil {
+			log.Error("record cycle", "err", err)
+		}
+		a.account(e, c)
+		lv := log.Info
+		if result == ResultFailed {
+			lv = log.Warn
+		}
+		lv("cycle done", "result", result, "reason", reason, "msg", msg, "rounds", c.Rounds,
+			"bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
+	}
+
+	lock, err := hostfs.TryLock(a.lockPath())
+	if err != nil {
+		finish(ResultSkipped, SkipHostLocked, "another layerprobe is measuring on this host: "+err.Error())
+		return false
+	}
+	defer lock.Unlock()
+
+	info, err := a.refreshInfo(ctx, e)
+	if err != nil {
+		e.closeSession(ctx)
+		finish(ResultFailed, "unreachable", err.Error())
+		return false
+	}
+	c.Driver, c.BackingFS, c.EngineVersion = info.Driver, info.BackingFS, info.ServerVersion
+	if trigger != triggerConfirm {
+		if s := a.guard(ctx, e, info, prof, rounds); s != nil {
+			finish(ResultSkipped, s.reason, s.message)
+			return false
+		}
+	}
+	if err := a.ensureSession(ctx, e); err != nil {
+		var perr *probe.Error
+		reason := "prepare"
+		if errors.As(err, &perr) {
+			reason = perr.Code
+		}
+		finish(ResultFailed, reason, err.Error())
+		return false
+	}
+	c.FioVersion = e.sess.FioVersion
+	// The round numbers are claimed with the cycle's start, so a kill
+	// before FinishCycle can never make the next cycle reuse numbers the
+	// detector has already seen.
+	first, err := a.store.NextRound(ctx, e.cfg.Name, modeSteady)
+	if err != nil {
+		finish(ResultFailed, "store", err.Error())
+		return false
+	}
+	c.FirstRound, c.Rounds = first, rounds
+	if err := a.store.StartCycle(ctx, c); err != nil {
+		log.Error("record cycle start", "err", err)
+		return false
+	}
+	var suspects []string
+	if trigger == triggerConfirm {
+		// Round by round: the detector decides as soon as the rounds
+		// still missing cannot change the outcome, which saves writes.
+		for i := 0; i < rounds && ctx.Err() == nil; i++ {
+			s := e.sess.RunRounds(ctx, prof, first+i, 1, a.rng, nil)
+			c.Samples = append(c.Samples, s...)
+			a.observe(ctx, e, s)
+			if !a.confirming(e) {
+				break
+			}
+		}
+	} else {
+		c.Samples = e.sess.RunRounds(ctx, prof, first, rounds, a.rng, nil)
+		if ctx.Err() == nil {
+			suspects = a.observe(ctx, e, c.Samples)
+		}
+	}
+	c.Rounds = completedRounds(c.Samples, len(prof.Jobs)*len(e.sess.Targets()))
+	for _, s := range c.Samples {
+		c.BytesWritten += s.BytesWritten
+	}
+	c.Results = a.windowResults(ctx, e, c.Samples)
+
+	result, reason, msg := ResultOK, "", ""
+	if ctx.Err() != nil {
+		result, reason, msg = ResultInterrupted, "interrupted", "the agent stopped during the cycle"
+	} else if reasons := failureReasons(c.Samples); len(reasons) > 0 {
+		result, reason = ResultFailed, "fio_failures"
+		msg = "failed fio jobs: " + strings.Join(reasons, ", ")
+		if !e.sess.Healthy(ctx) {
+			// The probe container or the engine went away mid-cycle:
+			// build a fresh session next time.
+			e.closeSession(ctx)
+		}
+	}
+	finish(result, reason, msg)
+	if len(suspects) > 0 && result != ResultInterrupted {
+		log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
+		return true
+	}
+	return false
+}
+
+// Cycle triggers.
+const (
+	triggerSchedule = "schedule"
+	triggerAPI      = "api"
+	triggerConfirm  = "confirm"
+)
+
+// confirming reports whether a suspicion is open on any target.
+func (a *Agent) confirming(e *engineState) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, st := range e.det {
+		if a.det.ConfirmRemaining(st) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureSession keeps one long-lived probe session per engine and builds a
+// new one when it is missing or broken.
+func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
+	if e.sess != nil && e.sess.Healthy(ctx) {
+		return nil
+	}
+	e.closeSession(ctx)
+	s, err := probe.Prepare(ctx, e.cli, a.probeOptions(e.cfg), a.logger)
+	if err != nil {
+		return err
+	}
+	e.sess = s
+	a.mu.Lock()
+	e.fioVersion, e.warnings, e.targets = s.FioVersion, s.Warnings, s.Targets()
+	a.mu.Unlock()
+	return nil
+}
+
+// windowResults computes the published overheads over the most recent
+// window of rounds: the stored ones plus this cycle's.
+func (a *Agent) windowResults(ctx context.Context, e *engineState, current []report.Sample) []report.Result {
+	window := a.cfg.Agent.WindowRounds
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, modeSteady, window)
+	if err != nil {
+		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "err", err)
+	}
+	all := append(prior, current...)
+	rounds := map[int]bool{}
+	for _, s := range all {
+		rounds[s.Round] = true
+	}
+	keys := make([]int, 0, len(rounds))
+	for r := range rounds {
+		keys = append(keys, r)
+	}
+	sort.Ints(keys)
+	if len(keys) > window {
+		cut := keys[len(keys)-window]
+		all = slices.DeleteFunc(all, func(s report.Sample) bool { return s.Round < cut })
+	}
+	return report.Summarize(all, Confidence)
+}
+
+// observe feeds this cycle's fsync rounds to the detector of every non-host
+// target, persists the states and returns the targets that became suspect.
+func (a *Agent) observe(ctx context.Context, e *engineState, samples []report.Sample) []string {
+	metric := a.cfg.Detector.Metric
+	type key struct {
+		round  int
+		target string
+	}
+	vals := map[key]float64{}
+	roundSet := map[int]bool{}
+	for _, s := range samples {
+		if s.Workload != fio.Fsync || !s.OK() {
+			continue
+		}
+		vals[key{s.Round, s.Target}] = report.MetricValue(metric, s.Result)
+		roundSet[s.Round] = true
+	}
+	rounds := make([]int, 0, len(roundSet))
+	for r := range roundSet {
+		rounds = append(rounds, r)
+	}
+	sort.Ints(rounds)
+	var suspects []string
+	for _, t := range probe.AllTargets[1:] {
+		st, seen := e.det[t]
+		changed := false
+		for _, r := range rounds {
+			h, okH := vals[key{r, probe.Host}]
+			v, okT := vals[key{r, t}]
+			if !okT {
+				continue
+			}
+			x := math.NaN()
+			if okH && h > 0 && v > 0 {
+				x = math.Log(v / h)
+			}
+			var ev detector.Event
+			st, ev = a.det.Observe(st, detector.Observation{Round: r, At: a.now(), X: x})
+			changed = true
+			switch ev {
+			case detector.EventSuspect:
+				suspects = append(suspects, t)
+			case detector.EventConfirmed:
+				a.logger.Warn("fsync regression confirmed", "engine", e.cfg.Name, "target", t,
+					"baseline_ratio", math.Exp(st.Baseline.Median))
+			case detector.EventRecovered:
+				a.logger.Info("fsync regression over", "engine", e.cfg.Name, "target", t)
+			}
+		}
+		if !changed && !seen {
+			continue
+		}
+		a.mu.Lock()
+		e.det[t] = st
+		a.mu.Unlock()
+		if b, err := json.Marshal(st); err == nil {
+			if err := a.store.SaveDetectorState(ctx, e.cfg.Name, modeSteady, t, b); err != nil {
+				a.logger.Error("save detector state", "engine", e.cfg.Name, "target", t, "err", err)
+			}
+		}
+	}
+	return suspects
+}
+
+// account updates the published counters and state after a cycle.
+func (a *Agent) account(e *engineState, c *store.Cycle) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.cycles[c.Result]++
+	if c.Result == ResultSkipped {
+		e.skips[c.Reason]++
+	}
+	cc := *c
+	cc.Samples = nil
+	e.lastCycle = &cc
+	if c.Result != ResultSkipped {
+		e.lastDuration = c.FinishedAt.Sub(c.StartedAt).Seconds()
+	}
+	for _, s := range c.Samples {
+		e.written[s.Target] += float64(s.BytesWritten)
+	}
+	if len(c.Samples) > 0 {
+		e.raw = c.Samples
+		if len(c.Results) > 0 {
+			e.results = c.Results
+		}
+		if c.Rounds > 0 && c.Trigger != triggerConfirm {
+			e.lastBytesPerRound = c.BytesWritten / int64(c.Rounds)
+		}
+	}
+	if c.Result == ResultOK {
+		e.lastSuccess = c.FinishedAt
+	}
+}
+
+func (a *Agent) lockPath() string {
+	if a.opts.LockPath != "" {
+		return a.opts.LockPath
+	}
+	return hostfs.DefaultLockPath
+}
+
+// completedRounds counts rounds in which every job ran on every target.
+func completedRounds(samples []report.Sample, perRound int) int {
+	n := map[int]int{}
+	for _, s := range samples {
+		n[s.Round]++
+	}
+	done := 0
+	for _, c := range n {
+		if c == perRound {
+			done++
+		}
+	}
+	return done
+}
+
+// failureReasons lists the distinct failure reasons with their counts.
+func failureReasons(samples []report.Sample) []string {
+	count := map[string]int{}
+	for _, s := range samples {
+		if !s.OK() {
+			count[string(s.Failure.Reason)]++
+		}
+	}
+	out := make([]string, 0, len(count))
+	for r, n := range count {
+		out = append(out, fmt.Sprintf("%s x%d", r, n))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// fsyncOnly is the profile reduced to its fsync job, for confirmation
+// rounds: only the suspected workload needs fresh evidence.
+func fsyncOnly(p fio.Profile) fio.Profile {
+	q := p
+	q.Jobs = slices.DeleteFunc(slices.Clone(p.Jobs), func(j fio.Job) bool { return j.Workload != fio.Fsync })
+	return q
+}

@@ -1,0 +1,282 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/httpapi"
+	"github.com/layerprobe/layerprobe/internal/metrics"
+	"github.com/layerprobe/layerprobe/internal/probe"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/stats"
+	"github.com/layerprobe/layerprobe/internal/store"
+)
+
+// The agent is the REST API's and the metrics' source of data.
+var (
+	_ httpapi.Source = (*Agent)(nil)
+	_ metrics.Source = (*Agent)(nil)
+)
+
+// Snapshot implements metrics.Source: the last published state. Scrapes
+// never touch the store or fio.
+func (a *Agent) Snapshot() *metrics.Snapshot { return a.snap.Load() }
+
+// publish rebuilds the metrics snapshot from the engines' state.
+func (a *Agent) publish() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	snap := &metrics.Snapshot{}
+	for _, e := range a.engines {
+		me := metrics.Engine{
+			Name: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
+			EngineVersion: e.info.ServerVersion, DataRoot: e.info.DataRoot, FioVersion: e.fioVersion,
+			Regression:        map[string]bool{},
+			CyclesTotal:       copyMap(e.cycles),
+			SkipsTotal:        copyMap(e.skips),
+			WrittenBytesTotal: copyMap(e.written),
+			LastCycleDuration: e.lastDuration,
+			LastSuccess:       e.lastSuccess,
+			BudgetBytes:       float64(a.cfg.Agent.DailyByteBudget),
+		}
+		for _, t := range probe.AllTargets {
+			if _, ok := me.WrittenBytesTotal[t]; !ok {
+				me.WrittenBytesTotal[t] = 0
+			}
+		}
+		if a.store != nil && a.cfg.Agent.DailyByteBudget > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour)); err == nil {
+				me.BudgetUsedBytes = float64(used)
+			}
+			cancel()
+		}
+		for _, r := range e.results {
+			for m, o := range r.Overhead {
+				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Job: r.Job, Metric: m,
+					Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
+			}
+		}
+		sort.Slice(me.Overheads, func(i, j int) bool {
+			x, y := me.Overheads[i], me.Overheads[j]
+			if x.Target != y.Target {
+				return x.Target < y.Target
+			}
+			if x.Job != y.Job {
+				return x.Job < y.Job
+			}
+			return x.Metric < y.Metric
+		})
+		me.Raw = rawFigures(e.raw)
+		targets := e.targets
+		if len(targets) == 0 {
+			targets = probe.AllTargets
+		}
+		for _, t := range targets {
+			if t != probe.Host {
+				me.Regression[t] = e.det[t].Regressed()
+			}
+		}
+		snap.Engines = append(snap.Engines, me)
+	}
+	a.snap.Store(snap)
+}
+
+// rawFigures are the medians over a cycle's successful rounds, per target,
+// job and data direction.
+func rawFigures(samples []report.Sample) []metrics.Raw {
+	type key struct{ target, job string }
+	groups := map[key][]fio.Result{}
+	for _, s := range samples {
+		if s.OK() {
+			k := key{s.Target, string(s.Workload)}
+			groups[k] = append(groups[k], s.Result)
+		}
+	}
+	keys := make([]key, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].target != keys[j].target {
+			return keys[i].target < keys[j].target
+		}
+		return keys[i].job < keys[j].job
+	})
+	var out []metrics.Raw
+	for _, k := range keys {
+		rs := groups[k]
+		for _, op := range []string{"read", "write", "sync"} {
+			pick := func(r fio.Result) fio.Op {
+				switch op {
+				case "read":
+					return r.Read
+				case "write":
+					return r.Write
+				}
+				return r.Sync
+			}
+			var ios int64
+			for _, r := range rs {
+				ios += pick(r).IOs
+			}
+			if ios == 0 {
+				continue
+			}
+			med := func(f func(fio.Op) float64) float64 {
+				xs := make([]float64, 0, len(rs))
+				for _, r := range rs {
+					if v := f(pick(r)); !math.IsNaN(v) {
+						xs = append(xs, v)
+					}
+				}
+				return stats.Median(xs)
+			}
+			raw := metrics.Raw{Target: k.target, Job: k.job, Op: op,
+				IOPS:           med(func(o fio.Op) float64 { return o.IOPS }),
+				BandwidthBytes: med(func(o fio.Op) float64 { return o.BandwidthBytes }),
+				Latency: map[string]float64{
+					"50":   med(func(o fio.Op) float64 { return o.LatencyP50Sec }),
+					"99":   med(func(o fio.Op) float64 { return o.LatencyP99Sec }),
+					"99.9": med(func(o fio.Op) float64 { return o.LatencyP999Sec }),
+				}}
+			if op == "sync" {
+				// fio reports no rate for syncs, only their latency.
+				raw.IOPS, raw.BandwidthBytes = math.NaN(), math.NaN()
+			}
+			out = append(out, raw)
+		}
+	}
+	return out
+}
+
+func copyMap(m map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Overhead implements httpapi.Source.
+func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: Confidence, Engines: []api.EngineOverhead{}}
+	for _, e := range a.engines {
+		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
+			Mode: modeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
+		if eo.Results == nil {
+			eo.Results = []report.Result{}
+		}
+		if e.lastCycle != nil {
+			eo.LastCycleID = e.lastCycle.ID
+		}
+		if !e.lastSuccess.IsZero() {
+			t := e.lastSuccess.UTC()
+			eo.LastSuccess = &t
+		}
+		resp.Engines = append(resp.Engines, eo)
+	}
+	return resp, nil
+}
+
+// Cycles implements httpapi.Source.
+func (a *Agent) Cycles(ctx context.Context, q httpapi.CycleQuery) ([]api.Cycle, error) {
+	cs, err := a.store.Cycles(ctx, store.Query{Engine: q.Engine, Since: q.Since, Limit: q.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Cycle, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, apiCycle(c))
+	}
+	return out, nil
+}
+
+// Cycle implements httpapi.Source.
+func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
+	c, err := a.store.Cycle(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.CycleDetail{}, fmt.Errorf("cycle %d: %w", id, httpapi.ErrNotFound)
+	}
+	if err != nil {
+		return api.CycleDetail{}, err
+	}
+	d := api.CycleDetail{Cycle: apiCycle(c), Samples: c.Samples, Results: c.Results}
+	if d.Samples == nil {
+		d.Samples = []report.Sample{}
+	}
+	if d.Results == nil {
+		d.Results = []report.Result{}
+	}
+	return d, nil
+}
+
+func apiCycle(c store.Cycle) api.Cycle {
+	ac := api.Cycle{ID: c.ID, Engine: c.Engine, Mode: c.Mode, Profile: c.Profile, Result: c.Result,
+		Reason: c.Reason, Message: c.Message, Trigger: c.Trigger, StartedAt: c.StartedAt.UTC(),
+		FinishedAt: c.FinishedAt.UTC(), Rounds: c.Rounds, BytesWritten: c.BytesWritten}
+	if !c.FinishedAt.IsZero() {
+		ac.DurationSeconds = c.FinishedAt.Sub(c.StartedAt).Seconds()
+	}
+	return ac
+}
+
+// Engines implements httpapi.Source.
+func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]api.Engine, 0, len(a.engines))
+	for _, e := range a.engines {
+		ae := api.Engine{Name: e.cfg.Name, Endpoint: e.cli.Endpoint(), Reachable: e.reachable,
+			EngineVersion: e.info.ServerVersion, Driver: e.info.Driver, DriverClass: string(e.info.DriverClass),
+			BackingFS: e.info.BackingFS, DataRoot: e.info.DataRoot, ImageStore: e.info.ImageStore,
+			Rootless: e.info.Rootless, FioVersion: e.fioVersion, Warnings: append([]string{}, e.warnings...),
+			FsyncRegression: map[string]bool{}}
+		if e.infoErr != "" {
+			ae.Warnings = append(ae.Warnings, e.infoErr)
+		}
+		if e.lastCycle != nil {
+			c := apiCycle(*e.lastCycle)
+			ae.LastCycle = &c
+		}
+		for t, st := range e.det {
+			ae.FsyncRegression[t] = st.Regressed()
+		}
+		out = append(out, ae)
+	}
+	return out, nil
+}
+
+// TriggerCycle implements httpapi.Source: it queues one cycle of every
+// engine now. It takes no parameters on purpose: nothing from the API
+// reaches fio, file paths or container configuration.
+func (a *Agent) TriggerCycle(context.Context) ([]string, error) {
+	if !a.running.CompareAndSwap(false, true) {
+		return nil, httpapi.ErrBusy
+	}
+	select {
+	case a.triggerCh <- struct{}{}:
+	default:
+	}
+	names := make([]string, len(a.engines))
+	for i, e := range a.engines {
+		names[i] = e.cfg.Name
+	}
+	return names, nil
+}
+
+// Ready implements httpapi.Source.
+func (a *Agent) Ready() error {
+	if !a.ready.Load() {
+		return errors.New("starting: engines not contacted yet")
+	}
+	return nil
+}

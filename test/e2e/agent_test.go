@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+// agentConfig: the smoke profile and every busy-host guard off, so cycles
+// run whatever the CI machine is doing.
+const agentConfig = `profile: smoke
+agent:
+  interval: 1h
+  jitter: 0
+  rounds_per_cycle: 2
+  window_rounds: 6
+  daily_byte_budget: 0
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s`
+
+func TestAgentServesMetricsAndAPI(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	s := newAgentSetup(t, d.Host, agentConfig)
+	a := s.start(t)
+
+	// The first cycle runs soon after start.
+	cs := a.waitCycles(t, "ok", 1, 3*time.Minute)
+	first := cs[len(cs)-1].ID
+
+	raw, series := a.scrape(t)
+	checkContractSeries(t, series, "overlay2", "extfs")
+	promtool := exec.Command("promtool", "check", "metrics")
+	promtool.Stdin = strings.NewReader(raw)
+	if out, err := promtool.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("promtool check metrics on a real scrape: %v\n%s", err, out)
+	}
+
+	// The REST answer agrees with the metrics.
+	var ov struct {
+		Engines []struct {
+			Engine  string `json:"engine"`
+			Results []struct {
+				Target   string `json:"target"`
+				Job      string `json:"job"`
+				Overhead map[string]struct {
+					Ratio  *float64 `json:"ratio"`
+					CILow  *float64 `json:"ci_low"`
+					CIHigh *float64 `json:"ci_high"`
+				} `json:"overhead"`
+			} `json:"results"`
+		} `json:"engines"`
+	}
+	a.getJSON(t, "/api/v1/overhead", &ov)
+	if len(ov.Engines) != 1 || len(ov.Engines[0].Results) == 0 {
+		t.Fatalf("overhead answer: %+v", ov)
+	}
+	compared := 0
+	for _, r := range ov.Engines[0].Results {
+		for m, o := range r.Overhead {
+			if o.Ratio == nil {
+				continue
+			}
+			v, ok := find(series, "layerprobe_overhead_ratio", map[string]string{"target": r.Target, "job": r.Job, "metric": m})
+			if !ok || math.Abs(v-*o.Ratio) > 1e-9*math.Max(1, math.Abs(v)) {
+				t.Errorf("%s/%s %s: API ratio %v, metric %v (present %v)", r.Target, r.Job, m, *o.Ratio, v, ok)
+			}
+			compared++
+		}
+	}
+	if compared < 9*4 {
+		t.Errorf("compared %d overheads between API and metrics, want at least 36", compared)
+	}
+
+	// `layerprobe overhead` prints the same figures as a table.
+	res := layerprobe(t, s.host, time.Minute, "overhead", "--url", a.base)
+	if res.code != 0 {
+		t.Errorf("layerprobe overhead: exit %d: %s", res.code, res.stderr)
+	}
+	for _, want := range []string{"container", "bind", "volume", "fsync", "% OF HOST"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("layerprobe overhead output lacks %q:\n%s", want, res.stdout)
+		}
+	}
+
+	// Bad query parameters: 400 with the JSON error naming the parameter.
+	for path, param := range map[string]string{
+		"/api/v1/cycles?limit=abc":     "limit",
+		"/api/v1/cycles?limit=0":       "limit",
+		"/api/v1/cycles?since=someday": "since",
+		"/api/v1/cycles?bogus=1":       "bogus",
+		"/api/v1/cycles/notanumber":    "id",
+	} {
+		code, body := a.do(t, "GET", path, "")
+		e, _ := body["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if code != 400 || e["code"] != "bad_parameter" || !strings.Contains(msg, param) {
+			t.Errorf("GET %s: %d %v; want 400 bad_parameter naming %q", path, code, body, param)
+		}
+	}
+	if code, _ := a.do(t, "GET", "/api/v1/cycles/999999", ""); code != 404 {
+		t.Errorf("unknown cycle: %d, want 404", code)
+	}
+
+	// Triggering needs the token; a second trigger while one runs is 409.
+	if code, _ := a.do(t, "POST", "/api/v1/cycles", ""); code != 401 {
+		t.Errorf("POST without token: %d, want 401", code)
+	}
+	if code, _ := a.do(t, "POST", "/api/v1/cycles", "wrong-token-0123456789"); code != 401 {
+		t.Errorf("POST with a wrong token: %d, want 401", code)
+	}
+	if code, body := a.do(t, "POST", "/api/v1/cycles", s.token); code != 202 {
+		t.Fatalf("POST with the token: %d %v, want 202", code, body)
+	}
+	if code, _ := a.do(t, "POST", "/api/v1/cycles", s.token); code != 409 {
+		t.Errorf("POST while a cycle runs: %d, want 409", code)
+	}
+	a.waitCycles(t, "ok", 2, 3*time.Minute)
+
+	// Restart: history survives, and metrics come back before any new cycle.
+	if code, took := a.stop(); code != 0 || took > 10*time.Second {
+		t.Errorf("SIGTERM: exit %d after %s; want 0 within 10s", code, took)
+	}
+	a = s.start(t)
+	ids := map[int64]bool{}
+	for _, c := range a.cycles(t) {
+		ids[c.ID] = true
+	}
+	if !ids[first] || len(ids) < 2 {
+		t.Errorf("after restart the cycles are %v; want the earlier cycle %d among at least 2", ids, first)
+	}
+	_, series = a.scrape(t)
+	if _, ok := find(series, "layerprobe_overhead_ratio", map[string]string{"target": "container", "job": "fsync", "metric": "fsync_p99"}); !ok {
+		t.Error("after restart the stored overheads are not exposed")
+	}
+
+	// SIGTERM during a cycle: fio is stopped, the cycle is recorded as
+	// interrupted, the agent exits 0 within 10 s and leaves nothing.
+	a.waitCycles(t, "ok", 3, 3*time.Minute) // the restarted agent's first cycle
+	if code, body := a.do(t, "POST", "/api/v1/cycles", s.token); code != 202 {
+		t.Fatalf("POST: %d %v", code, body)
+	}
+	waitRunning(t, a)
+	time.Sleep(2 * time.Second)
+	if code, took := a.stop(); code != 0 || took > 10*time.Second {
+		t.Errorf("SIGTERM during a cycle: exit %d after %s; want 0 within 10s", code, took)
+	}
+	if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) > 0 {
+		t.Errorf("left behind after SIGTERM: %+v", l)
+	}
+	if pids := fioUnder(d.DataRoot); len(pids) > 0 {
+		t.Errorf("fio still running after SIGTERM: %v", pids)
+	}
+	checkNoScratchFiles(t, d.DataRoot)
+	a = s.start(t)
+	interrupted := false
+	for _, c := range a.cycles(t) {
+		if c.Result == "interrupted" {
+			interrupted = true
+		}
+	}
+	if !interrupted {
+		t.Errorf("the cycle stopped by SIGTERM is not recorded as interrupted: %+v", a.cycles(t))
+	}
+	a.stop()
+}
+
+func waitRunning(t *testing.T, a *agentProc) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, c := range a.cycles(t) {
+			if c.Result == "running" {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no running cycle appeared")
+}
+
+// checkNoScratchFiles: no file is left in the scratch directory tree.
+func checkNoScratchFiles(t *testing.T, dataRoot string) {
+	t.Helper()
+	_ = filepath.Walk(filepath.Join(dataRoot, "layerprobe-scratch"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			t.Errorf("file left in scratch: %s", p)
+		}
+		return nil
+	})
+}
+
+// checkContractSeries asserts every DESIGN contract series for every target
+// and job is present in a scrape taken after a successful cycle.
+func checkContractSeries(t *testing.T, series map[string][]sample, driver, backing string) {
+	t.Helper()
+	for _, tg := range wantTargets {
+		for _, j := range wantJobs {
+			l := map[string]string{"engine": "default", "driver": driver, "target": tg, "job": j, "op": "write"}
+			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
+				if v, ok := find(series, name, l); !ok || !(v > 0) {
+					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
+				}
+			}
+			for _, p := range []string{"50", "99"} {
+				l2 := map[string]string{"target": tg, "job": j, "op": "write", "percentile": p}
+				if v, ok := find(series, "layerprobe_latency_seconds", l2); !ok || !(v > 0) {
+					t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l2, v, ok)
+				}
+			}
+			if j == "fsync" {
+				l2 := map[string]string{"target": tg, "job": j, "op": "sync", "percentile": "99"}
+				if v, ok := find(series, "layerprobe_latency_seconds", l2); !ok || !(v > 0) {
+					t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l2, v, ok)
+				}
+			}
+			if tg == "host" {
+				continue
+			}
+			metrics := []string{"iops", "bandwidth", "latency_p50", "latency_p99"}
+			if j == "fsync" {
+				metrics = append(metrics, "fsync_p99")
+			}
+			for _, m := range metrics {
+				l := map[string]string{"engine": "default", "driver": driver, "target": tg, "job": j, "metric": m}
+				for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
+					if v, ok := find(series, name, l); !ok || math.IsNaN(v) {
+						t.Errorf("%s%v missing", name, l)
+					}
+				}
+			}
+		}
+		if tg != "host" {
+			if v, ok := find(series, "layerprobe_fsync_regression", map[string]string{"target": tg}); !ok || v != 0 {
+				t.Errorf("layerprobe_fsync_regression{target=%q} = %v (present %v), want 0", tg, v, ok)
+			}
+		}
+		if v, ok := find(series, "layerprobe_written_bytes_total", map[string]string{"target": tg}); !ok || !(v > 0) {
+			t.Errorf("layerprobe_written_bytes_total{target=%q} = %v (present %v)", tg, v, ok)
+		}
+	}
+	if v, ok := find(series, "layerprobe_cycles_total", map[string]string{"result": "ok"}); !ok || v < 1 {
+		t.Errorf("layerprobe_cycles_total{result=ok} = %v (present %v)", v, ok)
+	}
+	for _, name := range []string{"layerprobe_cycle_duration_seconds", "layerprobe_last_success_timestamp_seconds"} {
+		if v, ok := find(series, name, map[string]string{"engine": "default"}); !ok || !(v > 0) {
+			t.Errorf("%s = %v (present %v)", name, v, ok)
+		}
+	}
+	info := map[string]string{"engine": "default", "driver": driver, "backing_fs": backing}
+	if v, ok := find(series, "layerprobe_engine_info", info); !ok || v != 1 {
+		t.Errorf("layerprobe_engine_info%v = %v (present %v)", info, v, ok)
+	}
+	for _, s := range series["layerprobe_engine_info"] {
+		if s.labels["fio_version"] == "" || s.labels["engine_version"] == "" || s.labels["data_root"] == "" {
+			t.Errorf("layerprobe_engine_info lacks labels: %v", s.labels)
+		}
+	}
+}
+
+// detectorConfig: short cycles, a short baseline and a short confirmation,
+// so that the detection test fits CI's budget.
+const detectorConfig = `profile: smoke
+agent:
+  interval: 10s
+  jitter: 0
+  rounds_per_cycle: 3
+  window_rounds: 6
+  daily_byte_budget: 0
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s
+detector:
+  baseline_rounds: 60
+  min_baseline_rounds: 6
+  h: 4
+  min_effect: 0.5
+  confirm_rounds: 4
+  confirm_min: 4`
+
+// A real slowdown (the probe container's writes throttled with cgroup
+// blkio) makes layerprobe_fsync_regression 1 within the configured
+// confirmation, while the same number of unthrottled cycles keeps it 0.
+func TestDetectorFlagsThrottledFsync(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	s := newAgentSetup(t, d.Host, detectorConfig)
+	targets := []string{"container", "bind", "volume"}
+	regressed := func(a *agentProc) map[string]float64 {
+		_, series := a.scrape(t)
+		out := map[string]float64{}
+		for _, tg := range targets {
+			v, ok := find(series, "layerprobe_fsync_regression", map[string]string{"target": tg})
+			if !ok {
+				t.Fatalf("layerprobe_fsync_regression{target=%q} missing", tg)
+			}
+			out[tg] = v
+		}
+		return out
+	}
+
+	// Unthrottled: 2 cycles (6 rounds) learn the baseline, then control
+	// cycles; the detector must stay quiet through all of them.
+	const learn, control = 2, 4
+	a := s.start(t)
+	for n := 1; n <= learn+control; n++ {
+		a.waitCycles(t, "ok", n, 3*time.Minute)
+		for tg, v := range regressed(a) {
+			if v != 0 {
+				t.Fatalf("unthrottled cycle %d: layerprobe_fsync_regression{target=%q} = %v", n, tg, v)
+			}
+		}
+	}
+	before := len(a.cycles(t))
+	a.stop()
+
+	// Throttled: the agent's next probe container gets at most 1000 write
+	// IOPS on the data root's device; history and detector state carry over.
+	a = s.start(t, "LAYERPROBE_TEST_THROTTLE_WRITE_IOPS=1000")
+	deadline := time.Now().Add(6 * time.Minute)
+	needed := 0
+	for {
+		cs := a.cycles(t)
+		needed = len(cs) - before
+		if regressed(a)["container"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no regression flagged within 6 minutes of throttling; cycles since: %+v", cs[:needed])
+		}
+		time.Sleep(time.Second)
+	}
+	// The cycle that flagged it may still be finishing its bookkeeping.
+	t.Logf("throttled: layerprobe_fsync_regression became 1 after %d cycles (scheduled and confirmation)", needed)
+	if needed > control {
+		t.Errorf("detection took %d cycles; the unthrottled control ran %d without an alarm, want detection within that", needed, control)
+	}
+	var confirm bool
+	for _, c := range a.cycles(t) {
+		if c.Trigger == "confirm" {
+			confirm = true
+		}
+	}
+	if !confirm {
+		t.Error("no confirmation cycle ran before the regression was flagged")
+	}
+	a.stop()
+}
