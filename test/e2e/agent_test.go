@@ -351,3 +351,30 @@ func TestDetectorFlagsThrottledFsync(t *testing.T) {
 	}
 	a.stop()
 }
+
+// The write budget guard skips a cycle before anything is written, counts
+// the skip with its reason, and creates no probe container.
+func TestAgentSkipsWhenBudgetWouldBeExceeded(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	cfg := strings.Replace(agentConfig, "daily_byte_budget: 0", "daily_byte_budget: 1MiB", 1)
+	s := newAgentSetup(t, d.Host, cfg)
+	a := s.start(t)
+	cs := a.waitCycles(t, "skipped", 1, 2*time.Minute)
+	if cs[0].Reason != "budget_exhausted" {
+		t.Errorf("skipped cycle reason %q, want budget_exhausted", cs[0].Reason)
+	}
+	_, series := a.scrape(t)
+	if v, ok := find(series, "layerprobe_cycle_skips_total", map[string]string{"reason": "budget_exhausted"}); !ok || v < 1 {
+		t.Errorf("layerprobe_cycle_skips_total{reason=budget_exhausted} = %v (present %v)", v, ok)
+	}
+	if v, ok := find(series, "layerprobe_cycles_total", map[string]string{"result": "skipped"}); !ok || v < 1 {
+		t.Errorf("layerprobe_cycles_total{result=skipped} = %v (present %v)", v, ok)
+	}
+	if v, ok := find(series, "layerprobe_daily_budget_bytes", nil); !ok || v != 1<<20 {
+		t.Errorf("layerprobe_daily_budget_bytes = %v (present %v), want 1 MiB", v, ok)
+	}
+	if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) > 0 {
+		t.Errorf("a skipped cycle created %+v", l)
+	}
+	a.stop()
+}
