@@ -414,6 +414,19 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		}
 		execOK(t, c, alive, ContainerFio, "--version")
 
+		// SweepStale also removes a live owner's probe of the same engine
+		// (a session the owner could not close while the engine was down),
+		// and keeps its probe of another engine.
+		other := startProbe(t, c, ProbeSpec{Engine: "other", Image: ref, BindSource: t.TempDir(), Owner: "owner-alive", Mode: "steady"})
+		rep, err = c.SweepStale(ctx, isAlive, "owner-alive", "test")
+		if err != nil || !slices.Equal(rep.Containers, []string{alive.Name}) || !slices.Equal(rep.Volumes, []string{alive.VolumeName}) || len(rep.Images) != 0 {
+			t.Errorf("SweepStale = %+v, %v; want only %s and its volume", rep, err, alive.Name)
+		}
+		ctrs, vols, _ = labelled(t, c)
+		if !slices.Equal(ctrs, []string{other.Name}) || !slices.Equal(vols, []string{other.VolumeName}) {
+			t.Errorf("left after SweepStale: containers %v volumes %v; want %s", ctrs, vols, other.Name)
+		}
+
 		rep, err = c.Sweep(ctx, nil, false)
 		if err != nil || len(rep.Containers) != 1 || len(rep.Volumes) != 1 || len(rep.Images) != 0 {
 			t.Errorf("Sweep(nil, images=false) = %+v, %v; want the last probe and its volume", rep, err)

@@ -16,10 +16,34 @@ import (
 // name. alive == nil removes everything labelled. Sweep is idempotent: what
 // vanishes meanwhile is skipped, and one failure does not stop the rest.
 func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (SweepReport, error) {
-	rep := SweepReport{Containers: []string{}, Volumes: []string{}, Images: []string{}}
 	dead := func(labels map[string]string) bool {
 		return alive == nil || !alive(labels[LabelOwner])
 	}
+	return c.sweep(ctx, dead, includeImages)
+}
+
+// SweepStale is the sweep before a new probe session: it removes the
+// containers and volumes of dead owners, as Sweep does, and also those that
+// this very process (owner) created for the same engine name earlier. A
+// process runs at most one session per engine, and a new one is prepared
+// only when the old one is gone, so these can only be leftovers of a
+// session whose removal failed: the engine was down (killed, restarting)
+// when the agent closed it. Without this, every engine crash during a cycle
+// would leak one probe container and volume for the agent's lifetime.
+// Images are not touched.
+func (c *Client) SweepStale(ctx context.Context, alive func(owner string) bool, owner, engineName string) (SweepReport, error) {
+	dead := func(labels map[string]string) bool {
+		if owner != "" && labels[LabelOwner] == owner && labels[LabelEngine] == engineName {
+			return true
+		}
+		return alive == nil || !alive(labels[LabelOwner])
+	}
+	return c.sweep(ctx, dead, false)
+}
+
+// sweep removes what is labelled managed and dead says may go.
+func (c *Client) sweep(ctx context.Context, dead func(labels map[string]string) bool, includeImages bool) (SweepReport, error) {
+	rep := SweepReport{Containers: []string{}, Volumes: []string{}, Images: []string{}}
 	managed := func() client.Filters { return make(client.Filters).Add("label", LabelManaged+"=true") }
 	var errs []error
 

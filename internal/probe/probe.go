@@ -46,6 +46,7 @@ type Engine interface {
 	Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error)
 	RemoveProbe(ctx context.Context, p *engine.Probe) error
 	Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (engine.SweepReport, error)
+	SweepStale(ctx context.Context, alive func(owner string) bool, owner, engineName string) (engine.SweepReport, error)
 }
 
 // Options configure a session.
@@ -189,7 +190,9 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 }
 
 func (s *Session) sweep(ctx context.Context) {
-	rep, err := s.eng.Sweep(ctx, hostfs.Alive, false)
+	// SweepStale: also this process's own probe of this engine, left by a
+	// session that could not be closed while the engine was down.
+	rep, err := s.eng.SweepStale(ctx, hostfs.Alive, s.owner, s.opts.EngineName)
 	if err != nil {
 		s.logger.Warn("sweep of leftover probe containers failed", "err", err)
 	}
@@ -198,7 +201,7 @@ func (s *Session) sweep(ctx context.Context) {
 		s.logger.Warn("sweep of leftover scratch directories failed", "err", err)
 	}
 	if n := len(rep.Containers) + len(rep.Volumes) + len(dirs); n > 0 {
-		s.logger.Info("removed leftovers of a killed layerprobe", "containers", len(rep.Containers), "volumes", len(rep.Volumes), "dirs", len(dirs))
+		s.logger.Info("removed leftovers of a killed layerprobe or of an earlier probe session", "containers", len(rep.Containers), "volumes", len(rep.Volumes), "dirs", len(dirs))
 	}
 }
 
