@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/layerprobe/layerprobe/internal/agent"
 	"github.com/layerprobe/layerprobe/internal/config"
@@ -101,13 +102,21 @@ func runAgent(ctx context.Context, cfg *config.Config, o agentOptions, logger *s
 		if err := web.Validate(webCfg); err != nil {
 			return usageError{fmt.Errorf("--web.config.file %s: %w", webCfg, err)}
 		}
+		if len(token) > 0 && hasBasicAuthUsers(webCfg) {
+			// Basic auth and the bearer token both need the one
+			// Authorization header: no request can carry both.
+			logger.Warn("--web.config.file sets basic_auth_users, which takes the Authorization header that POST /api/v1/cycles needs for its bearer token: " +
+				"triggering cycles over the API is impossible; protect the agent with TLS client certificates (client_auth_type) instead of basic auth to keep it (docs/security.md)")
+		}
 	}
 	if os.Geteuid() == 0 {
-		logger.Info("running as root; membership of the docker group is enough (see docs/security.md)")
+		logger.Info("running as root; the agent needs no capability, only the Docker socket and its directories (see docs/security.md for running without root)")
 	}
 	a, err := agent.New(agent.Options{
 		Config: cfg, Logger: logger, APIToken: token, LockPath: lockPath(),
 		ThrottleWriteIOPS: testThrottleIOPS(),
+		JobTimeout:        testJobTimeout(),
+		FirstCycleDelay:   testFirstCycleDelay(),
 		WebFlags: &web.FlagConfig{
 			WebListenAddresses: &o.ListenAddresses,
 			WebSystemdSocket:   &o.SystemdSocket,
@@ -121,4 +130,17 @@ func runAgent(ctx context.Context, cfg *config.Config, o agentOptions, logger *s
 		return err
 	}
 	return nil
+}
+
+// hasBasicAuthUsers reports whether the exporter-toolkit web configuration
+// file (already validated) lists basic auth users.
+func hasBasicAuthUsers(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var wc struct {
+		Users map[string]yaml.Node `yaml:"basic_auth_users"`
+	}
+	return yaml.Unmarshal(b, &wc) == nil && len(wc.Users) > 0
 }

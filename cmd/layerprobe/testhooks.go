@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"strconv"
+	"time"
 )
 
 // testThrottleIOPS reads LAYERPROBE_TEST_THROTTLE_WRITE_IOPS: a test-only
@@ -15,4 +16,31 @@ func testThrottleIOPS() uint64 {
 		return 0
 	}
 	return v
+}
+
+// testJobTimeout reads LAYERPROBE_TEST_JOB_TIMEOUT (a Go duration such as
+// "2s"): a test-only setting that replaces every fio job's timeout, so the
+// fault tests can make a hung fio time out in seconds rather than after the
+// profile's minutes. Like the throttle, it is an environment variable only:
+// neither the API nor a config file can reach it. Anything but a positive
+// duration is ignored.
+func testJobTimeout() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("LAYERPROBE_TEST_JOB_TIMEOUT"))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
+
+// testFirstCycleDelay reads LAYERPROBE_TEST_FIRST_CYCLE_DELAY (a Go
+// duration): a test-only setting for how soon after start the first
+// scheduled cycle runs (default 5s). The fault tests set it to an hour and
+// start every cycle with POST /api/v1/cycles, so no scheduled cycle races
+// with the fault they inject. Environment only, like the others.
+func testFirstCycleDelay() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("LAYERPROBE_TEST_FIRST_CYCLE_DELAY"))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
 }

@@ -41,6 +41,9 @@ type Options struct {
 	ThrottleWriteIOPS uint64
 	// FirstCycleDelay is how soon after start the first cycle runs.
 	FirstCycleDelay time.Duration
+	// JobTimeout, when positive, replaces the timeout of every fio job of
+	// the profile (tests: a hung fio times out in seconds).
+	JobTimeout time.Duration
 }
 
 // Agent is a running layerprobe agent.
@@ -73,6 +76,11 @@ func New(o Options) (*Agent, error) {
 	prof, err := fio.LookupProfile(o.Config.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if o.JobTimeout > 0 {
+		for i := range prof.Jobs {
+			prof.Jobs[i].Timeout = o.JobTimeout
+		}
 	}
 	if o.FirstCycleDelay <= 0 {
 		o.FirstCycleDelay = 5 * time.Second
