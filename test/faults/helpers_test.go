@@ -1,0 +1,609 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// baseConfig: the smoke profile, one round per cycle, every busy-host
+// guard off (so cycles run whatever the CI machine is doing), no free-space
+// reserve and a long interval: the tests start cycles with POST.
+const baseConfig = `profile: smoke
+free_space:
+  min_free_bytes: 0
+  min_free_ratio: 0
+agent:
+  interval: 1h
+  jitter: 0
+  rounds_per_cycle: 1
+  window_rounds: 6
+  daily_byte_budget: 0
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s
+`
+
+// testToken is the bearer token of every agent the tests start.
+const testToken = "faults-token-0123456789abcdef"
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.Cmd and
+// the test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// lpEnv points layerprobe at one private daemon, with the package's own
+// host lock file (so parallel test packages do not wait on each other).
+func lpEnv(host string) []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"DOCKER_HOST=" + host, "LAYERPROBE_LOCK_FILE=" + filepath.Join(workDir, "layerprobe.lock")}
+}
+
+// agentSetup is what several agent processes of one test share: config,
+// state directory, token file, port.
+type agentSetup struct {
+	host     string
+	dir      string
+	config   string
+	stateDir string
+	port     int
+	logLevel string
+	flags    []string // extra flags of `layerprobe agent`
+}
+
+func newAgentSetup(t *testing.T, host, configYAML string) *agentSetup {
+	t.Helper()
+	dir := t.TempDir()
+	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: freePort(t), logLevel: "debug"}
+	s.config = filepath.Join(dir, "config.yml")
+	must(t, os.WriteFile(s.config, []byte(configYAML), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "token"), []byte(testToken+"\n"), 0o600))
+	return s
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// agentProc is a running `layerprobe agent`.
+type agentProc struct {
+	cmd  *exec.Cmd
+	base string // http://127.0.0.1:PORT
+	log  *syncBuffer
+	done chan struct{}
+}
+
+// start runs the agent with extra environment and waits until /healthz
+// answers.
+func (s *agentSetup) start(t *testing.T, env ...string) *agentProc {
+	t.Helper()
+	a := s.spawn(t, s.port, env...)
+	a.waitHealthy(t)
+	return a
+}
+
+// spawn starts the agent on port without waiting. Its cleanup kills it if
+// the test has not stopped it, and shows its log when the test failed.
+func (s *agentSetup) spawn(t *testing.T, port int, env ...string) *agentProc {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"agent", "--config", s.config,
+		"--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port),
+		"--api-token-file", filepath.Join(s.dir, "token"), "--state-dir", s.stateDir, "--log.level", s.logLevel}, s.flags...)...)
+	// Cycles start with POST only, unless the caller asks for the
+	// scheduled first cycle with its own LAYERPROBE_TEST_FIRST_CYCLE_DELAY
+	// (the last value of a duplicate variable wins).
+	cmd.Env = append(append(lpEnv(s.host), "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=1h"), env...)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	must(t, cmd.Start())
+	a := &agentProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		if a.running() {
+			_ = cmd.Process.Kill()
+			<-a.done
+		}
+		if t.Failed() || os.Getenv("LP_FAULTS_AGENT_LOG") != "" {
+			t.Logf("agent (pid %d) log:\n%s", cmd.Process.Pid, tail(log.String(), 150))
+		}
+	})
+	return a
+}
+
+func (a *agentProc) running() bool {
+	select {
+	case <-a.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (a *agentProc) waitHealthy(t *testing.T) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "agent answers /healthz", func() bool {
+		if !a.running() {
+			t.Fatalf("agent exited at start:\n%s", a.log.String())
+		}
+		resp, err := http.Get(a.base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (a *agentProc) stop(t *testing.T) int {
+	t.Helper()
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+		t.Fatalf("agent did not exit within 30s of SIGTERM")
+	}
+	return a.cmd.ProcessState.ExitCode()
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (a *agentProc) kill(t *testing.T) {
+	t.Helper()
+	must(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	<-a.done
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor polls cond every 100 ms until it holds, failing the test after
+// timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// apiCycle is a listed cycle.
+type apiCycle struct {
+	ID           int64     `json:"id"`
+	Result       string    `json:"result"`
+	Reason       string    `json:"reason"`
+	Message      string    `json:"message"`
+	Trigger      string    `json:"trigger"`
+	Rounds       int       `json:"rounds"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
+	BytesWritten int64     `json:"bytes_written"`
+}
+
+// apiSample is one fio execution of a cycle.
+type apiSample struct {
+	Round  int    `json:"round"`
+	Target string `json:"target"`
+	Job    string `json:"job"`
+	Error  *struct {
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (a *agentProc) cycles(t *testing.T) []apiCycle {
+	t.Helper()
+	var body struct {
+		Cycles []apiCycle `json:"cycles"`
+	}
+	a.getJSON(t, "/api/v1/cycles?limit=1000", &body)
+	return body.Cycles
+}
+
+func (a *agentProc) samples(t *testing.T, id int64) []apiSample {
+	t.Helper()
+	var body struct {
+		Samples []apiSample `json:"samples"`
+	}
+	a.getJSON(t, fmt.Sprintf("/api/v1/cycles/%d", id), &body)
+	return body.Samples
+}
+
+func (a *agentProc) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	code, b := a.get(t, path)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", path, code, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: decode: %v\n%s", path, err, b)
+	}
+}
+
+func (a *agentProc) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(a.base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// newCycle waits until the first cycle with an id above after has finished
+// (any result but running) and returns it.
+func (a *agentProc) newCycle(t *testing.T, after int64, timeout time.Duration) apiCycle {
+	t.Helper()
+	var got apiCycle
+	waitFor(t, timeout, fmt.Sprintf("the cycle after #%d finishes", after), func() bool {
+		if !a.running() {
+			t.Fatalf("agent exited:\n%s", tail(a.log.String(), 40))
+		}
+		got = apiCycle{}
+		for _, c := range a.cycles(t) {
+			if c.ID > after && (got.ID == 0 || c.ID < got.ID) {
+				got = c
+			}
+		}
+		return got.ID != 0 && got.Result != "running"
+	})
+	return got
+}
+
+// runningCycle waits until a cycle runs and returns it.
+func (a *agentProc) runningCycle(t *testing.T, timeout time.Duration) apiCycle {
+	t.Helper()
+	var got apiCycle
+	waitFor(t, timeout, "a cycle runs", func() bool {
+		for _, c := range a.cycles(t) {
+			if c.Result == "running" {
+				got = c
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// request sends one request and returns status, headers and body.
+func (a *agentProc) request(t *testing.T, method, path string, header map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	must(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+
+// trigger starts a cycle with POST /api/v1/cycles. A 409 (the previous
+// cycle is still finishing) is retried, a 429 (rate limit: 3 in a row, then
+// one per 10 s) after its Retry-After, until timeout.
+func (a *agentProc) trigger(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "POST /api/v1/cycles is accepted", func() bool {
+		code, h, body := a.request(t, "POST", "/api/v1/cycles", bearer(testToken), "")
+		switch code {
+		case http.StatusAccepted:
+			return true
+		case http.StatusConflict:
+			return false
+		case http.StatusTooManyRequests:
+			s, _ := strconv.Atoi(h.Get("Retry-After"))
+			time.Sleep(time.Duration(max(s, 1)) * time.Second)
+			return false
+		}
+		t.Fatalf("POST /api/v1/cycles: %d %s", code, body)
+		return false
+	})
+}
+
+// series returns the value of the first series of name whose labels
+// include want, from the text exposition.
+func series(expo, name string, want map[string]string) (float64, bool) {
+	for _, line := range strings.Split(expo, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for k, v := range want {
+			if !strings.Contains(line, k+`="`+v+`"`) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		return v, err == nil
+	}
+	return 0, false
+}
+
+// --- the daemon, seen without layerprobe's own code -------------------------
+
+// dockerAPI talks to a daemon's socket directly.
+type dockerAPI struct{ c *http.Client }
+
+func newDockerAPI(host string) *dockerAPI {
+	sock := strings.TrimPrefix(host, "unix://")
+	return &dockerAPI{c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}}
+}
+
+func (d *dockerAPI) do(t *testing.T, method, path string, v any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://docker"+path, nil)
+	must(t, err)
+	resp, err := d.c.Do(req)
+	if err != nil {
+		t.Fatalf("docker %s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("docker %s %s: %s: %s", method, path, resp.Status, b)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("docker %s %s: decode: %v", method, path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// labelled is what the daemon holds with layerprobe's label.
+type labelled struct {
+	Containers []ctr
+	Volumes    []string
+}
+
+type ctr struct {
+	ID     string            `json:"Id"`
+	Names  []string          `json:"Names"`
+	State  string            `json:"State"`
+	Labels map[string]string `json:"Labels"`
+}
+
+func (l labelled) String() string {
+	var names []string
+	for _, c := range l.Containers {
+		names = append(names, strings.Join(c.Names, ",")+"("+c.State+")")
+	}
+	return fmt.Sprintf("containers %v, volumes %v", names, l.Volumes)
+}
+
+func (d *dockerAPI) labelled(t *testing.T) labelled {
+	t.Helper()
+	filter := url.QueryEscape(`{"label":["io.layerprobe.managed"]}`)
+	var l labelled
+	d.do(t, "GET", "/containers/json?all=1&filters="+filter, &l.Containers)
+	var vs struct {
+		Volumes []struct{ Name string }
+	}
+	d.do(t, "GET", "/volumes?filters="+filter, &vs)
+	for _, v := range vs.Volumes {
+		l.Volumes = append(l.Volumes, v.Name)
+	}
+	return l
+}
+
+// ownedBy filters the labelled containers by owner token.
+func (l labelled) ownedBy(owner string) []ctr {
+	var out []ctr
+	for _, c := range l.Containers {
+		if c.Labels["io.layerprobe.owner"] == owner {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// jobFileRE matches the files fio lays out ("<job>.<jobnum>.<filenum>") and
+// the fake fio's file.
+var jobFileRE = regexp.MustCompile(`^(seqwrite|randwrite|fsync|fakefio)\.\d+\.\d+$`)
+
+// jobFiles lists fio job files anywhere under root: the scratch directory,
+// probe containers' writable layers and volumes.
+func jobFiles(root string) []string {
+	var out []string
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && jobFileRE.MatchString(d.Name()) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// fioProc is a running process whose comm is "fio".
+type fioProc struct {
+	pid  int
+	args []string
+}
+
+// fioProcs lists the fio processes (host fio and fio in containers alike:
+// the test runs in the host's pid namespace) whose command line mentions
+// one of the substrings.
+func fioProcs(subs ...string) []fioProc {
+	ents, _ := os.ReadDir("/proc")
+	var out []fioProc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "fio" {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		line := strings.Join(args, " ")
+		for _, s := range subs {
+			if strings.Contains(line, s) {
+				out = append(out, fioProc{pid, args})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// fioJobsRunning lists fio processes running a job (not --version) on the
+// daemon whose data root is dataRoot: on the host under the data root, or
+// in one of the daemon's containers (other tests on the machine run probe
+// containers of their own).
+func fioJobsRunning(dataRoot string) []fioProc {
+	var ids []string
+	ents, _ := os.ReadDir(filepath.Join(dataRoot, "containers"))
+	for _, e := range ents {
+		if len(e.Name()) == 64 {
+			ids = append(ids, e.Name())
+		}
+	}
+	var out []fioProc
+	for _, p := range fioProcs("--directory=") {
+		line := strings.Join(p.args, " ")
+		if strings.Contains(line, "--directory="+dataRoot) {
+			out = append(out, p)
+			continue
+		}
+		if !strings.Contains(line, "--directory=/lp/") {
+			continue
+		}
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid))
+		for _, id := range ids {
+			if strings.Contains(string(cg), id) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// checkClean asserts what every fault must leave behind: nothing of a
+// dead layerprobe on the engine, at most the live agent's own probe
+// container and volume (keep), no fio job file on the data root and no fio
+// still running there.
+func checkClean(t *testing.T, d *dockerAPI, dataRoot string, keep int) {
+	t.Helper()
+	l := d.labelled(t)
+	if len(l.Containers) > keep || len(l.Volumes) > keep {
+		t.Errorf("left on the engine: %s; want at most %d probe container(s) and volume(s)", l, keep)
+	}
+	if f := jobFiles(dataRoot); len(f) > 0 {
+		t.Errorf("fio job files left on the data root: %v", f)
+	}
+	if p := fioJobsRunning(dataRoot); len(p) > 0 {
+		t.Errorf("fio still running: %+v", p)
+	}
+}
+
+// scratchOwners lists the per-process directories in the scratch directory.
+func scratchOwners(dataRoot string) []string {
+	ents, _ := os.ReadDir(filepath.Join(dataRoot, "layerprobe-scratch"))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// fakeFio builds the fake fio (testdata/fakefio) for mode, printing the
+// host fio's version, into its own directory as "fio" (so that the
+// probe's kill-fio, which goes by process name, finds it too).
+func fakeFio(t *testing.T, mode string) string {
+	t.Helper()
+	out, err := exec.Command("fio", "--version").Output()
+	if err != nil {
+		t.Fatalf("host fio --version: %v", err)
+	}
+	dir := filepath.Join(workDir, "fakefio-"+mode)
+	bin := filepath.Join(dir, "fio")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	build := exec.Command("go", "build", "-o", bin,
+		"-ldflags", "-X main.mode="+mode+" -X main.version="+strings.TrimSpace(string(out)), "./testdata/fakefio")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fake fio: %v\n%s", err, out)
+	}
+	return bin
+}
