@@ -10,6 +10,14 @@ command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v losetup >/dev/null || need+=(mount)
+# test/ops (dashboards, rules and deployment files):
+command -v amtool >/dev/null || need+=(prometheus-alertmanager)
+command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)
+command -v docker-compose >/dev/null || need+=(docker-compose)
+command -v yamllint >/dev/null || need+=(yamllint)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v setpriv >/dev/null || need+=(util-linux)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 
 if ((${#need[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
@@ -20,4 +28,20 @@ if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# kubernetes-validate (PyPI) validates Kubernetes manifests offline against
+# the Kubernetes OpenAPI schemas it bundles; test/ops uses it for
+# deploy/kubernetes. In a venv of its own, away from the system's Python.
+tools=/opt/layerprobe-test-tools
+kv_version=1.37.0
+if [[ ! -x $tools/bin/kubernetes-validate ]] || [[ $("$tools/bin/kubernetes-validate" --version 2>/dev/null) != "$kv_version" ]]; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing $tools/bin/kubernetes-validate; run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: installing kubernetes-validate $kv_version into $tools" >&2
+  rm -rf "$tools"
+  /usr/bin/python3 -m venv "$tools"
+  "$tools/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv_version"
 fi

@@ -1,0 +1,424 @@
+package ops
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// shippedDashboards are the dashboards and their uids. The uids are a
+// contract: links, bookmarks and provisioning key on them.
+var shippedDashboards = map[string]string{
+	"layerprobe-fleet.json": "layerprobe-fleet",
+	"layerprobe-host.json":  "layerprobe-host",
+}
+
+type dashboard struct {
+	file          string
+	UID           string          `json:"uid"`
+	Title         string          `json:"title"`
+	ID            json.RawMessage `json:"id"`
+	Editable      bool            `json:"editable"`
+	SchemaVersion int             `json:"schemaVersion"`
+	Description   string          `json:"description"`
+	Tags          []string        `json:"tags"`
+	Panels        []panel         `json:"panels"`
+	Templating    struct {
+		List []variable `json:"list"`
+	} `json:"templating"`
+	Inputs json.RawMessage `json:"__inputs"`
+}
+
+type dsRef struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+type panel struct {
+	ID          int    `json:"id"`
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Datasource  *dsRef `json:"datasource"`
+	GridPos     struct {
+		H, W, X, Y int
+	} `json:"gridPos"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+		Overrides []struct {
+			Properties []struct {
+				ID    string          `json:"id"`
+				Value json.RawMessage `json:"value"`
+			} `json:"properties"`
+		} `json:"overrides"`
+	} `json:"fieldConfig"`
+	Targets []panelTarget `json:"targets"`
+	Panels  []panel       `json:"panels"` // collapsed rows
+}
+
+type panelTarget struct {
+	Datasource *dsRef `json:"datasource"`
+	Expr       string `json:"expr"`
+	RefID      string `json:"refId"`
+	Instant    bool   `json:"instant"`
+	Range      bool   `json:"range"`
+	Format     string `json:"format"`
+}
+
+type variable struct {
+	Type       string          `json:"type"`
+	Name       string          `json:"name"`
+	Label      string          `json:"label"`
+	Query      json.RawMessage `json:"query"`
+	Definition string          `json:"definition"`
+	Datasource *dsRef          `json:"datasource"`
+	Multi      bool            `json:"multi"`
+	IncludeAll bool            `json:"includeAll"`
+	AllValue   string          `json:"allValue"`
+	Refresh    int             `json:"refresh"`
+}
+
+// queryString is the variable's query, in either of Grafana's two forms.
+func (v variable) queryString() string {
+	var s string
+	if json.Unmarshal(v.Query, &s) == nil {
+		return s
+	}
+	var o struct {
+		Query string `json:"query"`
+	}
+	_ = json.Unmarshal(v.Query, &o)
+	return o.Query
+}
+
+// dataPanels are the panels that show data (rows only group them).
+func (d dashboard) dataPanels() []panel {
+	var out []panel
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			out = append(out, p.Panels...)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func loadDashboards(t testing.TB) []dashboard {
+	t.Helper()
+	files, err := filepath.Glob(repoPath("dashboards/*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var out []dashboard
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboard
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		if err := dec.Decode(&d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		d.file = filepath.Base(f)
+		names = append(names, d.file)
+		out = append(out, d)
+	}
+	want := make([]string, 0, len(shippedDashboards))
+	for f := range shippedDashboards {
+		want = append(want, f)
+	}
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Fatalf("dashboards/*.json = %v, want %v", names, want)
+	}
+	return out
+}
+
+// allowedPanelTypes are Grafana's core React panels this repository uses;
+// Angular panels (graph, singlestat, table-old, the old piechart plugin)
+// stop working in Grafana 12.
+var allowedPanelTypes = map[string]bool{
+	"timeseries": true, "stat": true, "table": true, "bargauge": true, "gauge": true,
+	"piechart": true, "state-timeline": true, "status-history": true, "heatmap": true, "barchart": true,
+}
+
+var angularPanelTypes = map[string]bool{
+	"graph": true, "singlestat": true, "table-old": true, "grafana-piechart-panel": true,
+	"grafana-worldmap-panel": true, "natel-discrete-panel": true, "grafana-polystat-panel": true,
+}
+
+// knownUnits are Grafana unit ids (packages/grafana-data/src/valueFormats/categories.ts)
+// that make sense for layerprobe's base units.
+var knownUnits = map[string]bool{
+	"none": true, "short": true, "percent": true, "percentunit": true, "s": true, "ms": true, "µs": true,
+	"ns": true, "dtdurations": true, "bytes": true, "decbytes": true, "Bps": true, "binBps": true,
+	"iops": true, "ops": true, "dateTimeFromNow": true, "dateTimeAsIso": true,
+}
+
+var wantVariables = []string{"datasource", "job", "instance", "engine"}
+
+func TestDashboardsStructure(t *testing.T) {
+	docs := documentedMetrics(t)
+	recorded := recordingRuleNames(t)
+	uids := map[string]string{}
+	titles := map[string]string{}
+	for _, d := range loadDashboards(t) {
+		t.Run(d.file, func(t *testing.T) {
+			if want := shippedDashboards[d.file]; d.UID != want {
+				t.Errorf("uid %q, want the stable %q", d.UID, want)
+			}
+			if len(d.UID) > 40 {
+				t.Errorf("uid %q longer than Grafana's 40 characters", d.UID)
+			}
+			if other, ok := uids[d.UID]; ok {
+				t.Errorf("uid %q also used by %s", d.UID, other)
+			}
+			uids[d.UID] = d.file
+			if other, ok := titles[d.Title]; ok || d.Title == "" {
+				t.Errorf("title %q empty or also used by %s", d.Title, other)
+			}
+			titles[d.Title] = d.file
+			if string(d.ID) != "null" {
+				t.Errorf(`"id" is %s, want null (Grafana assigns it)`, d.ID)
+			}
+			if d.Editable {
+				t.Error(`"editable" is true; dashboards are provisioned from this repository`)
+			}
+			if d.SchemaVersion < 36 || d.SchemaVersion > 41 {
+				t.Errorf("schemaVersion %d: want 36..41 (Grafana 9 to 12, the classic JSON model)", d.SchemaVersion)
+			}
+			if d.Description == "" || !slices.Contains(d.Tags, "layerprobe") {
+				t.Errorf("description %q, tags %v: want a description and the tag layerprobe", d.Description, d.Tags)
+			}
+			if len(d.Inputs) > 0 {
+				t.Error("__inputs (${DS_...}) only resolve in the import UI, not in provisioning; use the datasource variable")
+			}
+			checkVariables(t, d)
+			checkPanels(t, d, docs, recorded)
+		})
+	}
+}
+
+func checkVariables(t *testing.T, d dashboard) {
+	t.Helper()
+	byName := map[string]variable{}
+	var names []string
+	for _, v := range d.Templating.List {
+		byName[v.Name] = v
+		names = append(names, v.Name)
+	}
+	for _, n := range wantVariables {
+		if _, ok := byName[n]; !ok {
+			t.Errorf("no %q variable (have %v)", n, names)
+		}
+	}
+	if ds := byName["datasource"]; ds.Type != "datasource" || ds.queryString() != "prometheus" {
+		t.Errorf("datasource variable: type %q query %q, want a datasource variable for prometheus", ds.Type, ds.queryString())
+	}
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		if v.Datasource == nil || v.Datasource.UID != "${datasource}" {
+			t.Errorf("variable %s: datasource %+v, want ${datasource}", v.Name, v.Datasource)
+		}
+		q := v.queryString()
+		if q == "" || q != v.Definition {
+			t.Errorf("variable %s: query %q, definition %q", v.Name, q, v.Definition)
+		}
+		if !labelValuesRe.MatchString(q) {
+			t.Errorf("variable %s: query %q is not label_values(selector, label)", v.Name, q)
+		}
+		if v.Refresh != 2 {
+			t.Errorf("variable %s: refresh %d, want 2 (on time range change)", v.Name, v.Refresh)
+		}
+		if v.IncludeAll && v.AllValue != ".+" {
+			t.Errorf("variable %s: allValue %q, want .+ (a regex matching every value)", v.Name, v.AllValue)
+		}
+	}
+	for _, n := range []string{"job", "instance", "engine"} {
+		if v := byName[n]; v.Type != "query" {
+			t.Errorf("variable %s: type %q, want query", n, v.Type)
+		}
+	}
+	if v := byName["job"]; !v.Multi || !v.IncludeAll {
+		t.Errorf("job variable: multi %v includeAll %v, want both", v.Multi, v.IncludeAll)
+	}
+}
+
+var (
+	labelValuesRe = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+	rangeVars     = map[string]bool{"$__rate_interval": true, "$__range": true, "$__interval": true}
+	// workloadValues must never be matched with the label job: Prometheus
+	// keeps the scrape job there and renames the agent's job to exported_job.
+	workloadValues = regexp.MustCompile(`seqwrite|randwrite|fsync`)
+)
+
+func checkPanels(t *testing.T, d dashboard, docs, recorded map[string]bool) {
+	t.Helper()
+	ids := map[int]bool{}
+	type cell struct{ x, y int }
+	occupied := map[cell]string{}
+	for _, p := range d.Panels {
+		if ids[p.ID] || p.ID <= 0 {
+			t.Errorf("panel %q: id %d missing or repeated", p.Title, p.ID)
+		}
+		ids[p.ID] = true
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: gridPos %+v outside the 24-column grid", p.Title, g)
+		}
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := occupied[cell{x, y}]; ok {
+					t.Errorf("panel %q overlaps %q at column %d row %d", p.Title, other, x, y)
+				}
+				occupied[cell{x, y}] = p.Title
+			}
+		}
+	}
+	titles := map[string]bool{}
+	for _, p := range d.dataPanels() {
+		name := p.Title
+		if titles[name] {
+			t.Errorf("panel title %q repeated (the end-to-end test names panels by title)", name)
+		}
+		titles[name] = true
+		if angularPanelTypes[p.Type] || !allowedPanelTypes[p.Type] {
+			t.Errorf("panel %q: type %q is not an allowed core (non-Angular) panel", name, p.Type)
+		}
+		if p.Datasource == nil || p.Datasource.Type != "prometheus" || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q: datasource %+v, want {prometheus ${datasource}}", name, p.Datasource)
+		}
+		if len(strings.TrimSpace(p.Description)) < 20 {
+			t.Errorf("panel %q: description %q too short", name, p.Description)
+		}
+		if !knownUnits[p.FieldConfig.Defaults.Unit] {
+			t.Errorf("panel %q: unit %q is not a known Grafana unit", name, p.FieldConfig.Defaults.Unit)
+		}
+		for _, o := range p.FieldConfig.Overrides {
+			for _, prop := range o.Properties {
+				var u string
+				if prop.ID == "unit" && (json.Unmarshal(prop.Value, &u) != nil || !knownUnits[u]) {
+					t.Errorf("panel %q: override unit %s is not a known Grafana unit", name, prop.Value)
+				}
+			}
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", name)
+		}
+		refs := map[string]bool{}
+		for _, tg := range p.Targets {
+			where := name + " " + tg.RefID
+			if refs[tg.RefID] || tg.RefID == "" {
+				t.Errorf("%s: refId empty or repeated", where)
+			}
+			refs[tg.RefID] = true
+			if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
+				t.Errorf("%s: query datasource %+v, want ${datasource}", where, tg.Datasource)
+			}
+			if tg.Instant == tg.Range {
+				t.Errorf("%s: instant %v range %v, want exactly one", where, tg.Instant, tg.Range)
+			}
+			if p.Type == "table" && (!tg.Instant || tg.Format != "table") {
+				t.Errorf("%s: a table's query should be instant with format table", where)
+			}
+			checkExpr(t, where, tg.Expr, docs, recorded, true)
+		}
+	}
+}
+
+// checkExpr checks one dashboard or rule expression: known metrics only,
+// known labels only, workloads matched with exported_job, counters only
+// inside rate() or increase(); for dashboards also the job and instance
+// matchers on every selector and Grafana's range variables.
+func checkExpr(t *testing.T, where, expr string, docs, recorded map[string]bool, dashboard bool) {
+	t.Helper()
+	p, err := scanPromQL(expr)
+	if err != nil {
+		t.Errorf("%s: %v in %q", where, err, expr)
+		return
+	}
+	if len(p.selectors) == 0 && dashboard {
+		t.Errorf("%s: no selector in %q", where, expr)
+	}
+	for _, s := range p.selectors {
+		switch {
+		case s.name == "ALERTS" && dashboard:
+			// Prometheus' own series of pending and firing alerts.
+		case docs[s.name], recorded[s.name]:
+		default:
+			t.Errorf("%s: %q is neither in docs/metrics.md nor a shipped recording rule", where, s.name)
+		}
+		for _, m := range s.matchers {
+			if !seriesLabels[m.label] {
+				t.Errorf("%s: %s matches unknown label %q", where, s.name, m.label)
+			}
+			if m.label == "job" && workloadValues.MatchString(m.value) {
+				t.Errorf("%s: %s{job%s%q}: in Prometheus the workload label is exported_job", where, s.name, m.op, m.value)
+			}
+		}
+		if strings.HasSuffix(s.name, "_total") && s.enclosing != "rate" && s.enclosing != "increase" {
+			t.Errorf("%s: counter %s outside rate()/increase() (in %q)", where, s.name, s.enclosing)
+		}
+		if dashboard {
+			if !s.has("job", "=~", "$job") || !s.has("instance", "=~", "$instance") {
+				t.Errorf("%s: %s lacks job=~\"$job\" and instance=~\"$instance\" matchers", where, s.name)
+			}
+			if s.rng != "" && !rangeVars[s.rng] {
+				t.Errorf("%s: %s[%s]: use $__rate_interval or $__range, not a fixed range", where, s.name, s.rng)
+			}
+		}
+	}
+	for _, l := range p.groupLabels {
+		if !seriesLabels[l] {
+			t.Errorf("%s: grouping by unknown label %q", where, l)
+		}
+	}
+}
+
+// TestDashboardLinks: data links to another dashboard name a shipped uid and
+// pass the variables the target dashboard has.
+func TestDashboardLinks(t *testing.T) {
+	linkRe := regexp.MustCompile(`/d/([a-z0-9-]+)/[^"?]*\?([^"]*)`)
+	byUID := map[string]dashboard{}
+	for _, d := range loadDashboards(t) {
+		byUID[d.UID] = d
+	}
+	links := 0
+	for _, d := range loadDashboards(t) {
+		b, err := os.ReadFile(repoPath("dashboards/" + d.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRe.FindAllStringSubmatch(string(b), -1) {
+			links++
+			target, ok := byUID[m[1]]
+			if !ok {
+				t.Errorf("%s links to unknown dashboard uid %q", d.file, m[1])
+				continue
+			}
+			vars := map[string]bool{}
+			for _, v := range target.Templating.List {
+				vars[v.Name] = true
+			}
+			for _, kv := range strings.Split(m[2], "&") {
+				if name, ok := strings.CutPrefix(strings.SplitN(kv, "=", 2)[0], "var-"); ok && !vars[name] {
+					t.Errorf("%s: link to %s sets var-%s, which it does not have", d.file, m[1], name)
+				}
+			}
+		}
+	}
+	if links == 0 {
+		t.Error("no links between the dashboards (the fleet tables should link hosts to their detail)")
+	}
+}

@@ -1,0 +1,325 @@
+package ops
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+// imageAgentConfig replaces the compose stack's config.yaml in the image
+// test: the smoke profile and the guards off, so that one cycle takes
+// seconds whatever the CI machine does.
+const imageAgentConfig = `profile: smoke
+agent:
+  interval: 1h
+  jitter: 0
+  rounds_per_cycle: 2
+  daily_byte_budget: 4GiB
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s
+`
+
+// TestAgentImage builds the agent image with deploy/docker/Dockerfile on a
+// private dockerd, from a Debian base made with deploy/docker/debootstrap-base.sh
+// (debootstrap from Debian's mirror, `docker import`: no image registry),
+// and runs it with the compose file's settings (no capability, read-only,
+// no-new-privileges, host pid namespace) and the daemon's socket and data
+// root mounted. Its /metrics must serve the contract series after a cycle,
+// with the image's own fio in both arms, and SIGTERM (docker stop) must
+// leave no probe container behind.
+func TestAgentImage(t *testing.T) {
+	needsSystem(t)
+	t.Parallel()
+	tool(t, "debootstrap")
+	docker := tool(t, "docker")
+	bin := agentBinary(t)
+	compose := composeConfig(t)
+	svc := compose.Services["layerprobe"]
+	checkAgentHardening(t, svc)
+
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	env := []string{"DOCKER_HOST=" + d.Host, "DOCKER_BUILDKIT=0"}
+	dockerCmd := func(timeout time.Duration, args ...string) cmdResult {
+		t.Helper()
+		return run(t, timeout, "", env, docker, args...)
+	}
+
+	// The base, from Debian's packages only.
+	start := time.Now()
+	tmp := t.TempDir()
+	r := run(t, 8*time.Minute, "", append(env, "TMPDIR="+tmp), repoPath("deploy/docker/debootstrap-base.sh"), "layerprobe-base:test")
+	if r.err != nil {
+		t.Fatalf("debootstrap-base.sh:\n%s", r)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "layerprobe-base.*")); len(left) > 0 {
+		t.Errorf("debootstrap-base.sh left %v behind", left)
+	}
+	t.Logf("debootstrap base: %s", time.Since(start).Round(time.Second))
+
+	// The image, from the repository's Dockerfile; the context holds
+	// bin/layerprobe as `make build` leaves it. --network host: the private
+	// daemon has no bridge, and apt needs Debian's mirror.
+	start = time.Now()
+	ctx := filepath.Join(tmp, "context")
+	if err := os.MkdirAll(filepath.Join(ctx, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, bin, filepath.Join(ctx, "bin", "layerprobe"), 0o755)
+	r = dockerCmd(8*time.Minute, "build", "--network", "host", "--build-arg", "BASE_IMAGE=layerprobe-base:test",
+		"-f", repoPath("deploy/docker/Dockerfile"), "-t", "layerprobe:test", ctx)
+	if r.err != nil {
+		t.Fatalf("docker build:\n%s", tail(r.stdout+r.stderr, 40))
+	}
+	t.Logf("docker build: %s", time.Since(start).Round(time.Second))
+	fioVersion := strings.TrimSpace(dockerCmd(time.Minute, "run", "--rm", "--network", "none", "--entrypoint", "fio", "layerprobe:test", "--version").stdout)
+	if !strings.HasPrefix(fioVersion, "fio-") {
+		t.Fatalf("fio --version in the image: %q", fioVersion)
+	}
+
+	// Run it as the compose file does, with the private daemon's paths.
+	port := freePort(t)
+	args := []string{"run", "-d", "--name", "lpops-agent", "--network", "host"}
+	args = append(args, composeRunFlags(t, svc, d, tmp)...)
+	args = append(args, "layerprobe:test", "agent", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port))
+	if r := dockerCmd(time.Minute, args...); r.err != nil {
+		t.Fatalf("docker run:\n%s", r)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent container log:\n%s", tail(dockerCmd(time.Minute, "logs", "lpops-agent").stderr, 40))
+		}
+		dockerCmd(time.Minute, "rm", "-f", "lpops-agent")
+	})
+	var series map[string][]expSample
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	waitFor(t, 4*time.Minute, time.Second, "a successful cycle in the container's /metrics", func() (bool, string) {
+		if st := dockerCmd(time.Minute, "inspect", "-f", "{{.State.Status}}", "lpops-agent").stdout; strings.TrimSpace(st) != "running" {
+			t.Fatalf("agent container is %s:\n%s", st, tail(dockerCmd(time.Minute, "logs", "lpops-agent").stderr, 40))
+		}
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		series = parseExposition(string(b))
+		_, ok := findSample(series, "layerprobe_last_success_timestamp_seconds", nil)
+		return ok, resp.Status
+	})
+	checkImageSeries(t, series, fioVersion)
+
+	// SIGTERM: the agent removes its probe container and exits 0.
+	if r := dockerCmd(time.Minute, "stop", "-t", "30", "lpops-agent"); r.err != nil {
+		t.Fatalf("docker stop:\n%s", r)
+	}
+	if code := strings.TrimSpace(dockerCmd(time.Minute, "inspect", "-f", "{{.State.ExitCode}}", "lpops-agent").stdout); code != "0" {
+		t.Errorf("agent container exited with %s after SIGTERM, want 0", code)
+	}
+	if left := strings.TrimSpace(dockerCmd(time.Minute, "ps", "-aq", "--filter", "label=io.layerprobe.managed").stdout); left != "" {
+		t.Errorf("probe containers left after the agent stopped: %s", left)
+	}
+}
+
+// composeRunFlags translates the compose file's layerprobe service into
+// `docker run` flags for the private daemon: the same user, capabilities,
+// security options, read-only root, tmpfs and pid namespace, and the same
+// mounts with the private daemon's socket and data root in place of the
+// host's. A mount the test does not know fails the test, so that a change
+// of the compose file is reflected here.
+func composeRunFlags(t *testing.T, s composeService, d *testdaemon.Daemon, tmp string) []string {
+	t.Helper()
+	flags := []string{"--user", s.User, "--pid", s.Pid}
+	for _, c := range s.CapDrop {
+		flags = append(flags, "--cap-drop", c)
+	}
+	for _, o := range s.SecurityOpt {
+		flags = append(flags, "--security-opt", o)
+	}
+	if s.ReadOnly {
+		flags = append(flags, "--read-only")
+	}
+	for _, p := range s.Tmpfs {
+		flags = append(flags, "--tmpfs", p)
+	}
+	cfg := filepath.Join(tmp, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(imageAgentConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"state", "lock"} {
+		if err := os.MkdirAll(filepath.Join(tmp, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sources := map[string]string{
+		"/var/run/docker.sock":               strings.TrimPrefix(d.Host, "unix://"),
+		"/var/lib/docker":                    d.DataRoot,
+		"/var/lib/docker/layerprobe-scratch": filepath.Join(d.DataRoot, "layerprobe-scratch"),
+		"/run/lock":                          filepath.Join(tmp, "lock"),
+		"layerprobe-state":                   filepath.Join(tmp, "state"),
+		repoPath("deploy/compose/layerprobe/config.yaml"): cfg,
+	}
+	// The data root and the scratch directory keep the node's paths inside
+	// the container: here, the private daemon's.
+	targets := map[string]string{
+		"/var/lib/docker":                    d.DataRoot,
+		"/var/lib/docker/layerprobe-scratch": filepath.Join(d.DataRoot, "layerprobe-scratch"),
+	}
+	if err := os.MkdirAll(filepath.Join(d.DataRoot, "layerprobe-scratch"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) != 3 {
+			t.Fatalf("compose volume %q: want source:target:mode", v)
+		}
+		src, ok := sources[parts[0]]
+		if !ok {
+			t.Fatalf("compose volume %q: this test does not know how to provide %s", v, parts[0])
+		}
+		dst := parts[1]
+		if tg, ok := targets[dst]; ok {
+			dst = tg
+		}
+		flags = append(flags, "-v", src+":"+dst+":"+parts[2])
+	}
+	return flags
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkImageSeries: the contract series of docs/metrics.md for a
+// successful cycle, from the agent in the image.
+func checkImageSeries(t *testing.T, series map[string][]expSample, fioVersion string) {
+	t.Helper()
+	for _, tg := range []string{"container", "bind", "volume"} {
+		for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
+			l := map[string]string{"engine": "default", "driver": "overlay2", "target": tg, "job": "fsync", "metric": "fsync_p99"}
+			if _, ok := findSample(series, name, l); !ok {
+				t.Errorf("%s%v missing", name, l)
+			}
+		}
+		if v, ok := findSample(series, "layerprobe_fsync_regression", map[string]string{"target": tg}); !ok || v != 0 {
+			t.Errorf("layerprobe_fsync_regression{target=%q} = %v (present %v)", tg, v, ok)
+		}
+	}
+	for _, tg := range []string{"host", "container", "bind", "volume"} {
+		for _, j := range []string{"seqwrite", "randwrite", "fsync"} {
+			l := map[string]string{"target": tg, "job": j, "op": "write"}
+			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
+				if v, ok := findSample(series, name, l); !ok || !(v > 0) {
+					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
+				}
+			}
+		}
+		l := map[string]string{"target": tg, "job": "fsync", "op": "sync", "percentile": "99"}
+		if v, ok := findSample(series, "layerprobe_latency_seconds", l); !ok || !(v > 0) {
+			t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l, v, ok)
+		}
+		if v, ok := findSample(series, "layerprobe_written_bytes_total", map[string]string{"target": tg}); !ok || !(v > 0) {
+			t.Errorf("layerprobe_written_bytes_total{target=%q} = %v (present %v)", tg, v, ok)
+		}
+	}
+	if v, ok := findSample(series, "layerprobe_cycles_total", map[string]string{"result": "ok"}); !ok || v < 1 {
+		t.Errorf("layerprobe_cycles_total{result=ok} = %v (present %v)", v, ok)
+	}
+	for _, name := range []string{"layerprobe_cycle_duration_seconds", "layerprobe_last_success_timestamp_seconds",
+		"layerprobe_daily_budget_bytes", "layerprobe_budget_used_bytes", "layerprobe_build_info"} {
+		if v, ok := findSample(series, name, nil); !ok || !(v > 0) {
+			t.Errorf("%s = %v (present %v)", name, v, ok)
+		}
+	}
+	if _, ok := findSample(series, "layerprobe_cycle_skips_total", map[string]string{"reason": "budget_exhausted"}); !ok {
+		t.Error("layerprobe_cycle_skips_total{reason=budget_exhausted} missing")
+	}
+	info := map[string]string{"engine": "default", "driver": "overlay2", "backing_fs": "extfs", "fio_version": fioVersion}
+	if v, ok := findSample(series, "layerprobe_engine_info", info); !ok || v != 1 {
+		t.Errorf("layerprobe_engine_info%v = %v (present %v); series: %v", info, v, ok, series["layerprobe_engine_info"])
+	}
+	// Every metric family of the exposition is a documented one.
+	docs := documentedMetrics(t)
+	for name := range series {
+		if strings.HasPrefix(name, "layerprobe_") && !docs[name] {
+			t.Errorf("the agent exposes %s, which docs/metrics.md does not list", name)
+		}
+	}
+}
+
+// expSample is one sample of the text exposition format.
+type expSample struct {
+	labels map[string]string
+	value  float64
+}
+
+// parseExposition parses the sample lines of the text format (enough for
+// layerprobe's label values, which contain no quotes or commas).
+func parseExposition(s string) map[string][]expSample {
+	out := map[string][]expSample{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest := line, ""
+		labels := map[string]string{}
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			name = line[:i]
+			for _, kv := range strings.Split(line[i+1:j], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				labels[k] = strings.Trim(v, `"`)
+			}
+			rest = strings.TrimSpace(line[j+1:])
+		} else if f := strings.Fields(line); len(f) >= 2 {
+			name, rest = f[0], f[1]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] = append(out[name], expSample{labels, v})
+	}
+	return out
+}
+
+// findSample returns the value of the first series of name whose labels
+// include want.
+func findSample(series map[string][]expSample, name string, want map[string]string) (float64, bool) {
+	for _, s := range series[name] {
+		ok := true
+		for k, v := range want {
+			if s.labels[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return s.value, true
+		}
+	}
+	return 0, false
+}

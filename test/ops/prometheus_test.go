@@ -1,0 +1,529 @@
+package ops
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+// promServer is a running Prometheus (Debian's package) with its own
+// storage directory and port.
+type promServer struct {
+	base string
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan struct{}
+}
+
+// startPrometheus writes a configuration that scrapes the agent at
+// agentAddr every 2s as job "layerprobe" (the job name of the shipped
+// scrape configurations, with their default honor_labels) and evaluates the
+// shipped rules every 2s, and starts Prometheus on it.
+func startPrometheus(t *testing.T, agentAddr string) *promServer {
+	t.Helper()
+	bin := tool(t, "prometheus")
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+  evaluation_interval: 2s
+rule_files:
+  - %s
+scrape_configs:
+  - job_name: layerprobe
+    static_configs:
+      - targets: [%q]
+`, repoPath(rulesFile), agentAddr)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port), "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &promServer{base: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logf, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("prometheus log:\n%s", tail(string(b), 40))
+		}
+	})
+	waitFor(t, 30*time.Second, 200*time.Millisecond, "prometheus ready", func() (bool, string) {
+		select {
+		case <-p.done:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("prometheus exited:\n%s", b)
+		default:
+		}
+		resp, err := http.Get(p.base + "/-/ready")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return p
+}
+
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  []any             `json:"value"`
+	Values [][]any           `json:"values"`
+}
+
+// get calls Prometheus' HTTP API and decodes data into v; it returns the
+// API's error instead of failing when the query itself is bad.
+func (p *promServer) get(t testing.TB, path string, q url.Values, v any) error {
+	t.Helper()
+	resp, err := http.Get(p.base + path + "?" + q.Encode())
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	if env.Status != "success" {
+		return fmt.Errorf("%s: %s", resp.Status, env.Error)
+	}
+	if err := json.Unmarshal(env.Data, v); err != nil {
+		t.Fatalf("GET %s: decode: %v: %s", path, err, env.Data)
+	}
+	return nil
+}
+
+// query runs an instant query; a bad query fails the test.
+func (p *promServer) query(t testing.TB, expr string) []promSample {
+	t.Helper()
+	res, err := p.tryQuery(t, expr)
+	if err != nil {
+		t.Fatalf("query %s: %v", expr, err)
+	}
+	return res
+}
+
+func (p *promServer) tryQuery(t testing.TB, expr string) ([]promSample, error) {
+	t.Helper()
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	err := p.get(t, "/api/v1/query", url.Values{"query": {expr}}, &data)
+	return data.Result, err
+}
+
+func (p *promServer) tryQueryRange(t testing.TB, expr string, start, end time.Time, step time.Duration) ([]promSample, error) {
+	t.Helper()
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	err := p.get(t, "/api/v1/query_range", url.Values{"query": {expr},
+		"start": {fmt.Sprint(start.Unix())}, "end": {fmt.Sprint(end.Unix())}, "step": {step.String()}}, &data)
+	return data.Result, err
+}
+
+// dashboardAgentConfig: the smoke profile, two rounds a cycle and every
+// busy-host guard off, so that cycles run whatever the CI machine does; a
+// daily budget, so that the budget series exist.
+const dashboardAgentConfig = `profile: smoke
+agent:
+  interval: 1h
+  jitter: 0
+  rounds_per_cycle: 2
+  window_rounds: 6
+  daily_byte_budget: 4GiB
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s
+`
+
+// allowedEmpty lists the dashboard queries that may return no data from a
+// healthy agent after two successful cycles, with the reason. Anything else
+// that returns nothing fails the test; an entry that no longer names a
+// query fails it too.
+var allowedEmpty = map[string]string{
+	"layerprobe-fleet/Firing layerprobe alerts per host/A": "ALERTS holds only pending and firing alerts: a healthy agent has none",
+}
+
+// TestPrometheusScrapesAgent: a real Prometheus scrapes a real agent that
+// measures a private overlay2 dockerd, evaluates the shipped rules, and
+// answers every query of every dashboard panel and variable with data.
+//
+// The agent runs with the privileges of the systemd unit: uid 0, an empty
+// capability bounding set and no_new_privs (setpriv), which proves the
+// unit's claim that no capability is needed, for all four targets.
+func TestPrometheusScrapesAgent(t *testing.T) {
+	needsSystem(t)
+	t.Parallel()
+	setpriv := tool(t, "setpriv")
+	bin := agentBinary(t)
+	unit := unitDirectives(t, repoPath(unitFile))
+	if got := unit["Service.CapabilityBoundingSet"]; len(got) != 1 || got[0] != "" || unit["Service.NoNewPrivileges"][0] != "yes" {
+		t.Fatalf("the unit's privileges changed (CapabilityBoundingSet=%v); update this test's setpriv arguments", got)
+	}
+
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yml")
+	token := "ops-e2e-token-0123456789abcdef"
+	if err := os.WriteFile(cfg, []byte(dashboardAgentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+
+	// Prometheus first, so that it sees the counters move.
+	prom := startPrometheus(t, agentAddr)
+
+	cmd := exec.Command(setpriv, "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--",
+		bin, "agent", "--config", cfg, "--web.listen-address", agentAddr,
+		"--api-token-file", filepath.Join(dir, "token"), "--state-dir", filepath.Join(dir, "state"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DOCKER_HOST=" + d.Host, "LAYERPROBE_LOCK_FILE=" + filepath.Join(dir, "layerprobe.lock")}
+	logPath := filepath.Join(dir, "agent.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("agent log:\n%s", tail(string(b), 40))
+		}
+	})
+	checkNoCapabilities(t, cmd.Process.Pid)
+
+	// First cycle, then a second one triggered through the API, so that the
+	// counters move while Prometheus watches.
+	waitFor(t, 3*time.Minute, time.Second, "first successful cycle in Prometheus", func() (bool, string) {
+		r := prom.query(t, `layerprobe_cycles_total{result="ok"} >= 1`)
+		return len(r) == 1, fmt.Sprint(r)
+	})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+agentAddr+"/api/v1/cycles", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /api/v1/cycles: %s", resp.Status)
+	}
+	waitFor(t, 3*time.Minute, time.Second, "second successful cycle in Prometheus", func() (bool, string) {
+		r := prom.query(t, `layerprobe_cycles_total{result="ok"} >= 2`)
+		return len(r) == 1, fmt.Sprint(r)
+	})
+	// A few more scrapes and rule evaluations after the last change.
+	time.Sleep(8 * time.Second)
+
+	t.Run("workload label arrives as exported_job", func(t *testing.T) {
+		if r := prom.query(t, `layerprobe_overhead_ratio{exported_job="fsync", metric="fsync_p99"}`); len(r) != 3 {
+			t.Errorf("fsync_p99 overheads with exported_job=fsync: %d series, want 3 (container, bind, volume)", len(r))
+		}
+		if r := prom.query(t, `layerprobe_overhead_ratio{job="fsync"}`); len(r) != 0 {
+			t.Errorf("series with job=fsync exist: the scrape setup keeps the agent's job label; rules and dashboards expect exported_job")
+		}
+	})
+	t.Run("rules", func(t *testing.T) { checkRulesLoaded(t, prom) })
+	t.Run("dashboards", func(t *testing.T) { checkDashboardQueries(t, prom, agentAddr) })
+}
+
+// checkNoCapabilities: the agent process runs with no capability at all and
+// with no_new_privs, as the systemd unit prescribes.
+func checkNoCapabilities(t *testing.T, pid int) {
+	t.Helper()
+	var status string
+	waitFor(t, 10*time.Second, 50*time.Millisecond, "agent process started", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		status = string(b)
+		return err == nil && strings.Contains(status, "layerprobe"), fmt.Sprint(err)
+	})
+	for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("agent process status lacks %q:\n%s", want, status)
+		}
+	}
+}
+
+// sensitized turns each alert's expression into one that selects the live,
+// healthy series (by a threshold a healthy agent passes), to prove that the
+// expression's selectors match what a real agent exposes through a real
+// Prometheus: a misspelt label or metric would select nothing. The regexp
+// old is replaced by new; n is how many series the result must select.
+var sensitized = map[string]struct {
+	old, new string
+	n        int
+}{
+	"LayerprobeFsyncRegression":   {`== 1`, `>= 0`, 3},
+	"LayerprobeFsyncOverheadHigh": {`layerprobe:fsync_overhead_alert_level:ratio`, `(layerprobe:fsync_overhead_alert_level:ratio - 100)`, 2},
+	"LayerprobeAgentStale":        {`> 54000`, `> -1`, 1},
+	"LayerprobeCyclesFailing":     {`result="failed"`, `result="ok"`, 1},
+	"LayerprobeBudgetExhausted":   {`> 0`, `>= 0`, 1},
+	"LayerprobeSlowStorageDriver": {`vfs\|devicemapper\|aufs`, `overlay2`, 1},
+	// The only engine has succeeded, so "never succeeded" has nothing to
+	// select; its left-hand side (engines known to the agent) is checked.
+	"LayerprobeAgentNeverSucceeded": {`\s*unless on \(job, instance, engine\)\s*layerprobe_last_success_timestamp_seconds\s*$`, ``, 1},
+}
+
+func checkRulesLoaded(t *testing.T, prom *promServer) {
+	var data struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Name      string `json:"name"`
+				Type      string `json:"type"`
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+				State     string `json:"state"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := prom.get(t, "/api/v1/rules", nil, &data); err != nil {
+		t.Fatal(err)
+	}
+	var loaded []string
+	for _, g := range data.Groups {
+		for _, r := range g.Rules {
+			loaded = append(loaded, r.Name)
+			if r.Health != "ok" || r.LastError != "" {
+				t.Errorf("rule %s: health %q, error %q", r.Name, r.Health, r.LastError)
+			}
+			if r.Type == "alerting" && r.State == "firing" {
+				t.Errorf("alert %s fires for a healthy agent", r.Name)
+			}
+		}
+	}
+	var want []string
+	for _, r := range loadRules(t) {
+		want = append(want, r.Alert+r.Record)
+		if r.Alert == "" {
+			continue
+		}
+		// The expression selects nothing for a healthy agent after two
+		// successful cycles...
+		if res := prom.query(t, r.Expr); len(res) != 0 {
+			t.Errorf("alert %s: expression selects %v for a healthy agent", r.Alert, res)
+		}
+		// ...and its selectors do match the agent's series.
+		s, ok := sensitized[r.Alert]
+		if !ok {
+			t.Errorf("alert %s: no sensitized variant in this test", r.Alert)
+			continue
+		}
+		re := regexp.MustCompile(s.old)
+		if !re.MatchString(r.Expr) {
+			t.Errorf("alert %s: %q not in its expression %q; update the test", r.Alert, s.old, r.Expr)
+			continue
+		}
+		changed := re.ReplaceAllLiteralString(r.Expr, s.new)
+		if res := prom.query(t, changed); len(res) != s.n {
+			t.Errorf("alert %s: %q selects %d series, want %d: the selectors do not match the agent's series", r.Alert, changed, len(res), s.n)
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(loaded)
+	if !slices.Equal(loaded, want) {
+		t.Errorf("Prometheus loaded rules %v, want %v", loaded, want)
+	}
+	// Every recording rule has data.
+	for r := range recordingRuleNames(t) {
+		if res := prom.query(t, r); len(res) == 0 {
+			t.Errorf("recording rule %s has no data", r)
+		}
+	}
+}
+
+// grafanaSubstitutions are the values the test gives Grafana's variables:
+// what selecting "All" (or the one agent) in the drop-downs sends.
+func grafanaSubstitutions(uid, agentAddr string) map[string]string {
+	s := map[string]string{
+		"$__rate_interval": "20s",
+		"$__interval":      "4s",
+		"$__range":         "10m",
+		"$job":             "layerprobe",
+		"$instance":        ".+",
+		"$engine":          ".+",
+		"$workload":        ".+",
+		"$target":          ".+",
+	}
+	switch uid {
+	case "layerprobe-fleet":
+		s["$target"] = "container" // a custom variable with one value
+	case "layerprobe-host":
+		// A single value, regex-escaped the way Grafana does it inside a
+		// PromQL string literal (a backslash is written as two).
+		s["$instance"] = strings.ReplaceAll(regexp.QuoteMeta(agentAddr), `\`, `\\`)
+	}
+	return s
+}
+
+func substitute(expr string, subs map[string]string) string {
+	keys := make([]string, 0, len(subs))
+	for k := range subs {
+		keys = append(keys, k)
+	}
+	// Longest first: $__range must not be eaten by a shorter name.
+	slices.SortFunc(keys, func(a, b string) int { return len(b) - len(a) })
+	for _, k := range keys {
+		expr = strings.ReplaceAll(expr, k, subs[k])
+	}
+	return expr
+}
+
+func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
+	// Every metric name a dashboard uses is one Prometheus has from the agent.
+	var names []string
+	if err := prom.get(t, "/api/v1/label/__name__/values", nil, &names); err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{"ALERTS": true} // Prometheus' own, see allowedEmpty
+	for _, n := range names {
+		live[n] = true
+	}
+	seen := map[string]bool{}
+	queries := 0
+	for _, d := range loadDashboards(t) {
+		subs := grafanaSubstitutions(d.UID, agentAddr)
+		for _, v := range d.Templating.List {
+			if v.Type == "query" {
+				checkVariableQuery(t, prom, d.UID, v, subs, agentAddr)
+			}
+		}
+		for _, p := range d.dataPanels() {
+			for _, tg := range p.Targets {
+				key := d.UID + "/" + p.Title + "/" + tg.RefID
+				seen[key] = true
+				queries++
+				expr := substitute(tg.Expr, subs)
+				if strings.Contains(expr, "$") {
+					t.Errorf("%s: unsubstituted variable in %q", key, expr)
+					continue
+				}
+				ps, err := scanPromQL(tg.Expr)
+				if err != nil {
+					t.Errorf("%s: %v", key, err)
+				}
+				for _, s := range ps.selectors {
+					if !live[s.name] {
+						t.Errorf("%s: metric %s is not exposed by the agent (not in Prometheus)", key, s.name)
+					}
+				}
+				var res []promSample
+				if tg.Instant {
+					res, err = prom.tryQuery(t, expr)
+				} else {
+					end := time.Now()
+					res, err = prom.tryQueryRange(t, expr, end.Add(-3*time.Minute), end, 2*time.Second)
+				}
+				switch {
+				case err != nil:
+					t.Errorf("%s: Prometheus refuses %q: %v", key, expr, err)
+				case len(res) == 0 && allowedEmpty[key] == "":
+					t.Errorf("%s: no data for %q", key, expr)
+				case len(res) > 0 && allowedEmpty[key] != "":
+					t.Logf("%s: has data although listed as allowed to be empty (%s)", key, allowedEmpty[key])
+				}
+			}
+		}
+	}
+	for k := range allowedEmpty {
+		if !seen[k] {
+			t.Errorf("allowedEmpty names %s, which is no dashboard query", k)
+		}
+	}
+	if queries < 40 {
+		t.Errorf("ran only %d dashboard queries", queries)
+	}
+	t.Logf("ran %d dashboard queries against Prometheus", queries)
+}
+
+// expectedVariableValues are values each variable must offer.
+func expectedVariableValues(name, agentAddr string) []string {
+	switch name {
+	case "job":
+		return []string{"layerprobe"}
+	case "instance":
+		return []string{agentAddr}
+	case "engine":
+		return []string{"default"}
+	case "target":
+		return []string{"bind", "container", "volume"}
+	case "workload":
+		return []string{"fsync", "randwrite", "seqwrite"}
+	}
+	return nil
+}
+
+// checkVariableQuery runs a label_values(selector, label) variable query the
+// way Grafana does (the label values API with a match[] selector).
+func checkVariableQuery(t *testing.T, prom *promServer, uid string, v variable, subs map[string]string, agentAddr string) {
+	m := labelValuesRe.FindStringSubmatch(v.queryString())
+	if m == nil {
+		t.Errorf("%s variable %s: query %q", uid, v.Name, v.queryString())
+		return
+	}
+	var values []string
+	if err := prom.get(t, "/api/v1/label/"+m[2]+"/values", url.Values{"match[]": {substitute(m[1], subs)}}, &values); err != nil {
+		t.Errorf("%s variable %s: %v", uid, v.Name, err)
+		return
+	}
+	want := expectedVariableValues(v.Name, agentAddr)
+	if want == nil {
+		t.Errorf("%s variable %s: no expected values in this test", uid, v.Name)
+	}
+	slices.Sort(values)
+	if !slices.Equal(values, want) {
+		t.Errorf("%s variable %s: values %v, want %v", uid, v.Name, values, want)
+	}
+}
