@@ -15,7 +15,7 @@ build:
 deps:
 	./scripts/install-deps.sh
 
-# The agent with its built-in defaults: a cycle soon after start, then hourly;
+# The agent with its built-in defaults: a cycle soon after start, then every 6 h;
 # /metrics and the REST API on :9811.
 agent: deps build
 	./scripts/ensure-dockerd.sh
