@@ -7,7 +7,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
@@ -266,7 +266,7 @@ func (s *Session) checkFioVersions(ctx context.Context) error {
 func (s *Session) checkTargets(requested []string) []string {
 	targets := []string{Host}
 	for _, t := range AllTargets[1:] {
-		if !contains(requested, t) {
+		if !slices.Contains(requested, t) {
 			continue
 		}
 		var p string
@@ -466,15 +466,6 @@ func resultOf(ctx context.Context, job fio.Job, stdout, stderr []byte, code int,
 	return fio.Parse(job, stdout, stderr, code)
 }
 
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 func trim(b []byte) string {
 	s := string(b)
 	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r' || s[len(s)-1] == ' ') {
@@ -485,9 +476,6 @@ func trim(b []byte) string {
 	}
 	return s
 }
-
-// ErrInterrupted marks a run stopped by a signal.
-var ErrInterrupted = errors.New("interrupted")
 
 // Healthy reports whether the probe container still answers; the agent
 // rebuilds its session when it does not (container removed by someone
