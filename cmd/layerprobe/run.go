@@ -30,6 +30,7 @@ type runOptions struct {
 	Profile string
 	Rounds  int
 	Output  string
+	Mode    string
 	Engines []string
 }
 
@@ -56,6 +57,11 @@ in a fresh random order; the overhead is the median of the per-round ratios to h
 			if cmd.Flags().Changed("rounds") {
 				cfg.Rounds = o.Rounds
 			}
+			switch o.Mode {
+			case report.ModeSteady, report.ModeCold, report.ModeBoth:
+			default:
+				return usageError{fmt.Errorf("--mode %q: want steady, cold or both", o.Mode)}
+			}
 			if o.Output != "table" && o.Output != "json" {
 				return usageError{fmt.Errorf("--output %q: want table or json", o.Output)}
 			}
@@ -69,6 +75,7 @@ in a fresh random order; the overhead is the median of the per-round ratios to h
 	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
 	f.IntVar(&o.Rounds, "rounds", 0, "rounds (0 = the profile's default; at least 6 for a 95% interval)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
+	f.StringVar(&o.Mode, "mode", report.ModeSteady, "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
 	return cmd
 }
@@ -97,14 +104,14 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 
 	v, _, _ := version.Info()
 	run := report.Run{SchemaVersion: report.SchemaVersion, LayerprobeVersion: v, Profile: prof.Name,
-		Mode: "steady", Rounds: rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
+		Mode: o.Mode, Rounds: rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
 	var prog *progressPrinter
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		prog = &progressPrinter{w: stderr}
 	}
 	var failed []string
 	for _, ec := range engines {
-		er := measureEngine(ctx, cfg, ec, prof, rounds, logger, prog)
+		er := measureEngine(ctx, cfg, ec, prof, rounds, o.Mode, logger, prog)
 		if er.Error != nil {
 			failed = append(failed, er.Error.Message)
 		}
@@ -138,7 +145,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	return nil
 }
 
-func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, rounds int,
+func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, rounds int, mode string,
 	logger *slog.Logger, prog *progressPrinter) (er report.Engine) {
 	start := time.Now()
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []report.Result{}, Samples: []report.Sample{}}
@@ -154,7 +161,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 
 	sess, err := probe.Prepare(ctx, cli, probe.Options{
 		EngineName: ec.Name, FioBinary: cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Targets: cfg.Targets, Mode: "steady",
+		Targets: cfg.Targets, Mode: report.ModeSteady,
 		MinFreeBytes: int64(cfg.FreeSpace.MinFreeBytes), MinFreeRatio: cfg.FreeSpace.MinFreeRatio,
 		DeviceWriteIOPS: testThrottleIOPS(),
 	}, logger)
@@ -175,11 +182,29 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	if prog != nil {
 		progress = prog.update
 	}
-	er.Samples = sess.RunRounds(ctx, prof, 1, rounds, rng, progress)
-	for _, s := range er.Samples {
-		er.BytesWritten += s.BytesWritten
+	if mode != report.ModeCold {
+		er.Samples = sess.RunRounds(ctx, prof, 1, rounds, rng, progress)
+		for _, s := range er.Samples {
+			er.BytesWritten += s.BytesWritten
+		}
+		er.Results = report.Summarize(er.Samples, confidence)
 	}
-	er.Results = report.Summarize(er.Samples, confidence)
+	if mode != report.ModeSteady && ctx.Err() == nil {
+		cr, err := sess.RunCold(ctx, prof, 1, rounds, rng, progress)
+		if err != nil {
+			var perr *probe.Error
+			if errors.As(err, &perr) {
+				er.Error = &report.Error{Code: perr.Code, Message: perr.Message}
+			} else {
+				er.Error = &report.Error{Code: "cold", Message: err.Error()}
+			}
+		}
+		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, confidence)
+		er.BytesWritten += cr.CopyUpBytes
+		for _, s := range cr.Samples {
+			er.BytesWritten += s.BytesWritten
+		}
+	}
 	return er
 }
 

@@ -41,7 +41,7 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 	if spec.Image == "" {
 		return nil, errors.New("start probe: no image")
 	}
-	if !filepath.IsAbs(spec.BindSource) {
+	if !spec.WritableLayerOnly && !filepath.IsAbs(spec.BindSource) {
 		return nil, fmt.Errorf("start probe: bind source %q is not an absolute path", spec.BindSource)
 	}
 	if spec.DeviceWriteIOPS > 0 && spec.DevicePath == "" {
@@ -59,7 +59,10 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 		LabelEngine:  spec.Engine,
 		LabelMode:    spec.Mode,
 	}
-	p = &Probe{Name: name, Image: spec.Image, VolumeName: name}
+	p = &Probe{Name: name, Image: spec.Image}
+	if !spec.WritableLayerOnly {
+		p.VolumeName = name
+	}
 
 	// Cleanup on failure uses a fresh context: ctx may be what failed.
 	defer func() {
@@ -73,17 +76,19 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 		}
 	}()
 
-	vol, err := c.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: managed})
-	if err != nil {
-		return p, c.fail("create probe volume", err)
-	}
-	p.VolumeHostPath = vol.Volume.Mountpoint
-	if p.VolumeHostPath == "" {
-		vi, err := c.api.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	if p.VolumeName != "" {
+		vol, err := c.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: managed})
 		if err != nil {
-			return p, c.fail("inspect probe volume", err)
+			return p, c.fail("create probe volume", err)
 		}
-		p.VolumeHostPath = vi.Volume.Mountpoint
+		p.VolumeHostPath = vol.Volume.Mountpoint
+		if p.VolumeHostPath == "" {
+			vi, err := c.api.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+			if err != nil {
+				return p, c.fail("inspect probe volume", err)
+			}
+			p.VolumeHostPath = vi.Volume.Mountpoint
+		}
 	}
 
 	// The probe's own labels win over spec.Labels: a caller cannot make
@@ -108,10 +113,12 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 			PidsLimit: &pids,
 			Memory:    probeMemoryBytes,
 		},
-		Mounts: []mount.Mount{
+	}
+	if !spec.WritableLayerOnly {
+		hc.Mounts = []mount.Mount{
 			{Type: mount.TypeBind, Source: spec.BindSource, Target: ContainerBind},
 			{Type: mount.TypeVolume, Source: name, Target: ContainerVolume},
-		},
+		}
 	}
 	if spec.DeviceWriteIOPS > 0 {
 		hc.BlkioDeviceWriteIOps = []*blkiodev.ThrottleDevice{{Path: spec.DevicePath, Rate: spec.DeviceWriteIOPS}}

@@ -60,6 +60,10 @@ type ProbeSpec struct {
 	Owner      string            // owner token, for the label
 	Mode       string            // "steady" or "cold"
 	Labels     map[string]string // extra labels
+	// WritableLayerOnly starts the container without the bind mount and
+	// the named volume: the cold probe measures only a fresh container's
+	// writable layer, and a volume per cold round would be needless churn.
+	WritableLayerOnly bool
 	// DeviceWriteIOPS, when non-zero, throttles the container's writes to
 	// the data root's device (cgroup blkio). Test-only: it injects a real
 	// slowdown for detection tests.

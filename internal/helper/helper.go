@@ -5,12 +5,15 @@
 //	layerprobe probe-helper idle          # PID 1: wait for SIGTERM
 //	layerprobe probe-helper kill-fio      # stop every fio in the container
 //	layerprobe probe-helper clean DIR...  # empty job directories under /lp
+//	layerprobe probe-helper copyup FILE...  # time the first write+fsync to each copy-up file
 package helper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,7 +29,7 @@ const Root = "/lp/"
 // Run executes one helper verb.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("probe-helper: want a verb: idle, kill-fio or clean")
+		return errors.New("probe-helper: want a verb: idle, kill-fio, clean or copyup")
 	}
 	switch args[0] {
 	case "idle":
@@ -35,8 +38,10 @@ func Run(ctx context.Context, args []string) error {
 		return KillByName("fio", 3*time.Second)
 	case "clean":
 		return clean(args[1:])
+	case "copyup":
+		return copyUp(os.Stdout, args[1:])
 	default:
-		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio or clean", args[0])
+		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean or copyup", args[0])
 	}
 }
 
@@ -128,4 +133,76 @@ func clean(dirs []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CopyUpRoot is the only tree copyup may write to: the cold image's
+// copy-up files.
+const CopyUpRoot = "/lp/copyup/"
+
+// FirstWriteBytes is the size of the write FirstWrite times: one page, the
+// smallest change an application makes to a file.
+const FirstWriteBytes = 4096
+
+// FirstWrite times what an application pays for its first small change to
+// an existing file: open for writing, one 4 KiB write at offset 0, fsync,
+// close. On overlay2 the open of a file that lives in a lower image layer
+// copies the whole file up into the writable layer first, and the kernel
+// syncs the copy, so the time grows with the file's size; on the host, or
+// on a driver that shares extents, it is one page and a flush.
+//
+// The same function times both arms: the agent calls it on the host file,
+// the helper inside the fresh container on the image's file.
+func FirstWrite(path string) (time.Duration, error) {
+	buf := make([]byte, FirstWriteBytes)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	start := time.Now()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("first write: %w", err)
+	}
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("first write: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return 0, fmt.Errorf("first write: fsync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("first write: close %s: %w", path, err)
+	}
+	return time.Since(start), nil
+}
+
+// CopyUpLine is one line of copyup's JSON output.
+type CopyUpLine struct {
+	Path    string  `json:"path"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// copyUp times FirstWrite on each file, in the order given (the caller
+// randomises it), and writes one JSON line per file. A failure of one file
+// is reported in its line and the others are still measured.
+func copyUp(w io.Writer, files []string) error {
+	if len(files) == 0 {
+		return errors.New("copyup: no files")
+	}
+	enc := json.NewEncoder(w)
+	for _, p := range files {
+		line := CopyUpLine{Path: p}
+		if c := filepath.Clean(p); !strings.HasPrefix(c, CopyUpRoot) || c != p {
+			line.Error = "only files under " + CopyUpRoot
+		} else if d, err := FirstWrite(p); err != nil {
+			line.Error = err.Error()
+		} else {
+			line.Seconds = d.Seconds()
+		}
+		if err := enc.Encode(line); err != nil {
+			return fmt.Errorf("copyup: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,7 +1,9 @@
 package helper
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -32,7 +34,7 @@ func TestUnknownVerb(t *testing.T) {
 	if err := Run(context.Background(), nil); err == nil {
 		t.Error("no verb: want an error")
 	}
-	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio or clean") {
+	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean or copyup") {
 		t.Errorf("unknown verb: err = %v", err)
 	}
 }
@@ -85,5 +87,57 @@ func TestKillByName(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("process survived KillByName")
+	}
+}
+
+func TestFirstWriteChangesOnlyTheFirstPage(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	orig := bytes.Repeat([]byte{0xAB}, 3*FirstWriteBytes)
+	if err := os.WriteFile(p, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := FirstWrite(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d <= 0 {
+		t.Errorf("FirstWrite took %v, want a positive duration", d)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(orig) {
+		t.Fatalf("file is %d bytes after the write, want %d (no truncation)", len(got), len(orig))
+	}
+	if bytes.Equal(got[:FirstWriteBytes], orig[:FirstWriteBytes]) {
+		t.Error("first page unchanged")
+	}
+	if !bytes.Equal(got[FirstWriteBytes:], orig[FirstWriteBytes:]) {
+		t.Error("bytes after the first page changed")
+	}
+	if _, err := FirstWrite(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("FirstWrite created a missing file; it must only change existing ones")
+	}
+}
+
+func TestCopyUpRefusesOutsideRoot(t *testing.T) {
+	var buf bytes.Buffer
+	files := []string{"/etc/passwd", CopyUpRoot + "../bin/fio", CopyUpRoot + "missing"}
+	if err := copyUp(&buf, files); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(&buf)
+	for _, f := range files {
+		var l CopyUpLine
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("line for %s: %v", f, err)
+		}
+		if l.Path != f || l.Error == "" || l.Seconds != 0 {
+			t.Errorf("copyup %s: %+v, want an error and no time", f, l)
+		}
+	}
+	if err := copyUp(&buf, nil); err == nil {
+		t.Error("copyup without files: no error")
 	}
 }

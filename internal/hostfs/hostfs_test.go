@@ -165,3 +165,22 @@ func TestTryLockExcludes(t *testing.T) {
 	}
 	_ = l2.Unlock()
 }
+
+func TestReflinkAnswersOnTheTestFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	ok, err := Reflink(dir)
+	if err != nil {
+		t.Fatalf("Reflink(%s): %v", dir, err)
+	}
+	t.Logf("reflink on %s: %v", dir, ok)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("Reflink left %d files behind", len(entries))
+	}
+	if _, err := Reflink(filepath.Join(dir, "missing")); err == nil {
+		t.Error("Reflink in a missing directory: no error")
+	}
+}

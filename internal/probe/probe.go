@@ -99,6 +99,8 @@ type Session struct {
 	probe    *engine.Probe
 	targets  []string // host first, then the measurable non-host targets
 	imageRef string
+	image    *probeimage.Image // the built probe image; nil for a user-named one
+	coldRef  string            // the cold image, imported on first use
 }
 
 // Prepare sweeps leftovers of dead layerprobe processes, checks the engine
@@ -229,6 +231,7 @@ func (s *Session) prepareImage(ctx context.Context) error {
 	if err != nil {
 		return fail("image", err, "assemble the probe image: %v", err)
 	}
+	s.image = im
 	ref, err := s.eng.EnsureImage(ctx, im, s.owner)
 	if err != nil {
 		return fail("image", err, "import the probe image: %v", err)
@@ -353,7 +356,7 @@ func (s *Session) RunRounds(ctx context.Context, prof fio.Profile, first, n int,
 				if progress != nil {
 					progress(s.progress(r, first+n-1, t, job.Workload, done, total, start))
 				}
-				samples = append(samples, s.runJob(ctx, r, i+1, t, job))
+				samples = append(samples, s.runJob(ctx, s.probe, r, i+1, t, job))
 				done++
 			}
 		}
@@ -374,11 +377,11 @@ func (s *Session) progress(round, rounds int, target string, job fio.Workload, d
 		Done: done, Total: total, Elapsed: el, ETA: eta}
 }
 
-// runJob runs one job on one target and always returns a sample: failures
-// are data.
-func (s *Session) runJob(ctx context.Context, round, order int, target string, job fio.Job) report.Sample {
+// runJob runs one job on one target (in container p unless the target is
+// the host) and always returns a sample: failures are data.
+func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target string, job fio.Job) report.Sample {
 	started := time.Now()
-	res := s.execute(ctx, target, job)
+	res := s.execute(ctx, p, target, job)
 	res.Workload = job.Workload
 	if !res.OK() {
 		s.logger.Warn("fio job failed", "target", target, "job", job.Workload, "round", round,
@@ -388,7 +391,7 @@ func (s *Session) runJob(ctx context.Context, round, order int, target string, j
 		DurationSeconds: time.Since(started).Seconds(), Result: res}
 }
 
-func (s *Session) execute(ctx context.Context, target string, job fio.Job) fio.Result {
+func (s *Session) execute(ctx context.Context, p *engine.Probe, target string, job fio.Job) fio.Result {
 	if f := s.checkSpace(job); f != nil {
 		return fio.Result{Failure: f}
 	}
@@ -410,14 +413,14 @@ func (s *Session) execute(ctx context.Context, target string, job fio.Job) fio.R
 		return res
 	}
 	dir := s.containerDir(target)
-	out, err := s.eng.Exec(jctx, s.probe, fio.Command(engine.ContainerFio, job, dir))
+	out, err := s.eng.Exec(jctx, p, fio.Command(engine.ContainerFio, job, dir))
 	res = resultOf(jctx, job, out.Stdout, out.Stderr, out.ExitCode, err)
 	if !res.OK() {
 		// fio unlinks its files when it finishes; a failed or killed
 		// job may leave them, so empty the job directory.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer ccancel()
-		if r, err := s.eng.Exec(cctx, s.probe, []string{engine.ContainerHelper, "probe-helper", "clean", dir}); err != nil || r.ExitCode != 0 {
+		if r, err := s.eng.Exec(cctx, p, []string{engine.ContainerHelper, "probe-helper", "clean", dir}); err != nil || r.ExitCode != 0 {
 			s.logger.Error("remove files of a failed job", "target", target, "err", err, "stderr", trim(r.Stderr))
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path"
 	"slices"
@@ -146,17 +147,22 @@ func Build(fioPath, helperPath string) (*Image, error) {
 		im.Files = append(im.Files, f)
 	}
 	slices.SortFunc(im.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	im.Digest = digest(im.Files)
+	return im, nil
+}
+
+// digest hashes the sorted entries' paths, modes and content hashes.
+func digest(files []File) string {
 	h := sha256.New()
 	// The layout version first: a change to how the tar is written (owners,
 	// mtimes, formats) must change the digest even for the same files.
 	fmt.Fprintf(h, "%s\n", layoutVersion)
-	for _, f := range im.Files {
+	for _, f := range files {
 		// One line per entry; the path cannot contain a newline (checked
 		// in hostFile), so lines cannot be confused.
 		fmt.Fprintf(h, "%s %o %s\n", f.Path, tarMode(f.Mode), f.SHA256)
 	}
-	im.Digest = hex.EncodeToString(h.Sum(nil))
-	return im, nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // hostFile describes a host file (symlinks followed) stored at imagePath.
@@ -238,6 +244,13 @@ func (im *Image) WriteTar(w io.Writer) error {
 }
 
 func writeContent(w io.Writer, f File) error {
+	if strings.HasPrefix(f.SHA256, genPrefix) {
+		n, err := io.Copy(w, genReader(f))
+		if err == nil && n != f.Size {
+			err = fmt.Errorf("generated %d of %d bytes", n, f.Size)
+		}
+		return err
+	}
 	h := sha256.New()
 	if f.Source == "" {
 		h.Write(f.Data)
@@ -288,4 +301,55 @@ func (im *Image) Size() int64 {
 		n += f.Size
 	}
 	return n
+}
+
+// CopyUpDir holds the cold probe's copy-up files inside the image.
+const CopyUpDir = "/lp/copyup"
+
+// CopyUpSizes are the sizes of the files the cold image carries in its image
+// layer. Copy-up copies a whole file before its first byte changes, so the
+// first write's latency grows with the size on drivers that copy (overlay2
+// on a file system without reflink) and stays flat on those that share
+// extents. Three sizes spanning 64x make the growth measurable while a cold
+// round copies at most 81 MiB.
+var CopyUpSizes = []int64{1 << 20, 16 << 20, 64 << 20}
+
+// CopyUpPath is the image path of the copy-up file of size bytes.
+func CopyUpPath(size int64) string {
+	return fmt.Sprintf("%s/%dM", CopyUpDir, size>>20)
+}
+
+// genPrefix marks the SHA256 field of a generated file: its content is
+// fully determined by its path and size (see genReader), so the digest line
+// names the generator instead of hashing tens of MiB on every image check.
+const genPrefix = "gen:chacha8:"
+
+// WithCopyUpFiles returns a copy of im that also carries the copy-up files:
+// pseudo-random content, so neither compression nor zero detection nor
+// deduplication anywhere in the stack can make a copy cheaper than it is.
+func (im *Image) WithCopyUpFiles() *Image {
+	out := &Image{FioPath: im.FioPath, Files: slices.Clone(im.Files)}
+	have := map[string]bool{}
+	for _, f := range out.Files {
+		have[f.Path] = true
+	}
+	if !have[CopyUpDir] {
+		out.Files = append(out.Files, File{Path: CopyUpDir, Mode: fs.ModeDir | 0o755})
+	}
+	for _, size := range CopyUpSizes {
+		p := CopyUpPath(size)
+		// 0o666: the probe runs without capabilities, and root without
+		// CAP_DAC_OVERRIDE may only write files its mode allows.
+		out.Files = append(out.Files, File{Path: p, Mode: 0o666, Size: size,
+			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, size)})
+	}
+	slices.SortFunc(out.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	out.Digest = digest(out.Files)
+	return out
+}
+
+// genReader streams a generated file's content: ChaCha8 seeded from the
+// path, so the same image always has the same bytes.
+func genReader(f File) io.Reader {
+	return io.LimitReader(rand.NewChaCha8(sha256.Sum256([]byte(f.Path))), f.Size)
 }

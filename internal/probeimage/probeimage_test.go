@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -372,5 +373,53 @@ func TestImageRunsFio(t *testing.T) {
 		if argv[0] == FioPath && string(out) != string(want) {
 			t.Errorf("chrooted fio --version = %q, host %q", out, want)
 		}
+	}
+}
+
+func TestWithCopyUpFiles(t *testing.T) {
+	base := &Image{Files: []File{{Path: "/lp", Mode: fs.ModeDir | 0o755}}}
+	base.Digest = digest(base.Files)
+	im := base.WithCopyUpFiles()
+	if im.Digest == base.Digest || im.Digest != base.WithCopyUpFiles().Digest {
+		t.Fatalf("digest: base %s, with copy-up %s: want different from base and stable", base.Digest, im.Digest)
+	}
+	if len(base.Files) != 1 {
+		t.Fatalf("WithCopyUpFiles changed its receiver: %v", base.Paths())
+	}
+	var buf bytes.Buffer
+	if err := im.WriteTar(&buf); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	sizes := map[string]int64{}
+	var first []byte
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			sizes["/"+hdr.Name] = int64(len(b))
+			if hdr.Name == "lp/copyup/1M" {
+				first = b[:4096]
+			}
+		}
+	}
+	for _, size := range CopyUpSizes {
+		if got := sizes[CopyUpPath(size)]; got != size {
+			t.Errorf("%s: %d bytes in the tar, want %d", CopyUpPath(size), got, size)
+		}
+	}
+	// Pseudo-random, not zeros: a zero page could be skipped by sparse
+	// handling somewhere and make the copy look cheap.
+	if bytes.Count(first, []byte{0}) > 64 {
+		t.Errorf("copy-up content looks sparse: %d zero bytes in the first 4 KiB", bytes.Count(first, []byte{0}))
 	}
 }

@@ -17,16 +17,20 @@ import (
 // docSections maps every struct type that appears in the JSON document to
 // the heading of its section in docs/output.md.
 var docSections = map[reflect.Type]string{
-	reflect.TypeFor[Run]():         "Run",
-	reflect.TypeFor[Engine]():      "Engine",
-	reflect.TypeFor[Error]():       "Engine error",
-	reflect.TypeFor[Result]():      "Result",
-	reflect.TypeFor[Raw]():         "Raw",
-	reflect.TypeFor[Overhead]():    "Overhead",
-	reflect.TypeFor[Failure]():     "Failure",
-	reflect.TypeFor[Sample]():      "Sample",
-	reflect.TypeFor[fio.Op]():      "Op",
-	reflect.TypeFor[fio.Failure](): "Sample error",
+	reflect.TypeFor[Run]():          "Run",
+	reflect.TypeFor[Engine]():       "Engine",
+	reflect.TypeFor[Error]():        "Engine error",
+	reflect.TypeFor[Result]():       "Result",
+	reflect.TypeFor[Raw]():          "Raw",
+	reflect.TypeFor[Overhead]():     "Overhead",
+	reflect.TypeFor[Failure]():      "Failure",
+	reflect.TypeFor[Sample]():       "Sample",
+	reflect.TypeFor[fio.Op]():       "Op",
+	reflect.TypeFor[fio.Failure]():  "Sample error",
+	reflect.TypeFor[Cold]():         "Cold",
+	reflect.TypeFor[CopyUp]():       "Copy-up",
+	reflect.TypeFor[CopyUpSize]():   "Copy-up size",
+	reflect.TypeFor[CopyUpSample](): "Copy-up sample",
 }
 
 // jsonFields walks the JSON shape of t and records, per struct type, the

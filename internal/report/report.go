@@ -40,8 +40,9 @@ type Run struct {
 	SchemaVersion     int    `json:"schema_version"`
 	LayerprobeVersion string `json:"layerprobe_version"`
 	Profile           string `json:"profile"`
-	// Mode is "steady": a long-lived probe container, no copy-up. A future
-	// cold-path probe will write "cold".
+	// Mode is "steady" (a long-lived probe container: Engine.Results),
+	// "cold" (a fresh container per round and copy-up: Engine.Cold) or
+	// "both".
 	Mode   string `json:"mode"`
 	Rounds int    `json:"rounds"`
 	// Confidence of every interval in the document, e.g. 0.95.
@@ -74,6 +75,8 @@ type Engine struct {
 	DurationSeconds float64  `json:"duration_seconds"`
 	Results         []Result `json:"results"`
 	Samples         []Sample `json:"samples"`
+	// Cold is the cold-path measurement, present in modes cold and both.
+	Cold *Cold `json:"cold,omitempty"`
 }
 
 // Error says why an engine could not be measured.

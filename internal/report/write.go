@@ -98,15 +98,23 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 	if e.Error != nil {
 		ew.printf("  ERROR: this engine could not be measured: %s (%s)\n", e.Error.Message, e.Error.Code)
 	}
-	if len(e.Results) == 0 {
+	if len(e.Results) == 0 && e.Cold == nil {
 		if e.Error == nil {
 			ew.printf("  no results\n")
 		}
 		return
 	}
-
-	ew.printf("\n")
-	lowCoverage := writeResults(ew, e.Results, conf)
+	lowCoverage := false
+	if len(e.Results) > 0 {
+		ew.printf("\n")
+		if e.Cold != nil {
+			ew.printf("  Steady state (one long-lived probe container):\n")
+		}
+		lowCoverage = writeResults(ew, e.Results, conf)
+	}
+	if e.Cold != nil {
+		lowCoverage = writeCold(ew, e.Cold, conf) || lowCoverage
+	}
 
 	ew.printf("\n  %% of host: the target's speed relative to the host's in the same round, median over rounds,\n")
 	ew.printf("  with its %s confidence interval; 100%% = as fast as the host, below = slower.\n", formatPercentPlain(100*conf))
@@ -119,6 +127,63 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 			formatPercentPlain(100*conf))
 	}
 	writeFailures(ew, e.Results)
+	if e.Cold != nil {
+		writeFailures(ew, e.Cold.Results)
+		writeCopyUpFailures(ew, e.Cold.CopyUp.Samples)
+	}
+}
+
+// writeCold writes the cold fsync rows and the copy-up table.
+func writeCold(ew *errWriter, c *Cold, conf float64) bool {
+	ew.printf("\n  Cold (a fresh container per round, fsync job in its first seconds):\n")
+	low := false
+	if len(c.Results) > 0 {
+		low = writeResults(ew, c.Results, conf)
+	} else {
+		ew.printf("  no results\n")
+	}
+	reflink := "unknown"
+	if c.CopyUp.Reflink != nil {
+		reflink = map[bool]string{true: "yes (copy-up can clone extents)", false: "no (copy-up copies every byte)"}[*c.CopyUp.Reflink]
+	}
+	ew.printf("\n  Copy-up: first 4 KiB write + fsync to a file in the image layer vs an equal host file; reflink: %s\n", reflink)
+	if len(c.CopyUp.Sizes) == 0 {
+		ew.printf("  no copy-up results\n")
+		return low
+	}
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  FILE SIZE\tHOST\tCONTAINER\tEXTRA [%s CI]\tROUNDS\n", formatPercentPlain(100*conf))
+	for _, sz := range c.CopyUp.Sizes {
+		mark := ""
+		if sz.Coverage < conf {
+			mark, low = ciMarker, true
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s [%s–%s]%s\t%d\n", formatBytes(sz.SizeBytes),
+			formatLatency(sz.HostSeconds), formatLatency(sz.ContainerSeconds),
+			formatLatency(sz.ExtraSeconds), formatLatency(sz.ExtraCILow), formatLatency(sz.ExtraCIHigh), mark, sz.Rounds)
+	}
+	_ = tw.Flush()
+	if c.CopyUp.CostSecondsPerMiB != nil {
+		ew.printf("  copy-up cost: %s per MiB of file (Theil-Sen slope of the extra latency over the size)\n",
+			formatLatency(*c.CopyUp.CostSecondsPerMiB))
+	}
+	return low
+}
+
+func writeCopyUpFailures(ew *errWriter, samples []CopyUpSample) {
+	var failed []CopyUpSample
+	for _, s := range samples {
+		if s.Error != "" {
+			failed = append(failed, s)
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	ew.printf("\n  Copy-up failures (%d):\n", len(failed))
+	for _, s := range failed {
+		ew.printf("    round %d, %s %s: %s\n", s.Round, s.Target, formatBytes(s.SizeBytes), oneLine(s.Error))
+	}
 }
 
 // writeResults writes the table, grouped by job with the host row first as
@@ -212,8 +277,12 @@ func metricTitle(metric string) string {
 
 func modeText(mode string) string {
 	switch mode {
-	case "steady":
+	case ModeSteady:
 		return "steady state"
+	case ModeCold:
+		return "cold (fresh containers, copy-up)"
+	case ModeBoth:
+		return "steady state and cold"
 	case "":
 		return "-"
 	}
@@ -253,6 +322,10 @@ func formatBandwidth(bytesPerSecond float64) string {
 func formatLatency(sec float64) string {
 	if math.IsNaN(sec) || math.IsInf(sec, 0) {
 		return "-"
+	}
+	if sec < 0 {
+		// A cold extra latency can be negative (host slower that round).
+		return "-" + formatLatency(-sec)
 	}
 	v, unit := sec, "s"
 	switch {

@@ -1,0 +1,135 @@
+package report
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/layerprobe/layerprobe/internal/stats"
+)
+
+// Mode values: Run.Mode, the store's mode column, the API's mode field and
+// the metrics' mode label.
+const (
+	ModeSteady = "steady" // the long-lived probe container
+	ModeCold   = "cold"   // a fresh container per round, and copy-up
+	ModeBoth   = "both"   // Run.Mode only: steady and cold in one run
+)
+
+// Cold is one engine's cold-path measurement: in every round a fresh probe
+// container is started and its first seconds are measured.
+type Cold struct {
+	// Results hold the fsync job on host and container (the fresh
+	// container's writable layer), summarised as steady results are.
+	Results []Result `json:"results"`
+	Samples []Sample `json:"samples"`
+	CopyUp  CopyUp   `json:"copy_up"`
+}
+
+// CopyUp is the cost of the first small write to a file that lives in a
+// lower image layer, which overlay2 copies up whole before it changes.
+type CopyUp struct {
+	// Reflink tells whether the data root's file system shares extents;
+	// null when the check failed.
+	Reflink *bool `json:"reflink"`
+	// CostSecondsPerMiB is the implied copy-up cost: the Theil-Sen slope of
+	// the extra latency (container - host) over the file size. Null with
+	// fewer than two sizes measured.
+	CostSecondsPerMiB *float64       `json:"cost_seconds_per_mib"`
+	Sizes             []CopyUpSize   `json:"sizes"`
+	Samples           []CopyUpSample `json:"samples"`
+}
+
+// CopyUpSize summarises one file size over the rounds in which both arms
+// succeeded.
+type CopyUpSize struct {
+	SizeBytes int64 `json:"size_bytes"`
+	Rounds    int   `json:"rounds"`
+	// Medians of the first write+fsync latency.
+	HostSeconds      float64 `json:"host_latency_seconds"`
+	ContainerSeconds float64 `json:"container_latency_seconds"`
+	// Extra is the median of the per-round differences container - host,
+	// with its exact confidence interval.
+	ExtraSeconds float64 `json:"extra_seconds"`
+	ExtraCILow   float64 `json:"extra_ci_low"`
+	ExtraCIHigh  float64 `json:"extra_ci_high"`
+	Coverage     float64 `json:"coverage"`
+}
+
+// CopyUpSample is one timed first write: a file of SizeBytes on Target
+// (host or container) in one round.
+type CopyUpSample struct {
+	Round     int     `json:"round"`
+	Target    string  `json:"target"`
+	SizeBytes int64   `json:"size_bytes"`
+	Seconds   float64 `json:"seconds"` // 0 when Error is set
+	Error     string  `json:"error,omitempty"`
+}
+
+// OK reports whether the sample is a measurement.
+func (s CopyUpSample) OK() bool { return s.Error == "" && s.Seconds > 0 }
+
+// SummarizeCopyUp pairs host and container samples by round and size.
+func SummarizeCopyUp(samples []CopyUpSample, confidence float64) (sizes []CopyUpSize, costPerMiB *float64) {
+	type key struct {
+		round int
+		size  int64
+	}
+	host := map[key]float64{}
+	for _, s := range samples {
+		if s.Target == TargetHost && s.OK() {
+			host[key{s.Round, s.SizeBytes}] = s.Seconds
+		}
+	}
+	type pair struct{ h, c float64 }
+	bySize := map[int64][]pair{}
+	var xs, ys []float64
+	for _, s := range samples {
+		if s.Target != TargetContainer || !s.OK() {
+			continue
+		}
+		h, ok := host[key{s.Round, s.SizeBytes}]
+		if !ok {
+			continue
+		}
+		bySize[s.SizeBytes] = append(bySize[s.SizeBytes], pair{h, s.Seconds})
+		xs = append(xs, float64(s.SizeBytes)/(1<<20))
+		ys = append(ys, s.Seconds-h)
+	}
+	for size, ps := range bySize {
+		hs, cs, ds := make([]float64, len(ps)), make([]float64, len(ps)), make([]float64, len(ps))
+		for i, p := range ps {
+			hs[i], cs[i], ds[i] = p.h, p.c, p.c-p.h
+		}
+		ci := stats.MedianCI(ds, confidence)
+		sizes = append(sizes, CopyUpSize{SizeBytes: size, Rounds: len(ps),
+			HostSeconds: stats.Median(hs), ContainerSeconds: stats.Median(cs),
+			ExtraSeconds: ci.Median, ExtraCILow: ci.Low, ExtraCIHigh: ci.High, Coverage: ci.Coverage})
+	}
+	slices.SortFunc(sizes, func(a, b CopyUpSize) int { return cmp.Compare(a.SizeBytes, b.SizeBytes) })
+	if len(sizes) >= 2 {
+		if slope, ok := stats.TheilSen(xs, ys); ok {
+			costPerMiB = &slope
+		}
+	}
+	return sizes, costPerMiB
+}
+
+// NewCold summarises a cold measurement; lists are never nil.
+func NewCold(samples []Sample, copyUp []CopyUpSample, reflink *bool, confidence float64) *Cold {
+	c := &Cold{Results: Summarize(samples, confidence), Samples: samples,
+		CopyUp: CopyUp{Reflink: reflink, Samples: copyUp}}
+	c.CopyUp.Sizes, c.CopyUp.CostSecondsPerMiB = SummarizeCopyUp(copyUp, confidence)
+	if c.Results == nil {
+		c.Results = []Result{}
+	}
+	if c.Samples == nil {
+		c.Samples = []Sample{}
+	}
+	if c.CopyUp.Sizes == nil {
+		c.CopyUp.Sizes = []CopyUpSize{}
+	}
+	if c.CopyUp.Samples == nil {
+		c.CopyUp.Samples = []CopyUpSample{}
+	}
+	return c
+}
