@@ -14,7 +14,7 @@ import (
 
 // cycleColumns are the columns scanCycle reads, in its order.
 const cycleColumns = `id, engine, mode, profile, triggered_by, driver, backing_fs, engine_version,
-	fio_version, started_at, finished_at, result, reason, message, first_round, rounds, bytes_written`
+	fio_version, started_at, finished_at, result, reason, message, first_round, rounds, bytes_written, reflink`
 
 // StartCycle records c as running and sets c.ID and c.Result. A zero
 // c.StartedAt is set to now.
@@ -64,13 +64,17 @@ func (s *Store) FinishCycle(ctx context.Context, c *Cycle) error {
 	if err != nil {
 		return fmt.Errorf("finish cycle %d: %w", c.ID, err)
 	}
+	var reflink sql.NullBool
+	if c.Reflink != nil {
+		reflink = sql.NullBool{Bool: *c.Reflink, Valid: true}
+	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE cycles SET
 	driver = ?, backing_fs = ?, engine_version = ?, fio_version = ?, finished_at = ?, result = ?,
-	reason = ?, message = ?, first_round = ?, rounds = ?, bytes_written = ?, results_json = ?
+	reason = ?, message = ?, first_round = ?, rounds = ?, bytes_written = ?, results_json = ?, reflink = ?
 WHERE id = ? AND result = ?`,
 			c.Driver, c.BackingFS, c.EngineVersion, c.FioVersion, nullTime(c.FinishedAt), c.Result,
-			c.Reason, c.Message, c.FirstRound, c.Rounds, c.BytesWritten, results,
+			c.Reason, c.Message, c.FirstRound, c.Rounds, c.BytesWritten, results, reflink,
 			c.ID, ResultRunning)
 		if err != nil {
 			return err
@@ -90,7 +94,10 @@ WHERE id = ? AND result = ?`,
 			}
 			return fmt.Errorf("cycle is %s, not running", result)
 		}
-		return insertSamples(ctx, tx, c.ID, rows)
+		if err := insertSamples(ctx, tx, c.ID, rows); err != nil {
+			return err
+		}
+		return insertCopyUp(ctx, tx, c)
 	})
 	if err != nil {
 		return fmt.Errorf("finish cycle %d: %w", c.ID, err)
@@ -182,6 +189,10 @@ func (s *Store) Cycle(ctx context.Context, id int64) (Cycle, error) {
 			return err
 		}
 		c.Samples, err = querySamples(ctx, tx, `FROM samples s WHERE s.cycle_id = ? ORDER BY s.seq`, id)
+		if err != nil {
+			return err
+		}
+		c.CopyUp, err = queryCopyUp(ctx, tx, `FROM copyup_samples u WHERE u.cycle_id = ? ORDER BY u.seq`, id)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -242,11 +253,20 @@ func (s *Store) Cycles(ctx context.Context, q Query) ([]Cycle, error) {
 // any result; engine "" = any engine), with its Results but without
 // samples, or ErrNotFound.
 func (s *Store) LatestCycle(ctx context.Context, engine string, result string) (Cycle, error) {
+	return s.LatestCycleOf(ctx, engine, "", result)
+}
+
+// LatestCycleOf is LatestCycle restricted to one mode ("" = any mode).
+func (s *Store) LatestCycleOf(ctx context.Context, engine, mode, result string) (Cycle, error) {
 	query := `SELECT ` + cycleColumns + `, results_json FROM cycles WHERE 1`
 	var args []any
 	if engine != "" {
 		query += ` AND engine = ?`
 		args = append(args, engine)
+	}
+	if mode != "" {
+		query += ` AND mode = ?`
+		args = append(args, mode)
 	}
 	if result != "" {
 		query += ` AND result = ?`
@@ -345,14 +365,18 @@ type scanner interface{ Scan(dest ...any) error }
 func scanCycle(sc scanner, results *string) (Cycle, error) {
 	var c Cycle
 	var started, finished sql.NullString
+	var reflink sql.NullBool
 	dest := []any{&c.ID, &c.Engine, &c.Mode, &c.Profile, &c.Trigger, &c.Driver, &c.BackingFS,
 		&c.EngineVersion, &c.FioVersion, &started, &finished, &c.Result, &c.Reason, &c.Message,
-		&c.FirstRound, &c.Rounds, &c.BytesWritten}
+		&c.FirstRound, &c.Rounds, &c.BytesWritten, &reflink}
 	if results != nil {
 		dest = append(dest, results)
 	}
 	if err := sc.Scan(dest...); err != nil {
 		return Cycle{}, err
+	}
+	if reflink.Valid {
+		c.Reflink = &reflink.Bool
 	}
 	var err error
 	if c.StartedAt, err = parseTime(started); err != nil {

@@ -49,6 +49,8 @@ func TestDocsQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	coldCycle(t, s, now.Add(2*time.Minute), 1, 2, ResultOK, nil)
+
 	blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
 	if len(blocks) < 5 {
 		t.Fatalf("found %d sql examples in docs/store.md, want at least 5", len(blocks))

@@ -75,6 +75,24 @@ CREATE TABLE detector_state (
 	PRIMARY KEY (engine, mode, target)
 );
 `,
+	// v2: the cold probe's copy-up timings, and whether the data root's
+	// file system could share extents when a cold cycle ran.
+	`
+CREATE TABLE copyup_samples (
+	id         INTEGER PRIMARY KEY,
+	cycle_id   INTEGER NOT NULL REFERENCES cycles (id) ON DELETE CASCADE,
+	seq        INTEGER NOT NULL, -- position in the cycle's copy-up list
+	engine     TEXT    NOT NULL,
+	round      INTEGER NOT NULL, -- engine-wide cold round number
+	target     TEXT    NOT NULL, -- host or container
+	size_bytes INTEGER NOT NULL,
+	seconds    REAL,             -- NULL when the write failed
+	error      TEXT    NOT NULL DEFAULT '',
+	UNIQUE (cycle_id, seq)
+);
+CREATE INDEX copyup_samples_engine_round ON copyup_samples (engine, round);
+ALTER TABLE cycles ADD COLUMN reflink INTEGER; -- cold cycles: 1 or 0; NULL unknown
+`,
 }
 
 // schemaVersion is the version this build writes and understands.

@@ -87,7 +87,7 @@ const busyTimeout = 10 * time.Second
 type Cycle struct {
 	ID                                           int64
 	Engine                                       string
-	Mode                                         string // "steady" (later "cold")
+	Mode                                         string // "steady" or "cold"
 	Profile                                      string
 	Trigger                                      string // schedule, api, confirm
 	Driver, BackingFS, EngineVersion, FioVersion string
@@ -102,6 +102,10 @@ type Cycle struct {
 	BytesWritten int64
 	Samples      []report.Sample // raw fio figures, one per (round, target, job)
 	Results      []report.Result // overheads computed at the end of the cycle
+	// Cold cycles only: the copy-up timings, and whether the data root's
+	// file system shares extents (nil: unknown).
+	CopyUp  []report.CopyUpSample
+	Reflink *bool
 }
 
 // Query filters Cycles. Zero values mean no filter; Limit 0 means 100.
