@@ -65,6 +65,11 @@ type Agent struct {
 	Interval       time.Duration `yaml:"interval"`
 	Jitter         float64       `yaml:"jitter"`
 	RoundsPerCycle int           `yaml:"rounds_per_cycle"`
+	// ColdInterval is the time between cold cycles (a fresh container per
+	// round, and copy-up); 0 turns the cold probe off. ColdRounds is the
+	// number of rounds per cold cycle.
+	ColdInterval time.Duration `yaml:"cold_interval"`
+	ColdRounds   int           `yaml:"cold_rounds"`
 	// WindowRounds is how many of the most recent rounds (across cycles)
 	// the published overhead and its interval are computed over.
 	WindowRounds    int           `yaml:"window_rounds"`

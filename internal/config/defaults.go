@@ -33,6 +33,8 @@ func Default() *Config {
 			Interval:         6 * time.Hour,
 			Jitter:           0.1,
 			RoundsPerCycle:   3,
+			ColdInterval:     12 * time.Hour,
+			ColdRounds:       3,
 			WindowRounds:     12,
 			Retention:        90 * 24 * time.Hour,
 			DailyByteBudget:  4 * GiB,

@@ -246,6 +246,10 @@ func (c *Config) checkAgent(ch *checker) {
 	}
 	ch.floatRange("agent.jitter", a.Jitter, 0, maxJitter)
 	ch.intRange("agent.rounds_per_cycle", a.RoundsPerCycle, 1, maxRoundsPerCycle)
+	if a.ColdInterval != 0 && a.ColdInterval < minInterval {
+		ch.addf("agent.cold_interval", "%s is too short, want 0 (no cold probe) or at least %s (production: hours)", fmtDuration(a.ColdInterval), fmtDuration(minInterval))
+	}
+	ch.intRange("agent.cold_rounds", a.ColdRounds, 1, maxRoundsPerCycle)
 	ch.intRange("agent.window_rounds", a.WindowRounds, 2, 10000)
 	if a.Retention < minRetention {
 		ch.addf("agent.retention", "%s is too short, want at least %s", fmtDuration(a.Retention), fmtDuration(minRetention))

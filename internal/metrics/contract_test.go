@@ -14,22 +14,26 @@ import (
 // alert rules depend on these names and label sets, so a rename in the
 // code must fail here and be a deliberate decision, not a refactoring.
 var contract = []contractEntry{
-	{"layerprobe_overhead_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,target"},
-	{"layerprobe_overhead_ci_low_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,target"},
-	{"layerprobe_overhead_ci_high_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,target"},
-	{"layerprobe_iops", dto.MetricType_GAUGE, "driver,engine,job,op,target"},
-	{"layerprobe_bandwidth_bytes_per_second", dto.MetricType_GAUGE, "driver,engine,job,op,target"},
-	{"layerprobe_latency_seconds", dto.MetricType_GAUGE, "driver,engine,job,op,percentile,target"},
+	{"layerprobe_overhead_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
+	{"layerprobe_overhead_ci_low_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
+	{"layerprobe_overhead_ci_high_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
+	{"layerprobe_iops", dto.MetricType_GAUGE, "driver,engine,job,mode,op,target"},
+	{"layerprobe_bandwidth_bytes_per_second", dto.MetricType_GAUGE, "driver,engine,job,mode,op,target"},
+	{"layerprobe_latency_seconds", dto.MetricType_GAUGE, "driver,engine,job,mode,op,percentile,target"},
 	{"layerprobe_fsync_regression", dto.MetricType_GAUGE, "driver,engine,target"},
-	{"layerprobe_cycles_total", dto.MetricType_COUNTER, "engine,result"},
+	{"layerprobe_cycles_total", dto.MetricType_COUNTER, "engine,mode,result"},
 	{"layerprobe_cycle_skips_total", dto.MetricType_COUNTER, "engine,reason"},
-	{"layerprobe_cycle_duration_seconds", dto.MetricType_GAUGE, "engine"},
-	{"layerprobe_last_success_timestamp_seconds", dto.MetricType_GAUGE, "engine"},
+	{"layerprobe_cycle_duration_seconds", dto.MetricType_GAUGE, "engine,mode"},
+	{"layerprobe_last_success_timestamp_seconds", dto.MetricType_GAUGE, "engine,mode"},
 	{"layerprobe_written_bytes_total", dto.MetricType_COUNTER, "engine,target"},
 	{"layerprobe_engine_info", dto.MetricType_GAUGE, "backing_fs,data_root,driver,engine,engine_version,fio_version"},
 	{"layerprobe_daily_budget_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_budget_used_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_build_info", dto.MetricType_GAUGE, "goversion,revision,version"},
+	// The cold probe (DESIGN.md: results labelled steady or cold).
+	{"layerprobe_copyup_latency_seconds", dto.MetricType_GAUGE, "driver,engine,size_bytes,target"},
+	{"layerprobe_copyup_cost_seconds_per_byte", dto.MetricType_GAUGE, "driver,engine"},
+	{"layerprobe_backing_fs_reflink", dto.MetricType_GAUGE, "backing_fs,engine"},
 }
 
 type contractEntry struct {
@@ -47,6 +51,8 @@ var contractValues = map[string][]string{
 	"metric":     {"iops", "bandwidth", "latency_p50", "latency_p99", "fsync_p99"},
 	"percentile": {"50", "99", "99.9"},
 	"result":     {"ok", "failed", "skipped", "interrupted"},
+	"mode":       {"steady", "cold"},
+	"size_bytes": {"1048576", "16777216", "67108864"},
 }
 
 func TestDesignContract(t *testing.T) {

@@ -120,6 +120,7 @@ func TestConcurrentScrapesWhileSwapping(t *testing.T) {
 		}
 		for i := range s.Engines {
 			s.Engines[i].CyclesTotal = map[string]float64{"ok": v}
+			s.Engines[i].ColdCyclesTotal = map[string]float64{"ok": v}
 		}
 		if n%2 == 1 {
 			// Engines come and go between cycles too.
@@ -306,7 +307,7 @@ func TestHandlerContinuesOnError(t *testing.T) {
 	srv := httptest.NewServer(Handler(NewRegistry(staticSource{snap}), logger))
 	defer srv.Close()
 	mfs := parse(t, scrape(t, srv.URL))
-	if mfs["layerprobe_overhead_ratio"] == nil || len(mfs["layerprobe_cycles_total"].GetMetric()) != 8 {
+	if mfs["layerprobe_overhead_ratio"] == nil || len(mfs["layerprobe_cycles_total"].GetMetric()) != 12 {
 		t.Fatal("series of the good engine (or the bad engine's counters) are missing after one invalid label value")
 	}
 	l := logs.String()

@@ -16,6 +16,7 @@ package metrics
 import (
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,12 +64,34 @@ type Engine struct {
 	// BudgetBytes is the daily byte budget (0 = unlimited, which omits both
 	// budget series); BudgetUsedBytes is what was written in the last 24 h.
 	BudgetBytes, BudgetUsedBytes float64
+
+	// The cold probe's cycle state, exported with mode="cold". A nil
+	// ColdCyclesTotal means the cold probe is off: no cold cycle series.
+	ColdCyclesTotal       map[string]float64
+	ColdLastCycleDuration float64   // NaN omits the series
+	ColdLastSuccess       time.Time // zero omits the series
+	// CopyUp are the median first-write latencies per target and file
+	// size; CopyUpCostPerByte the implied copy-up cost (NaN omits it).
+	CopyUp            []CopyUp
+	CopyUpCostPerByte float64
+	// Reflink is whether the data root's file system shares extents; nil
+	// (unknown, or no cold cycle yet) omits the series.
+	Reflink *bool
+}
+
+// CopyUp is the median time of the first 4 KiB write + fsync to a file of
+// SizeBytes on Target (host, or container where the write pays the copy-up).
+type CopyUp struct {
+	Target    string
+	SizeBytes int64
+	Seconds   float64
 }
 
 // Overhead is one paired median overhead versus the host with its
 // confidence interval, as ratios (0.08 = 8% slower than the host).
 type Overhead struct {
 	Target, Job, Metric  string
+	Mode                 string // "steady" ("" reads as steady) or "cold"
 	Ratio, CILow, CIHigh float64
 }
 
@@ -77,6 +100,7 @@ type Overhead struct {
 // seconds.
 type Raw struct {
 	Target, Job, Op      string
+	Mode                 string // "steady" ("" reads as steady) or "cold"
 	IOPS, BandwidthBytes float64
 	Latency              map[string]float64
 }
@@ -107,8 +131,8 @@ const (
 // them, so a label typo fails at the first scrape in the tests rather than
 // producing an inconsistent exposition.
 var (
-	overheadLabels = []string{"engine", "driver", "target", "job", "metric"}
-	rawLabels      = []string{"engine", "driver", "target", "job", "op"}
+	overheadLabels = []string{"engine", "driver", "target", "job", "metric", "mode"}
+	rawLabels      = []string{"engine", "driver", "target", "job", "op", "mode"}
 
 	descOverhead = prometheus.NewDesc(namespace+"_overhead_ratio",
 		"Storage overhead of the target versus the host directory on the same filesystem, as a ratio: "+
@@ -138,17 +162,17 @@ var (
 		"1 while the regression detector says the target's fsync latency (detector.metric, fsync_p99 by default) regressed against its baseline, 0 otherwise."+cached,
 		[]string{"engine", "driver", "target"}, nil)
 	descCycles = prometheus.NewDesc(namespace+"_cycles_total",
-		"Measurement cycles finished since the agent started, by result (ok, failed, skipped, interrupted)."+cached,
-		[]string{"engine", "result"}, nil)
+		"Measurement cycles finished since the agent started, by result (ok, failed, skipped, interrupted) and mode (steady, cold)."+cached,
+		[]string{"engine", "result", "mode"}, nil)
 	descSkips = prometheus.NewDesc(namespace+"_cycle_skips_total",
 		"Measurement cycles skipped by an impact guardrail since the agent started, by reason."+cached,
 		[]string{"engine", "reason"}, nil)
 	descDuration = prometheus.NewDesc(namespace+"_cycle_duration_seconds",
-		"Duration in seconds of the last finished measurement cycle."+cached,
-		[]string{"engine"}, nil)
+		"Duration in seconds of the last finished measurement cycle of the mode."+cached,
+		[]string{"engine", "mode"}, nil)
 	descLastSuccess = prometheus.NewDesc(namespace+"_last_success_timestamp_seconds",
-		"Unix time in seconds when the last successful measurement cycle ended; every other layerprobe value is only as fresh as this."+cached,
-		[]string{"engine"}, nil)
+		"Unix time in seconds when the last successful measurement cycle of the mode ended; every other layerprobe value of that mode is only as fresh as this."+cached,
+		[]string{"engine", "mode"}, nil)
 	descWritten = prometheus.NewDesc(namespace+"_written_bytes_total",
 		"Bytes written by measurement jobs on the target since the agent started."+cached,
 		[]string{"engine", "target"}, nil)
@@ -161,10 +185,20 @@ var (
 	descBudgetUsed = prometheus.NewDesc(namespace+"_budget_used_bytes",
 		"Bytes written by measurement jobs in the last 24 hours, counted against the daily budget (absent when unlimited)."+cached,
 		[]string{"engine"}, nil)
+	descCopyUp = prometheus.NewDesc(namespace+"_copyup_latency_seconds",
+		"Median time in seconds of the first 4 KiB write + fsync to a file of size_bytes: target=container is a file in the image layer of a fresh container "+
+			"(the write pays the copy-up of the whole file), target=host an equal file in the host directory; over the recent cold rounds."+cached,
+		[]string{"engine", "driver", "target", "size_bytes"}, nil)
+	descCopyUpCost = prometheus.NewDesc(namespace+"_copyup_cost_seconds_per_byte",
+		"Implied copy-up cost: extra first-write latency (container - host) per byte of file size, Theil-Sen slope over the recent cold rounds."+cached,
+		[]string{"engine", "driver"}, nil)
+	descReflink = prometheus.NewDesc(namespace+"_backing_fs_reflink",
+		"1 if the data root's file system shares extents (reflink, so overlay2 copy-up clones instead of copying), 0 if not; from the last cold cycle."+cached,
+		[]string{"engine", "backing_fs"}, nil)
 
 	allDescs = []*prometheus.Desc{descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
 		descRegression, descCycles, descSkips, descDuration, descLastSuccess, descWritten, descInfo,
-		descBudget, descBudgetUsed}
+		descBudget, descBudgetUsed, descCopyUp, descCopyUpCost, descReflink}
 )
 
 type collector struct {
@@ -209,17 +243,18 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion)
 
 	for _, o := range e.Overheads {
-		lv := []string{e.Name, e.Driver, o.Target, o.Job, o.Metric}
+		lv := []string{e.Name, e.Driver, o.Target, o.Job, o.Metric, modeOf(o.Mode)}
 		gauge(descOverhead, o.Ratio, lv...)
 		gauge(descCILow, o.CILow, lv...)
 		gauge(descCIHigh, o.CIHigh, lv...)
 	}
 
 	for _, r := range e.Raw {
-		gauge(descIOPS, r.IOPS, e.Name, e.Driver, r.Target, r.Job, r.Op)
-		gauge(descBandwidth, r.BandwidthBytes, e.Name, e.Driver, r.Target, r.Job, r.Op)
+		m := modeOf(r.Mode)
+		gauge(descIOPS, r.IOPS, e.Name, e.Driver, r.Target, r.Job, r.Op, m)
+		gauge(descBandwidth, r.BandwidthBytes, e.Name, e.Driver, r.Target, r.Job, r.Op, m)
 		for p, v := range r.Latency {
-			gauge(descLatency, v, e.Name, e.Driver, r.Target, r.Job, r.Op, p)
+			gauge(descLatency, v, e.Name, e.Driver, r.Target, r.Job, r.Op, m, p)
 		}
 	}
 
@@ -235,7 +270,30 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	}
 
 	for k, v := range withDefaults(e.CyclesTotal, cycleResults) {
-		counter(descCycles, v, e.Name, k)
+		counter(descCycles, v, e.Name, k, modeSteady)
+	}
+	if e.ColdCyclesTotal != nil {
+		for k, v := range withDefaults(e.ColdCyclesTotal, cycleResults) {
+			counter(descCycles, v, e.Name, k, modeCold)
+		}
+		gauge(descDuration, e.ColdLastCycleDuration, e.Name, modeCold)
+		if !e.ColdLastSuccess.IsZero() {
+			gauge(descLastSuccess, unixSeconds(e.ColdLastSuccess), e.Name, modeCold)
+		}
+	}
+	for _, u := range e.CopyUp {
+		gauge(descCopyUp, u.Seconds, e.Name, e.Driver, u.Target, strconv.FormatInt(u.SizeBytes, 10))
+	}
+	if len(e.CopyUp) > 0 {
+		// Without copy-up figures the zero value would read as free.
+		gauge(descCopyUpCost, e.CopyUpCostPerByte, e.Name, e.Driver)
+	}
+	if e.Reflink != nil {
+		v := 0.0
+		if *e.Reflink {
+			v = 1
+		}
+		gauge(descReflink, v, e.Name, e.BackingFS)
 	}
 	for k, v := range withDefaults(e.SkipsTotal, skipReasons) {
 		counter(descSkips, v, e.Name, k)
@@ -244,12 +302,9 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		counter(descWritten, v, e.Name, t)
 	}
 
-	gauge(descDuration, e.LastCycleDuration, e.Name)
+	gauge(descDuration, e.LastCycleDuration, e.Name, modeSteady)
 	if !e.LastSuccess.IsZero() {
-		// Whole and fractional seconds apart: UnixNano()/1e9 loses the
-		// fraction to float rounding (…00.25 would read …00.2499998).
-		ts := float64(e.LastSuccess.Unix()) + float64(e.LastSuccess.Nanosecond())/1e9
-		gauge(descLastSuccess, ts, e.Name)
+		gauge(descLastSuccess, unixSeconds(e.LastSuccess), e.Name, modeSteady)
 	}
 	// 0 (or a nonsensical negative/NaN) budget means unlimited: a 0 series
 	// would read as "budget exhausted" to an alert comparing the two.
@@ -257,6 +312,25 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		gauge(descBudget, e.BudgetBytes, e.Name)
 		gauge(descBudgetUsed, e.BudgetUsedBytes, e.Name)
 	}
+}
+
+// Values of the mode label.
+const (
+	modeSteady = "steady"
+	modeCold   = "cold"
+)
+
+func modeOf(m string) string {
+	if m == "" {
+		return modeSteady
+	}
+	return m
+}
+
+// unixSeconds keeps whole and fractional seconds apart: UnixNano()/1e9
+// loses the fraction to float rounding (…00.25 would read …00.2499998).
+func unixSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
 }
 
 // emit sends one sample unless v is NaN: a missing figure is an absent

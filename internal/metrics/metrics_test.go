@@ -81,6 +81,9 @@ func fullSnapshot() *Snapshot {
 			{Target: "container", Job: "seqwrite", Metric: "latency_p50", Ratio: 0.03, CILow: 0, CIHigh: 0.07},
 			// No valid pair at all: the three series are absent.
 			{Target: "container", Job: "seqwrite", Metric: "latency_p99", Ratio: nan, CILow: nan, CIHigh: nan},
+			// Cold: a fresh container's first seconds, same names, mode="cold".
+			{Target: "container", Job: "fsync", Metric: "fsync_p99", Mode: "cold", Ratio: 1.4, CILow: 1.1, CIHigh: 2.2},
+			{Target: "container", Job: "fsync", Metric: "iops", Mode: "cold", Ratio: 0.52, CILow: 0.4, CIHigh: 0.61},
 		},
 		Raw: []Raw{
 			{Target: "bind", Job: "fsync", Op: "read", IOPS: 1481, BandwidthBytes: 6066176, Latency: lat(0.0000042, 0.000011, 0.000024)},
@@ -99,6 +102,7 @@ func fullSnapshot() *Snapshot {
 			{Target: "host", Job: "fsync", Op: "write", IOPS: 1475, BandwidthBytes: 6041600, Latency: lat(0.000006, 0.000014, 0.00003)},
 			{Target: "host", Job: "randwrite", Op: "write", IOPS: 51300, BandwidthBytes: 210124800, Latency: lat(0.000017, 0.000051, 0.00011)},
 			{Target: "host", Job: "seqwrite", Op: "write", IOPS: 1300, BandwidthBytes: 1363148800, Latency: lat(0.00071, 0.0021, 0.0041)},
+			{Target: "container", Job: "fsync", Op: "sync", Mode: "cold", IOPS: nan, BandwidthBytes: nan, Latency: lat(0.0019, 0.0061, 0.011)},
 		},
 		// "host" is the baseline and must not be exported.
 		Regression:        map[string]bool{"host": true, "container": true, "bind": false},
@@ -109,6 +113,18 @@ func fullSnapshot() *Snapshot {
 		LastSuccess:       time.Date(2026, 3, 1, 12, 0, 0, 250e6, time.UTC),
 		BudgetBytes:       20 << 30,
 		BudgetUsedBytes:   9663676416,
+
+		ColdCyclesTotal:       map[string]float64{"ok": 2},
+		ColdLastCycleDuration: 41.25,
+		ColdLastSuccess:       time.Date(2026, 3, 1, 6, 0, 0, 0, time.UTC),
+		CopyUp: []CopyUp{
+			{Target: "container", SizeBytes: 1 << 20, Seconds: 0.0042},
+			{Target: "container", SizeBytes: 64 << 20, Seconds: 0.218},
+			{Target: "host", SizeBytes: 1 << 20, Seconds: 0.00045},
+			{Target: "host", SizeBytes: 64 << 20, Seconds: nan},
+		},
+		CopyUpCostPerByte: 0.0034 / (1 << 20),
+		Reflink:           new(false),
 	}
 	failed := Engine{
 		Name: "lab", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "28.5.2",
@@ -156,18 +172,22 @@ func TestCollectGolden(t *testing.T) {
 func TestCollectOmitsNaN(t *testing.T) {
 	c := NewCollector(staticSource{fullSnapshot()})
 	for name, want := range map[string]int{
-		"layerprobe_overhead_ratio":         25, // 26 overheads, one all-NaN
-		"layerprobe_overhead_ci_low_ratio":  24, // and one more without interval
-		"layerprobe_overhead_ci_high_ratio": 24,
-		"layerprobe_iops":                   12, // 15 raw rows, 3 of them sync
-		"layerprobe_latency_seconds":        44, // 15 rows x 3 percentiles, one NaN
-		"layerprobe_cycle_duration_seconds": 1,  // the failed engine has none
-		"layerprobe_fsync_regression":       2,  // host is not exported
-		"layerprobe_cycles_total":           8,  // 4 results pre-initialised per engine
-		"layerprobe_cycle_skips_total":      11,
-		"layerprobe_engine_info":            2,
-		"layerprobe_daily_budget_bytes":     1,
-		"layerprobe_budget_used_bytes":      1,
+		"layerprobe_overhead_ratio":                 27, // 28 overheads, one all-NaN
+		"layerprobe_overhead_ci_low_ratio":          26, // and one more without interval
+		"layerprobe_overhead_ci_high_ratio":         26,
+		"layerprobe_iops":                           12, // 16 raw rows, 4 of them sync
+		"layerprobe_latency_seconds":                47, // 16 rows x 3 percentiles, one NaN
+		"layerprobe_cycle_duration_seconds":         2,  // steady and cold; the failed engine has none
+		"layerprobe_last_success_timestamp_seconds": 2,
+		"layerprobe_fsync_regression":               2,  // host is not exported
+		"layerprobe_cycles_total":                   12, // 4 results pre-initialised per engine and mode; lab has no cold probe
+		"layerprobe_copyup_latency_seconds":         3,  // one NaN
+		"layerprobe_copyup_cost_seconds_per_byte":   1,
+		"layerprobe_backing_fs_reflink":             1, // lab has no answer
+		"layerprobe_cycle_skips_total":              11,
+		"layerprobe_engine_info":                    2,
+		"layerprobe_daily_budget_bytes":             1,
+		"layerprobe_budget_used_bytes":              1,
 	} {
 		if got := testutil.CollectAndCount(c, name); got != want {
 			t.Errorf("%s: %d series, want %d", name, got, want)
@@ -263,7 +283,7 @@ func TestCollectInvalidLabelValue(t *testing.T) {
 			cycles = len(mf.GetMetric())
 		}
 	}
-	if cycles != 8 {
-		t.Fatalf("layerprobe_cycles_total has %d series after one bad label, want all 8", cycles)
+	if cycles != 12 {
+		t.Fatalf("layerprobe_cycles_total has %d series after one bad label, want all 12", cycles)
 	}
 }
