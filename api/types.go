@@ -40,11 +40,14 @@ type EngineOverhead struct {
 	Engine      string          `json:"engine"`
 	Driver      string          `json:"driver"`
 	BackingFS   string          `json:"backing_fs"`
-	Mode        string          `json:"mode"`          // steady
-	LastCycleID int64           `json:"last_cycle_id"` // 0 when none yet
-	LastSuccess *time.Time      `json:"last_success"`  // null before the first successful cycle
+	Mode        string          `json:"mode"`          // steady or cold
+	LastCycleID int64           `json:"last_cycle_id"` // 0 when none yet (of this mode)
+	LastSuccess *time.Time      `json:"last_success"`  // null before the first successful cycle (of this mode)
 	Window      int             `json:"window_rounds"` // rounds the estimates are computed over
 	Results     []report.Result `json:"results"`       // as in `layerprobe run --output json`
+	// CopyUp is the cold entry's copy-up summary over the window (its
+	// samples list is empty here; GET /api/v1/cycles/{id} has them).
+	CopyUp *report.CopyUp `json:"copy_up,omitempty"`
 }
 
 // Cycle is one measurement cycle of one engine, as listed by
@@ -76,6 +79,8 @@ type CycleDetail struct {
 	Cycle
 	Samples []report.Sample `json:"samples"`
 	Results []report.Result `json:"results"`
+	// CopyUp is a cold cycle's copy-up record; absent for steady cycles.
+	CopyUp *report.CopyUp `json:"copy_up,omitempty"`
 }
 
 // Engine is one entry of GET /api/v1/engines.

@@ -60,8 +60,8 @@ type Agent struct {
 	procRoot string
 	sysRoot  string
 
-	running   atomic.Bool   // a cycle runs (or an API trigger is queued)
-	triggerCh chan struct{} // API triggers, buffered 1
+	running   atomic.Bool // a cycle runs (or an API trigger is queued)
+	triggerCh chan string // API triggers (the mode), buffered 1
 	ready     atomic.Bool
 	snap      atomic.Pointer[metrics.Snapshot]
 	mu        sync.Mutex // guards the engines' published state
@@ -92,7 +92,7 @@ func New(o Options) (*Agent, error) {
 		now:       time.Now,
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
-		triggerCh: make(chan struct{}, 1),
+		triggerCh: make(chan string, 1),
 	}
 	a.snap.Store(&metrics.Snapshot{})
 	return a, nil
@@ -176,6 +176,15 @@ func (a *Agent) newServer() *http.Server {
 func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 	timer := time.NewTimer(a.opts.FirstCycleDelay)
 	defer timer.Stop()
+	// The cold probe has its own timer; a nil channel (cold probe off)
+	// never fires.
+	var coldC <-chan time.Time
+	var coldTimer *time.Timer
+	if a.cfg.Agent.ColdInterval > 0 {
+		coldTimer = time.NewTimer(a.firstColdDelay(ctx))
+		defer coldTimer.Stop()
+		coldC = coldTimer.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -186,10 +195,20 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				return fmt.Errorf("http server: %w", err)
 			}
 			return nil
-		case <-a.triggerCh:
+		case mode := <-a.triggerCh:
 			// TriggerCycle set running already.
-			a.cycleAll(ctx, triggerAPI)
+			if mode == report.ModeCold {
+				a.coldAll(ctx, triggerAPI)
+			} else {
+				a.cycleAll(ctx, triggerAPI)
+			}
 			a.running.Store(false)
+		case <-coldC:
+			if a.running.CompareAndSwap(false, true) {
+				a.coldAll(ctx, triggerSchedule)
+				a.running.Store(false)
+			}
+			coldTimer.Reset(a.jittered(a.cfg.Agent.ColdInterval))
 		case <-timer.C:
 			if a.running.CompareAndSwap(false, true) {
 				a.cycleAll(ctx, triggerSchedule)
@@ -203,7 +222,11 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 // nextInterval is the interval with a uniform jitter of +-jitter, so a
 // fleet started together does not measure in lockstep.
 func (a *Agent) nextInterval() time.Duration {
-	iv := a.cfg.Agent.Interval
+	return a.jittered(a.cfg.Agent.Interval)
+}
+
+// jittered spreads iv by +-jitter.
+func (a *Agent) jittered(iv time.Duration) time.Duration {
 	j := a.cfg.Agent.Jitter
 	f := 1 + j*(2*a.rng.Float64()-1)
 	return time.Duration(float64(iv) * f)
@@ -252,7 +275,7 @@ func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 	}
 }
 
-const modeSteady = "steady"
+const modeSteady = report.ModeSteady
 
 // Confidence of every interval the agent publishes.
 const Confidence = report.DefaultConfidence

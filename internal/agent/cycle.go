@@ -52,6 +52,7 @@ type engineState struct {
 	targets      []string
 	results      []report.Result // windowed overheads
 	raw          []report.Sample // samples of the last cycle that has any
+	cold         coldState
 	lastCycle    *store.Cycle
 	lastSuccess  time.Time
 	lastDuration float64
@@ -63,7 +64,7 @@ type engineState struct {
 func newEngineState(ec config.Engine, cli *engine.Client) *engineState {
 	e := &engineState{cfg: ec, cli: cli, det: map[string]detector.State{},
 		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[string]float64{},
-		lastDuration: math.NaN()}
+		lastDuration: math.NaN(), cold: newColdState()}
 	for _, r := range Results {
 		e.cycles[r] = 0
 	}
@@ -110,7 +111,8 @@ func (a *Agent) restore(ctx context.Context, e *engineState) {
 		e.lastCycle = &c
 		e.fioVersion = c.FioVersion
 	}
-	if c, err := a.store.LatestCycle(ctx, e.cfg.Name, ResultOK); err == nil {
+	a.restoreCold(ctx, e)
+	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, modeSteady, ResultOK); err == nil {
 		e.lastSuccess = c.FinishedAt
 		e.results = c.Results
 		if full, err := a.store.Cycle(ctx, c.ID); err == nil {
@@ -167,7 +169,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 	}
 	c.Driver, c.BackingFS, c.EngineVersion = info.Driver, info.BackingFS, info.ServerVersion
 	if trigger != triggerConfirm {
-		if s := a.guard(ctx, e, info, prof, rounds); s != nil {
+		if s := a.guard(ctx, e, info, prof, e.estimateBytes(prof, rounds)); s != nil {
 			finish(ResultSkipped, s.reason, s.message)
 			return false
 		}
@@ -369,6 +371,10 @@ func (a *Agent) observe(ctx context.Context, e *engineState, samples []report.Sa
 func (a *Agent) account(e *engineState, c *store.Cycle) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if c.Mode == report.ModeCold {
+		e.accountCold(c)
+		return
+	}
 	e.cycles[c.Result]++
 	if c.Result == ResultSkipped {
 		e.skips[c.Reason]++

@@ -37,12 +37,11 @@ type skip struct {
 // overhead, not contention, and must not add load to a busy production host,
 // so it stays away when the host is busy, the disk is full, containers were
 // just started or stopped, or the day's write budget is spent.
-func (a *Agent) guard(ctx context.Context, e *engineState, info engine.Info, prof fio.Profile, rounds int) *skip {
+func (a *Agent) guard(ctx context.Context, e *engineState, info engine.Info, prof fio.Profile, est int64) *skip {
 	cfg := a.cfg.Agent
 	if b := int64(cfg.DailyByteBudget); b > 0 {
 		used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour))
 		if err == nil {
-			est := e.estimateBytes(prof, rounds)
 			if used+est > b {
 				return &skip{SkipBudgetExhausted, fmt.Sprintf(
 					"daily byte budget %d MiB: %d MiB written in the last 24 h, the cycle would write about %d MiB",

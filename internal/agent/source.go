@@ -60,11 +60,21 @@ func (a *Agent) publish() {
 		for _, r := range e.results {
 			for m, o := range r.Overhead {
 				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Job: r.Job, Metric: m,
-					Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
+					Mode: modeSteady, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
 			}
 		}
+		for _, r := range e.cold.results {
+			for m, o := range r.Overhead {
+				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Job: r.Job, Metric: m,
+					Mode: report.ModeCold, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
+			}
+		}
+		a.publishCold(e, &me)
 		sort.Slice(me.Overheads, func(i, j int) bool {
 			x, y := me.Overheads[i], me.Overheads[j]
+			if x.Mode != y.Mode {
+				return x.Mode > y.Mode // steady first
+			}
 			if x.Target != y.Target {
 				return x.Target < y.Target
 			}
@@ -73,7 +83,7 @@ func (a *Agent) publish() {
 			}
 			return x.Metric < y.Metric
 		})
-		me.Raw = rawFigures(e.raw)
+		me.Raw = append(rawFigures(e.raw, modeSteady), rawFigures(e.cold.raw, report.ModeCold)...)
 		targets := e.targets
 		if len(targets) == 0 {
 			targets = probe.AllTargets
@@ -90,7 +100,7 @@ func (a *Agent) publish() {
 
 // rawFigures are the medians over a cycle's successful rounds, per target,
 // job and data direction.
-func rawFigures(samples []report.Sample) []metrics.Raw {
+func rawFigures(samples []report.Sample, mode string) []metrics.Raw {
 	type key struct{ target, job string }
 	groups := map[key][]fio.Result{}
 	for _, s := range samples {
@@ -138,7 +148,7 @@ func rawFigures(samples []report.Sample) []metrics.Raw {
 				}
 				return stats.Median(xs)
 			}
-			raw := metrics.Raw{Target: k.target, Job: k.job, Op: op,
+			raw := metrics.Raw{Target: k.target, Job: k.job, Op: op, Mode: mode,
 				IOPS:           med(func(o fio.Op) float64 { return o.IOPS }),
 				BandwidthBytes: med(func(o fio.Op) float64 { return o.BandwidthBytes }),
 				Latency: map[string]float64{
@@ -183,8 +193,54 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 			eo.LastSuccess = &t
 		}
 		resp.Engines = append(resp.Engines, eo)
+		if a.cfg.Agent.ColdInterval > 0 || e.cold.lastCycle != nil || len(e.cold.results) > 0 {
+			resp.Engines = append(resp.Engines, a.coldOverhead(e))
+		}
 	}
 	return resp, nil
+}
+
+// coldOverhead is an engine's cold entry of GET /api/v1/overhead; the
+// caller holds a.mu.
+func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
+	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
+		Mode: report.ModeCold, Window: a.cfg.Agent.WindowRounds, Results: e.cold.results,
+		CopyUp: &report.CopyUp{Reflink: e.cold.reflink, CostSecondsPerMiB: e.cold.costPerMiB,
+			Sizes: e.cold.sizes, Samples: []report.CopyUpSample{}}}
+	if eo.Results == nil {
+		eo.Results = []report.Result{}
+	}
+	if eo.CopyUp.Sizes == nil {
+		eo.CopyUp.Sizes = []report.CopyUpSize{}
+	}
+	if e.cold.lastCycle != nil {
+		eo.LastCycleID = e.cold.lastCycle.ID
+	}
+	if !e.cold.lastSuccess.IsZero() {
+		t := e.cold.lastSuccess.UTC()
+		eo.LastSuccess = &t
+	}
+	return eo
+}
+
+// publishCold adds the cold probe's cycle state and copy-up figures to an
+// engine's metrics; the caller holds a.mu.
+func (a *Agent) publishCold(e *engineState, me *metrics.Engine) {
+	if a.cfg.Agent.ColdInterval > 0 || e.cold.lastCycle != nil {
+		me.ColdCyclesTotal = copyMap(e.cold.cycles)
+	}
+	me.ColdLastCycleDuration = e.cold.lastDuration
+	me.ColdLastSuccess = e.cold.lastSuccess
+	me.Reflink = e.cold.reflink
+	me.CopyUpCostPerByte = math.NaN()
+	if e.cold.costPerMiB != nil {
+		me.CopyUpCostPerByte = *e.cold.costPerMiB / (1 << 20)
+	}
+	for _, s := range e.cold.sizes {
+		me.CopyUp = append(me.CopyUp,
+			metrics.CopyUp{Target: report.TargetHost, SizeBytes: s.SizeBytes, Seconds: s.HostSeconds},
+			metrics.CopyUp{Target: report.TargetContainer, SizeBytes: s.SizeBytes, Seconds: s.ContainerSeconds})
+	}
 }
 
 // Cycles implements httpapi.Source.
@@ -210,6 +266,19 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 		return api.CycleDetail{}, err
 	}
 	d := api.CycleDetail{Cycle: apiCycle(c), Samples: c.Samples, Results: c.Results}
+	if c.Mode == report.ModeCold {
+		cu := report.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
+		// The cycle's own copy-up figures, not the window's: the detail is
+		// the raw record of this cycle.
+		cu.Sizes, cu.CostSecondsPerMiB = report.SummarizeCopyUp(c.CopyUp, Confidence)
+		if cu.Sizes == nil {
+			cu.Sizes = []report.CopyUpSize{}
+		}
+		if cu.Samples == nil {
+			cu.Samples = []report.CopyUpSample{}
+		}
+		d.CopyUp = &cu
+	}
 	if d.Samples == nil {
 		d.Samples = []report.Sample{}
 	}
@@ -259,11 +328,21 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 // engine now. It takes no parameters on purpose: nothing from the API
 // reaches fio, file paths or container configuration.
 func (a *Agent) TriggerCycle(context.Context) ([]string, error) {
+	return a.trigger(report.ModeSteady)
+}
+
+// TriggerColdCycle implements httpapi.Source: one cold cycle of every
+// engine now.
+func (a *Agent) TriggerColdCycle(context.Context) ([]string, error) {
+	return a.trigger(report.ModeCold)
+}
+
+func (a *Agent) trigger(mode string) ([]string, error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return nil, httpapi.ErrBusy
 	}
 	select {
-	case a.triggerCh <- struct{}{}:
+	case a.triggerCh <- mode:
 	default:
 	}
 	names := make([]string, len(a.engines))

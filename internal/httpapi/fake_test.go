@@ -19,17 +19,18 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // NaN latencies and failed rounds, summarized by report.Summarize, so the
 // API is tested on what the agent will really hand it.
 type fakeSource struct {
-	mu        sync.Mutex
-	overhead  api.OverheadResponse
-	cycles    []api.Cycle // newest first
-	details   map[int64]api.CycleDetail
-	engines   []api.Engine
-	busy      bool
-	readyErr  error
-	err       error  // returned by every data method and TriggerCycle when set
-	panicWith string // every method panics with it when set
-	lastQuery CycleQuery
-	triggered int
+	mu            sync.Mutex
+	overhead      api.OverheadResponse
+	cycles        []api.Cycle // newest first
+	details       map[int64]api.CycleDetail
+	engines       []api.Engine
+	busy          bool
+	readyErr      error
+	err           error  // returned by every data method and TriggerCycle when set
+	panicWith     string // every method panics with it when set
+	lastQuery     CycleQuery
+	triggered     int
+	triggeredCold int // of which cold
 }
 
 var _ Source = (*fakeSource)(nil)
@@ -80,6 +81,14 @@ func (f *fakeSource) Engines(context.Context) ([]api.Engine, error) {
 }
 
 func (f *fakeSource) TriggerCycle(context.Context) ([]string, error) {
+	return f.trigger(false)
+}
+
+func (f *fakeSource) TriggerColdCycle(context.Context) ([]string, error) {
+	return f.trigger(true)
+}
+
+func (f *fakeSource) trigger(cold bool) ([]string, error) {
 	f.enter()
 	if f.err != nil {
 		return nil, f.err
@@ -90,6 +99,9 @@ func (f *fakeSource) TriggerCycle(context.Context) ([]string, error) {
 		return nil, ErrBusy
 	}
 	f.triggered++
+	if cold {
+		f.triggeredCold++
+	}
 	names := make([]string, 0, len(f.engines))
 	for _, e := range f.engines {
 		names = append(names, e.Name)

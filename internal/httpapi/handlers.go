@@ -45,7 +45,9 @@ func (s *server) openapi(c *gin.Context) {
 }
 
 func (s *server) overhead(c *gin.Context) {
-	if !noParams(c) {
+	mode, err := parseMode(c.Request.URL.RawQuery)
+	if err != nil {
+		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
 		return
 	}
 	resp, err := s.src.Overhead(c.Request.Context())
@@ -54,6 +56,9 @@ func (s *server) overhead(c *gin.Context) {
 		return
 	}
 	resp.Engines = nonNil(slices.Clone(resp.Engines))
+	if mode != "" {
+		resp.Engines = slices.DeleteFunc(resp.Engines, func(e api.EngineOverhead) bool { return e.Mode != mode })
+	}
 	for i := range resp.Engines {
 		resp.Engines[i].Results = nonNil(resp.Engines[i].Results)
 	}

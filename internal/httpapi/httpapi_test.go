@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/report"
 )
 
 // testServer is a handler over a fake source, with the log captured.
@@ -100,7 +102,9 @@ func TestBadInputIsA4xx(t *testing.T) {
 		{"GET", "/api/v1/cycles?limt=5&foo=1", nil, "", 400, codeBadParameter, []string{`"foo"`, `"limt"`, "accepts: limit, since, engine"}},
 		{"GET", "/api/v1/cycles?%zz", nil, "", 400, codeBadParameter, []string{"malformed query"}},
 		{"GET", "/api/v1/cycles?a=1;b=2", nil, "", 400, codeBadParameter, []string{"malformed query"}},
-		{"GET", "/api/v1/overhead?x", nil, "", 400, codeBadParameter, []string{`"x"`, "no query parameters"}},
+		{"GET", "/api/v1/overhead?x", nil, "", 400, codeBadParameter, []string{`"x"`, "accepts: mode"}},
+		{"GET", "/api/v1/overhead?mode=warm", nil, "", 400, codeBadParameter, []string{`"mode"`, "steady or cold"}},
+		{"GET", "/api/v1/overhead?mode=cold&mode=steady", nil, "", 400, codeBadParameter, []string{`"mode"`, "2 times"}},
 		{"GET", "/api/v1/engines?engine=default", nil, "", 400, codeBadParameter, []string{`"engine"`}},
 		{"GET", "/api/v1/openapi.yaml?v=3", nil, "", 400, codeBadParameter, []string{`"v"`}},
 		{"GET", "/api/v1/cycles/-1", nil, "", 400, codeBadParameter, []string{"cycle id", `"-1"`, "positive integer"}},
@@ -520,5 +524,52 @@ func TestClientGone(t *testing.T) {
 	}
 	if logs := ts.logText(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("a client going away is logged as an error:\n%s", logs)
+	}
+}
+
+// mode=cold starts a cold cycle through its own Source method, a bad mode
+// starts nothing, and GET /api/v1/overhead?mode= filters the entries.
+func TestModeParameter(t *testing.T) {
+	ts := newTestServer(t, nil)
+	if rec := ts.do("POST", "/api/v1/cycles?mode=warm", bearer(testToken), ""); rec.Code != http.StatusBadRequest {
+		t.Fatalf("mode=warm: status %d, want 400", rec.Code)
+	}
+	if ts.src.triggered != 0 {
+		t.Fatalf("a refused trigger started %d cycles", ts.src.triggered)
+	}
+	if rec := ts.do("POST", "/api/v1/cycles?mode=cold", bearer(testToken), ""); rec.Code != http.StatusAccepted {
+		t.Fatalf("mode=cold: status %d, want 202; body %s", rec.Code, rec.Body)
+	}
+	if ts.src.triggered != 1 || ts.src.triggeredCold != 1 {
+		t.Errorf("mode=cold started %d cycles, %d cold; want 1, 1", ts.src.triggered, ts.src.triggeredCold)
+	}
+	if rec := ts.do("POST", "/api/v1/cycles", bearer(testToken), ""); rec.Code != http.StatusAccepted {
+		t.Fatalf("no mode: status %d, want 202", rec.Code)
+	}
+	if ts.src.triggeredCold != 1 {
+		t.Errorf("a trigger without mode started a cold cycle")
+	}
+
+	ts.src.overhead.Engines = []api.EngineOverhead{
+		{Engine: "default", Mode: "steady"},
+		{Engine: "default", Mode: "cold", CopyUp: &report.CopyUp{}},
+	}
+	for mode, want := range map[string][]string{"": {"steady", "cold"}, "steady": {"steady"}, "cold": {"cold"}} {
+		target := "/api/v1/overhead"
+		if mode != "" {
+			target += "?mode=" + mode
+		}
+		rec := ts.do("GET", target, nil, "")
+		var resp api.OverheadResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("%s: status %d, %v", target, rec.Code, err)
+		}
+		var got []string
+		for _, e := range resp.Engines {
+			got = append(got, e.Mode)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: modes %v, want %v", target, got, want)
+		}
 	}
 }

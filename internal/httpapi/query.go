@@ -80,6 +80,26 @@ func parseQuery(raw string, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
+// Modes are the values of the mode query parameter.
+var modes = []string{"steady", "cold"}
+
+// parseMode validates a query whose only parameter is an optional mode
+// (steady or cold); "" means not given.
+func parseMode(raw string) (string, error) {
+	q, err := parseQuery(raw, "mode")
+	if err != nil {
+		return "", err
+	}
+	vs, ok := q["mode"]
+	if !ok {
+		return "", nil
+	}
+	if !slices.Contains(modes, vs[0]) {
+		return "", badParam("invalid value %s for query parameter \"mode\": must be steady or cold", quote(vs[0]))
+	}
+	return vs[0], nil
+}
+
 // parseCycleQuery validates the query of GET /api/v1/cycles. now anchors a
 // relative since (a duration).
 func parseCycleQuery(raw string, now time.Time) (CycleQuery, error) {

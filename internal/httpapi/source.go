@@ -30,6 +30,11 @@ type Source interface {
 	// ends with the HTTP request. It returns ErrBusy while a cycle runs. It deliberately takes no parameters: the profile,
 	// targets and paths are the agent's configuration, never the client's.
 	TriggerCycle(ctx context.Context) ([]string, error)
+	// TriggerColdCycle is TriggerCycle for one cold cycle (a fresh
+	// container per round, and copy-up). Like TriggerCycle it takes
+	// nothing from the client: the handler chooses between the two by a
+	// validated enum.
+	TriggerColdCycle(ctx context.Context) ([]string, error)
 	// Ready returns nil once the agent can answer (its first engine check
 	// is done); otherwise an error whose text says why not.
 	Ready() error

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -31,11 +32,13 @@ const wwwAuthenticate = `Bearer realm="layerprobe"`
 // trigger is POST /api/v1/cycles: start one measurement cycle now.
 //
 // Security: the agent holds the Docker socket, which is root on the host.
-// This handler therefore accepts no input at all beyond the token: no
-// query parameter and no body field (an empty body or {} only), and
-// Source.TriggerCycle takes no arguments. Nothing a client sends can reach
-// fio options, file paths, image names or container configuration; the
-// profile and targets are the agent's configuration.
+// This handler therefore accepts no input beyond the token and one enum:
+// the optional query parameter mode=steady|cold, which only chooses between
+// Source.TriggerCycle and Source.TriggerColdCycle; no other parameter and no
+// body field (an empty body or {} only), and neither method takes an
+// argument. Nothing a client sends can reach fio options, file paths, image
+// names or container configuration; the profile and targets are the
+// agent's configuration.
 //
 // Checks run cheapest-refusal first: disabled (403), authentication (401),
 // then input (400/413), then the rate limit (429), so that unauthenticated
@@ -50,8 +53,17 @@ func (s *server) trigger(c *gin.Context) {
 	if !s.authenticate(c) {
 		return
 	}
-	if !noParams(c) || !emptyBody(c) {
+	mode, err := parseMode(c.Request.URL.RawQuery)
+	if err != nil {
+		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
 		return
+	}
+	if !emptyBody(c) {
+		return
+	}
+	start := s.src.TriggerCycle
+	if mode == "cold" {
+		start = s.src.TriggerColdCycle
 	}
 	// One trigger at a time from the rate check to the commit, so that
 	// only triggers that start a cycle use up the budget: a client that
@@ -62,13 +74,13 @@ func (s *server) trigger(c *gin.Context) {
 	if !s.allow(c) {
 		return
 	}
-	engines, err := s.src.TriggerCycle(c.Request.Context())
+	engines, err := start(c.Request.Context())
 	if err != nil {
 		s.sourceError(c, "starting a cycle", err)
 		return
 	}
 	s.limiter.Allow() // commit: allow saw a whole token, and only we take tokens
-	s.logger.Info("measurement cycle triggered over the API", "engines", engines, "remote_addr", c.ClientIP())
+	s.logger.Info("measurement cycle triggered over the API", "engines", engines, "mode", cmp.Or(mode, "steady"), "remote_addr", c.ClientIP())
 	writeJSON(c, s.logger, http.StatusAccepted, api.TriggerResponse{Status: "accepted", Engines: nonNil(engines)})
 }
 

@@ -270,10 +270,12 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 			t.Errorf("internal/httpapi imports %s", imp)
 		}
 	}
-	m, ok := reflect.TypeFor[httpapi.Source]().MethodByName("TriggerCycle")
 	ctxType := reflect.TypeFor[context.Context]()
-	if !ok || m.Type.NumIn() != 1 || m.Type.In(0) != ctxType {
-		t.Errorf("httpapi.Source.TriggerCycle is %v; it must take nothing but a context", m.Type)
+	for _, name := range []string{"TriggerCycle", "TriggerColdCycle"} {
+		m, ok := reflect.TypeFor[httpapi.Source]().MethodByName(name)
+		if !ok || m.Type.NumIn() != 1 || m.Type.In(0) != ctxType {
+			t.Errorf("httpapi.Source.%s is %v; it must take nothing but a context", name, m.Type)
+		}
 	}
 }
 

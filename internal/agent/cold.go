@@ -1,0 +1,317 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/probe"
+	"github.com/layerprobe/layerprobe/internal/probeimage"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/store"
+)
+
+// coldState is one engine's published cold-probe state (guarded by
+// Agent.mu like the rest of engineState's published fields).
+type coldState struct {
+	results      []report.Result // windowed cold overheads (host, container; fsync)
+	raw          []report.Sample // samples of the last cold cycle that has any
+	sizes        []report.CopyUpSize
+	costPerMiB   *float64
+	reflink      *bool
+	lastCycle    *store.Cycle
+	lastSuccess  time.Time
+	lastDuration float64
+	cycles       map[string]float64
+	// lastBytesPerRound estimates the next cold cycle's writes for the
+	// budget.
+	lastBytesPerRound int64
+}
+
+func newColdState() coldState {
+	c := coldState{cycles: map[string]float64{}, lastDuration: math.NaN()}
+	for _, r := range Results {
+		c.cycles[r] = 0
+	}
+	return c
+}
+
+// firstColdDelay schedules the first cold cycle: one cold interval after
+// the last one the store remembers, but not before the first steady cycle
+// has had its start, so an agent restarted often still measures cold paths
+// on schedule and a new agent shows cold figures within minutes.
+func (a *Agent) firstColdDelay(ctx context.Context) time.Duration {
+	delay := a.opts.FirstCycleDelay + time.Minute
+	if a.store == nil {
+		return delay
+	}
+	var newest time.Time
+	for _, e := range a.engines {
+		if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, report.ModeCold, ""); err == nil && c.StartedAt.After(newest) {
+			newest = c.StartedAt
+		}
+	}
+	if !newest.IsZero() {
+		if due := a.cfg.Agent.ColdInterval - a.now().Sub(newest); due > delay {
+			delay = due
+		}
+	}
+	return delay
+}
+
+// coldAll runs one cold cycle on every engine and publishes.
+func (a *Agent) coldAll(ctx context.Context, trigger string) {
+	for _, e := range a.engines {
+		if ctx.Err() != nil {
+			return
+		}
+		a.coldCycle(ctx, e, trigger)
+	}
+	a.publish()
+}
+
+// coldEstimate is what a cold cycle is expected to write: the last cold
+// cycle's bytes per round, or before the first, per round two fsync jobs'
+// files and the copied-up files, plus the host's reference files once.
+func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
+	if e.cold.lastBytesPerRound > 0 {
+		return e.cold.lastBytesPerRound * int64(rounds)
+	}
+	var copyUp, fsync int64
+	for _, s := range probeimage.CopyUpSizes {
+		copyUp += s
+	}
+	for _, j := range prof.Jobs {
+		if j.Workload == fio.Fsync {
+			fsync = j.FileBytes
+		}
+	}
+	return int64(rounds)*(2*fsync+copyUp) + copyUp
+}
+
+// coldCycle runs one cold cycle on one engine and records it whatever
+// happens, under the same host lock, busy-host guard and byte budget as
+// steady cycles. Cold results feed no detector: a fresh container's first
+// seconds vary too much for a baseline; the cold overhead alert is a plain
+// threshold on the published interval.
+func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
+	prof := fsyncOnly(a.prof)
+	rounds := a.cfg.Agent.ColdRounds
+	start := a.now()
+	c := &store.Cycle{Engine: e.cfg.Name, Mode: report.ModeCold, Profile: a.prof.Name, Trigger: trigger, StartedAt: start.UTC()}
+	log := a.logger.With("engine", e.cfg.Name, "mode", report.ModeCold, "trigger", trigger)
+
+	finish := func(result, reason, msg string) {
+		c.Result, c.Reason, c.Message = result, reason, msg
+		c.FinishedAt = a.now().UTC()
+		var err error
+		if c.ID == 0 {
+			err = a.store.RecordSkip(context.WithoutCancel(ctx), c)
+		} else {
+			err = a.store.FinishCycle(context.WithoutCancel(ctx), c)
+		}
+		if err != nil {
+			log.Error("record cold cycle", "err", err)
+		}
+		a.account(e, c)
+		lv := log.Info
+		if result == ResultFailed {
+			lv = log.Warn
+		}
+		lv("cold cycle done", "result", result, "reason", reason, "msg", msg, "rounds", c.Rounds,
+			"bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
+	}
+
+	lock, err := hostfs.TryLock(a.lockPath())
+	if err != nil {
+		finish(ResultSkipped, SkipHostLocked, "another layerprobe is measuring on this host: "+err.Error())
+		return
+	}
+	defer lock.Unlock()
+
+	info, err := a.refreshInfo(ctx, e)
+	if err != nil {
+		e.closeSession(ctx)
+		finish(ResultFailed, "unreachable", err.Error())
+		return
+	}
+	c.Driver, c.BackingFS, c.EngineVersion = info.Driver, info.BackingFS, info.ServerVersion
+	if s := a.guard(ctx, e, info, prof, e.coldEstimate(prof, rounds)); s != nil {
+		finish(ResultSkipped, s.reason, s.message)
+		return
+	}
+	if err := a.ensureSession(ctx, e); err != nil {
+		var perr *probe.Error
+		reason := "prepare"
+		if errors.As(err, &perr) {
+			reason = perr.Code
+		}
+		finish(ResultFailed, reason, err.Error())
+		return
+	}
+	c.FioVersion = e.sess.FioVersion
+	first, err := a.store.NextRound(ctx, e.cfg.Name, report.ModeCold)
+	if err != nil {
+		finish(ResultFailed, "store", err.Error())
+		return
+	}
+	c.FirstRound, c.Rounds = first, rounds
+	if err := a.store.StartCycle(ctx, c); err != nil {
+		log.Error("record cold cycle start", "err", err)
+		return
+	}
+	run, err := e.sess.RunCold(ctx, prof, first, rounds, a.rng, nil)
+	c.Samples, c.CopyUp, c.Reflink = run.Samples, run.CopyUp, run.Reflink
+	c.BytesWritten = run.CopyUpBytes
+	for _, s := range c.Samples {
+		c.BytesWritten += s.BytesWritten
+	}
+	// A cold round is complete with its two fsync samples.
+	c.Rounds = completedRounds(c.Samples, 2)
+	if err != nil {
+		var perr *probe.Error
+		reason := "prepare"
+		if errors.As(err, &perr) {
+			reason = perr.Code
+		}
+		finish(ResultFailed, reason, err.Error())
+		return
+	}
+	c.Results = a.coldWindow(ctx, e, c.Samples)
+
+	result, reason, msg := ResultOK, "", ""
+	if ctx.Err() != nil {
+		result, reason, msg = ResultInterrupted, "interrupted", "the agent stopped during the cycle"
+	} else if reasons := append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...); len(reasons) > 0 {
+		result, reason = ResultFailed, "fio_failures"
+		msg = "failed cold measurements: " + strings.Join(reasons, ", ")
+		if !e.sess.Healthy(ctx) {
+			e.closeSession(ctx)
+		}
+	}
+	finish(result, reason, msg)
+	sizes, cost := a.refreshCopyUp(ctx, e)
+	a.mu.Lock()
+	e.cold.sizes, e.cold.costPerMiB = sizes, cost
+	a.mu.Unlock()
+}
+
+// copyUpFailures counts failed copy-up timings like failureReasons counts
+// failed fio jobs.
+func copyUpFailures(us []report.CopyUpSample) []string {
+	n := 0
+	for _, u := range us {
+		if !u.OK() {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []string{"copy_up x" + strconv.Itoa(n)}
+}
+
+// coldWindow computes the published cold overheads over the most recent
+// window of cold rounds: the stored ones plus this cycle's.
+func (a *Agent) coldWindow(ctx context.Context, e *engineState, current []report.Sample) []report.Result {
+	window := a.cfg.Agent.WindowRounds
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, report.ModeCold, window)
+	if err != nil {
+		a.logger.Warn("read recent cold rounds", "engine", e.cfg.Name, "err", err)
+	}
+	all := append(prior, current...)
+	rounds := map[int]bool{}
+	for _, s := range all {
+		rounds[s.Round] = true
+	}
+	keys := make([]int, 0, len(rounds))
+	for r := range rounds {
+		keys = append(keys, r)
+	}
+	sort.Ints(keys)
+	if len(keys) > window {
+		cut := keys[len(keys)-window]
+		all = slices.DeleteFunc(all, func(s report.Sample) bool { return s.Round < cut })
+	}
+	return report.Summarize(all, Confidence)
+}
+
+// refreshCopyUp recomputes the published copy-up summary from the store's
+// window of cold rounds (the store has the cycle just finished).
+func (a *Agent) refreshCopyUp(ctx context.Context, e *engineState) ([]report.CopyUpSize, *float64) {
+	us, err := a.store.RecentCopyUp(ctx, e.cfg.Name, a.cfg.Agent.WindowRounds)
+	if err != nil {
+		a.logger.Warn("read recent copy-up rounds", "engine", e.cfg.Name, "err", err)
+		return nil, nil
+	}
+	return report.SummarizeCopyUp(us, Confidence)
+}
+
+// accountCold updates the published cold state after a cold cycle; the
+// caller holds a.mu.
+func (e *engineState) accountCold(c *store.Cycle) {
+	e.cold.cycles[c.Result]++
+	if c.Result == ResultSkipped {
+		e.skips[c.Reason]++
+	}
+	cc := *c
+	cc.Samples, cc.CopyUp = nil, nil
+	e.cold.lastCycle = &cc
+	e.lastCycle = &cc
+	if c.Result != ResultSkipped {
+		e.cold.lastDuration = c.FinishedAt.Sub(c.StartedAt).Seconds()
+	}
+	for _, s := range c.Samples {
+		e.written[s.Target] += float64(s.BytesWritten)
+	}
+	for _, u := range c.CopyUp {
+		if u.OK() {
+			if u.Target == report.TargetContainer {
+				e.written[u.Target] += float64(u.SizeBytes)
+			} else {
+				e.written[u.Target] += 4096
+			}
+		}
+	}
+	if len(c.Samples) > 0 {
+		e.cold.raw = c.Samples
+		if len(c.Results) > 0 {
+			e.cold.results = c.Results
+		}
+		if c.Rounds > 0 {
+			e.cold.lastBytesPerRound = c.BytesWritten / int64(c.Rounds)
+		}
+	}
+	if c.Reflink != nil {
+		e.cold.reflink = c.Reflink
+	}
+	if c.Result == ResultOK {
+		e.cold.lastSuccess = c.FinishedAt
+	}
+}
+
+// restoreCold loads the last cold results, so cold metrics survive a
+// restart.
+func (a *Agent) restoreCold(ctx context.Context, e *engineState) {
+	c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, report.ModeCold, ResultOK)
+	if err != nil {
+		return
+	}
+	e.cold.lastSuccess = c.FinishedAt
+	e.cold.results = c.Results
+	e.cold.reflink = c.Reflink
+	if full, err := a.store.Cycle(ctx, c.ID); err == nil {
+		e.cold.raw = full.Samples
+		if c.Rounds > 0 {
+			e.cold.lastBytesPerRound = c.BytesWritten / int64(c.Rounds)
+		}
+	}
+	e.cold.sizes, e.cold.costPerMiB = a.refreshCopyUp(ctx, e)
+}
