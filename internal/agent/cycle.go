@@ -53,7 +53,8 @@ type engineState struct {
 	results      []report.Result // windowed overheads
 	raw          []report.Sample // samples of the last cycle that has any
 	cold         coldState
-	lastCycle    *store.Cycle
+	lastCycle    *store.Cycle // of any mode
+	lastSteadyID int64        // id of the last steady cycle, 0 before one
 	lastSuccess  time.Time
 	lastDuration float64
 	cycles       map[string]float64
@@ -112,6 +113,9 @@ func (a *Agent) restore(ctx context.Context, e *engineState) {
 		e.fioVersion = c.FioVersion
 	}
 	a.restoreCold(ctx, e)
+	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, modeSteady, ""); err == nil {
+		e.lastSteadyID = c.ID
+	}
 	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, modeSteady, ResultOK); err == nil {
 		e.lastSuccess = c.FinishedAt
 		e.results = c.Results
@@ -382,6 +386,7 @@ func (a *Agent) account(e *engineState, c *store.Cycle) {
 	cc := *c
 	cc.Samples = nil
 	e.lastCycle = &cc
+	e.lastSteadyID = c.ID
 	if c.Result != ResultSkipped {
 		e.lastDuration = c.FinishedAt.Sub(c.StartedAt).Seconds()
 	}

@@ -185,9 +185,7 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 		if eo.Results == nil {
 			eo.Results = []report.Result{}
 		}
-		if e.lastCycle != nil {
-			eo.LastCycleID = e.lastCycle.ID
-		}
+		eo.LastCycleID = e.lastSteadyID
 		if !e.lastSuccess.IsZero() {
 			t := e.lastSuccess.UTC()
 			eo.LastSuccess = &t

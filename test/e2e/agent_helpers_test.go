@@ -148,6 +148,7 @@ type apiCycle struct {
 	Result  string `json:"result"`
 	Reason  string `json:"reason"`
 	Trigger string `json:"trigger"`
+	Mode    string `json:"mode"`
 	Rounds  int    `json:"rounds"`
 }
 

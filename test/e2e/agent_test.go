@@ -13,10 +13,12 @@ import (
 )
 
 // agentConfig: the smoke profile and every busy-host guard off, so cycles
-// run whatever the CI machine is doing.
+// run whatever the CI machine is doing; no cold probe, so the tests count
+// steady cycles only (cold_test.go turns it on).
 const agentConfig = `profile: smoke
 agent:
   interval: 1h
+  cold_interval: 0s
   jitter: 0
   rounds_per_cycle: 2
   window_rounds: 6
@@ -269,6 +271,7 @@ func checkContractSeries(t *testing.T, series map[string][]sample, driver, backi
 const detectorConfig = `profile: smoke
 agent:
   interval: 10s
+  cold_interval: 0s
   jitter: 0
   rounds_per_cycle: 3
   window_rounds: 6

@@ -30,6 +30,7 @@ free_space:
   min_free_ratio: 0
 agent:
   interval: 1h
+  cold_interval: 0s
   jitter: 0
   rounds_per_cycle: 1
   window_rounds: 6

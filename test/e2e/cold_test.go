@@ -1,0 +1,302 @@
+package e2e
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+const coldRounds = 6 // the fewest rounds with a full-coverage 95% interval
+
+// `layerprobe run --mode cold` on overlay2 over ext4 and on btrfs: cold
+// fsync and copy-up figures are present and finite, copy-up latency grows
+// with the file size where overlay2 copies whole files (ext4 cannot share
+// extents), btrfs reports reflink, and nothing is left behind.
+func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
+	cases := []struct {
+		name        string
+		opts        testdaemon.Options
+		driver      string
+		wantReflink bool
+	}{
+		{"overlay2", testdaemon.Options{Driver: "overlay2"}, "overlay2", false},
+		{"btrfs", testdaemon.Options{Driver: "btrfs", Backing: "btrfs", SizeMiB: 4096}, "btrfs", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := testdaemon.Start(t, c.opts)
+			res := layerprobe(t, d.Host, 10*time.Minute, "run", "--mode", "cold", "--output", "json",
+				"--rounds", "6", "--log.level", "warn")
+			if res.code != 0 {
+				t.Fatalf("layerprobe run --mode cold exited %d\nstderr:\n%s", res.code, res.stderr)
+			}
+			var run report.Run
+			if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
+				t.Fatalf("decode output: %v\n%s", err, res.stdout)
+			}
+			if run.Mode != report.ModeCold || len(run.Engines) != 1 {
+				t.Fatalf("mode %q, %d engines; want cold, 1", run.Mode, len(run.Engines))
+			}
+			e := run.Engines[0]
+			if e.Error != nil || e.Driver != c.driver {
+				t.Fatalf("engine: driver %q, error %+v", e.Driver, e.Error)
+			}
+			if len(e.Samples) != 0 || len(e.Results) != 0 {
+				t.Errorf("--mode cold ran %d steady samples", len(e.Samples))
+			}
+			if e.Cold == nil {
+				t.Fatal("no cold section in the output")
+			}
+			checkCold(t, e.Cold, c.wantReflink)
+			if c.driver == "overlay2" {
+				checkCopyUpGrows(t, e.Cold.CopyUp)
+			}
+			if e.BytesWritten <= 0 {
+				t.Errorf("bytes written %d; the cold probe writes", e.BytesWritten)
+			}
+			sizes := e.Cold.CopyUp.Sizes
+			t.Logf("%s cold: fsync p99 overhead %s; copy-up extra 1 MiB %.2f ms, 64 MiB %.2f ms, cost %s per MiB; %.0f s, %d MiB written",
+				c.name, fmtRatio(e.Cold.Results), 1e3*sizes[0].ExtraSeconds, 1e3*sizes[len(sizes)-1].ExtraSeconds,
+				fmtCost(e.Cold.CopyUp.CostSecondsPerMiB), run.DurationSeconds, run.BytesWritten>>20)
+
+			if l := newAPI(d.Host).labelled(t); !l.empty() {
+				t.Errorf("left behind on the engine: %+v", l)
+			}
+			scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
+			if _, err := os.Stat(scratch); !os.IsNotExist(err) {
+				t.Errorf("scratch directory %s left behind (err %v)", scratch, err)
+			}
+		})
+	}
+}
+
+func fmtRatio(rs []report.Result) string {
+	for _, r := range rs {
+		if r.Target == report.TargetContainer {
+			o := r.Overhead[report.MetricFsyncP99]
+			return formatFloat(o.Ratio) + " [" + formatFloat(o.CILow) + ", " + formatFloat(o.CIHigh) + "]"
+		}
+	}
+	return "-"
+}
+
+func fmtCost(c *float64) string {
+	if c == nil {
+		return "-"
+	}
+	return formatFloat(*c*1e3) + " ms"
+}
+
+func formatFloat(v float64) string {
+	b, _ := json.Marshal(math.Round(v*1000) / 1000)
+	return string(b)
+}
+
+// checkCold: every cold round measured host and container, the fsync
+// overhead has a finite interval, every copy-up size has finite positive
+// latencies on both sides, and the reflink answer matches the file system.
+func checkCold(t *testing.T, c *report.Cold, wantReflink bool) {
+	t.Helper()
+	byTarget := map[string]report.Result{}
+	for _, r := range c.Results {
+		if r.Job != "fsync" {
+			t.Errorf("cold result for job %s; the cold probe runs fsync only", r.Job)
+		}
+		byTarget[r.Target] = r
+	}
+	for _, tg := range []string{report.TargetHost, report.TargetContainer} {
+		r, ok := byTarget[tg]
+		if !ok || r.RoundsOK != coldRounds || r.RoundsFailed != 0 {
+			t.Errorf("cold %s: present %v, %d ok, %d failed; want %d ok", tg, ok, r.RoundsOK, r.RoundsFailed, coldRounds)
+		}
+	}
+	if len(byTarget) != 2 {
+		t.Errorf("cold targets %v, want host and container", byTarget)
+	}
+	o, ok := byTarget[report.TargetContainer].Overhead[report.MetricFsyncP99]
+	if !ok || o.N != coldRounds || !finite(o.Ratio, o.CILow, o.CIHigh) || o.CILow > o.Ratio || o.CIHigh < o.Ratio {
+		t.Errorf("cold container fsync_p99 overhead %+v; want %d rounds and a finite interval around the ratio", o, coldRounds)
+	}
+	// Each round ran the container arm right after its container started:
+	// one container sample per round, orders 1 or 2.
+	rounds := map[int]int{}
+	for _, s := range c.Samples {
+		rounds[s.Round]++
+		if !s.OK() || s.Order < 1 || s.Order > 2 {
+			t.Errorf("cold sample round %d %s: ok %v, order %d", s.Round, s.Target, s.OK(), s.Order)
+		}
+	}
+	if len(rounds) != coldRounds {
+		t.Errorf("cold rounds %v, want %d with two samples each", rounds, coldRounds)
+	}
+
+	cu := c.CopyUp
+	if cu.Reflink == nil || *cu.Reflink != wantReflink {
+		t.Errorf("reflink = %v, want %v", cu.Reflink, wantReflink)
+	}
+	var sizes []int64
+	for _, s := range cu.Sizes {
+		sizes = append(sizes, s.SizeBytes)
+		if s.Rounds != coldRounds || !finite(s.HostSeconds, s.ContainerSeconds, s.ExtraSeconds, s.ExtraCILow, s.ExtraCIHigh) ||
+			!(s.HostSeconds > 0) || !(s.ContainerSeconds > 0) {
+			t.Errorf("copy-up %d bytes: %+v; want %d rounds and finite positive latencies", s.SizeBytes, s, coldRounds)
+		}
+	}
+	if want := []int64{1 << 20, 16 << 20, 64 << 20}; !slices.Equal(sizes, want) {
+		t.Errorf("copy-up sizes %v, want %v", sizes, want)
+	}
+	if cu.CostSecondsPerMiB == nil || !finite(*cu.CostSecondsPerMiB) {
+		t.Errorf("copy-up cost per MiB = %v, want a finite figure", cu.CostSecondsPerMiB)
+	}
+	for _, s := range cu.Samples {
+		if s.Error != "" {
+			t.Errorf("copy-up sample round %d %s %d: %s", s.Round, s.Target, s.SizeBytes, s.Error)
+		}
+	}
+	if want := coldRounds * 3 * 2; len(cu.Samples) != want {
+		t.Errorf("%d copy-up samples, want %d", len(cu.Samples), want)
+	}
+}
+
+// checkCopyUpGrows: on overlay2 over ext4 the first write to a 64 MiB file
+// copies 64 times the bytes of a 1 MiB one. The margins are wide (the
+// copy of 63 MiB more takes tens of milliseconds on any disk) so that noise
+// cannot fail the test while a copy-up that is not happening would.
+func checkCopyUpGrows(t *testing.T, cu report.CopyUp) {
+	t.Helper()
+	if len(cu.Sizes) != 3 {
+		return // checkCold reported it
+	}
+	small, mid, big := cu.Sizes[0], cu.Sizes[1], cu.Sizes[2]
+	if !(big.ContainerSeconds > mid.ContainerSeconds && mid.ContainerSeconds > small.ContainerSeconds) {
+		t.Errorf("container first-write latency does not grow with the file size: 1 MiB %v s, 16 MiB %v s, 64 MiB %v s",
+			small.ContainerSeconds, mid.ContainerSeconds, big.ContainerSeconds)
+	}
+	if !(big.ExtraCILow > small.ExtraCIHigh) {
+		t.Errorf("64 MiB extra latency [%v, %v] s does not lie above 1 MiB's [%v, %v] s",
+			big.ExtraCILow, big.ExtraCIHigh, small.ExtraCILow, small.ExtraCIHigh)
+	}
+	if cu.CostSecondsPerMiB != nil && !(*cu.CostSecondsPerMiB > 0) {
+		t.Errorf("copy-up cost %v s per MiB; copying more bytes must cost more", *cu.CostSecondsPerMiB)
+	}
+}
+
+func finite(vs ...float64) bool {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// coldAgentConfig: agentConfig with the cold probe on; its first scheduled
+// cold cycle would come a minute after start, the test triggers one.
+const coldAgentConfig = `profile: smoke
+agent:
+  interval: 1h
+  cold_interval: 1h
+  cold_rounds: 3
+  jitter: 0
+  rounds_per_cycle: 2
+  window_rounds: 6
+  daily_byte_budget: 0
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s`
+
+// The agent runs a cold cycle on POST /api/v1/cycles?mode=cold, records
+// it with mode cold, serves its figures with mode="cold" in /metrics and
+// /api/v1/overhead?mode=cold, keeps steady series apart, and leaves no
+// fresh container behind.
+func TestAgentColdCycle(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	s := newAgentSetup(t, d.Host, coldAgentConfig)
+	a := s.start(t, "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=1h")
+
+	if code, body := a.do(t, "POST", "/api/v1/cycles?mode=lukewarm", s.token); code != 400 {
+		t.Fatalf("mode=lukewarm: %d %v, want 400", code, body)
+	}
+	if code, body := a.do(t, "POST", "/api/v1/cycles?mode=cold", s.token); code != 202 {
+		t.Fatalf("mode=cold: %d %v, want 202", code, body)
+	}
+	cs := a.waitCycles(t, "ok", 1, 3*time.Minute)
+	if len(cs) != 1 || cs[0].Mode != "cold" || cs[0].Rounds != 3 {
+		t.Fatalf("cycles after a cold trigger: %+v; want one cold cycle of 3 rounds", cs)
+	}
+
+	_, series := a.scrape(t)
+	for _, q := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "ok"}},
+		{"layerprobe_overhead_ratio", map[string]string{"mode": "cold", "target": "container", "job": "fsync", "metric": "fsync_p99"}},
+		{"layerprobe_latency_seconds", map[string]string{"mode": "cold", "target": "host", "job": "fsync", "op": "sync", "percentile": "99"}},
+		{"layerprobe_copyup_latency_seconds", map[string]string{"target": "container", "size_bytes": "67108864"}},
+		{"layerprobe_copyup_latency_seconds", map[string]string{"target": "host", "size_bytes": "1048576"}},
+		{"layerprobe_copyup_cost_seconds_per_byte", map[string]string{"driver": "overlay2"}},
+		{"layerprobe_backing_fs_reflink", map[string]string{"backing_fs": "extfs"}},
+		{"layerprobe_last_success_timestamp_seconds", map[string]string{"mode": "cold"}},
+	} {
+		v, ok := find(series, q.name, q.labels)
+		if !ok || !finite(v) {
+			t.Errorf("%s%v: present %v, value %v", q.name, q.labels, ok, v)
+		}
+	}
+	if v, _ := find(series, "layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "ok"}); v != 1 {
+		t.Errorf("cold ok cycles = %v, want 1", v)
+	}
+	if v, _ := find(series, "layerprobe_cycles_total", map[string]string{"mode": "steady", "result": "ok"}); v != 0 {
+		t.Errorf("steady ok cycles = %v after a cold cycle only, want 0", v)
+	}
+	if _, ok := find(series, "layerprobe_overhead_ratio", map[string]string{"mode": "steady"}); ok {
+		t.Error("steady overhead series exist though no steady cycle ran")
+	}
+	if v, _ := find(series, "layerprobe_backing_fs_reflink", nil); v != 0 {
+		t.Errorf("reflink on ext4 = %v, want 0", v)
+	}
+
+	var ov api.OverheadResponse
+	a.getJSON(t, "/api/v1/overhead?mode=cold", &ov)
+	if len(ov.Engines) != 1 || ov.Engines[0].Mode != "cold" || ov.Engines[0].CopyUp == nil {
+		t.Fatalf("overhead?mode=cold: %+v", ov.Engines)
+	}
+	if n := len(ov.Engines[0].CopyUp.Sizes); n != 3 {
+		t.Errorf("overhead?mode=cold copy_up sizes: %d, want 3", n)
+	}
+	var steady api.OverheadResponse // fresh: Unmarshal keeps fields the JSON lacks
+	a.getJSON(t, "/api/v1/overhead?mode=steady", &steady)
+	if len(steady.Engines) != 1 || steady.Engines[0].Mode != "steady" || steady.Engines[0].CopyUp != nil ||
+		len(steady.Engines[0].Results) != 0 || steady.Engines[0].LastCycleID != 0 {
+		t.Errorf("overhead?mode=steady after a cold cycle only: %+v", steady.Engines)
+	}
+	var detail api.CycleDetail
+	a.getJSON(t, "/api/v1/cycles/"+strconv.FormatInt(cs[0].ID, 10), &detail)
+	if detail.CopyUp == nil || len(detail.CopyUp.Samples) != 3*3*2 || len(detail.Samples) != 3*2 {
+		t.Errorf("cycle detail: copy_up %v, %d fio samples; want 18 copy-up and 6 fio samples", detail.CopyUp != nil, len(detail.Samples))
+	}
+
+	// Only the long-lived probe remains while the agent runs: every fresh
+	// container of the cold rounds is gone.
+	l := newAPI(d.Host).labelled(t)
+	if len(l.Containers) != 1 {
+		t.Errorf("containers while the agent runs: %v; want only the steady probe", l.Containers)
+	}
+	if code, _ := a.stop(); code != 0 {
+		t.Errorf("agent exited %d", code)
+	}
+	if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) != 0 {
+		t.Errorf("left behind after the agent stopped: %+v", l)
+	}
+	checkNoScratchFiles(t, d.DataRoot)
+}
