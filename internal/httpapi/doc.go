@@ -10,6 +10,7 @@
 // The one mutating route, POST /api/v1/cycles, starts a measurement cycle on
 // a process that holds the Docker socket (root-equivalent). It therefore
 // needs a bearer token (off unless --api-token-file is given), is rate
-// limited, and takes no parameters at all: nothing a client sends can reach
-// fio options, file paths or container configuration.
+// limited, and takes no parameter but the mode enum (steady or cold):
+// nothing a client sends can reach fio options, file paths or container
+// configuration.
 package httpapi

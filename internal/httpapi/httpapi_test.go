@@ -123,7 +123,7 @@ func TestBadInputIsA4xx(t *testing.T) {
 		{"POST", "/api/v1/cycles", bearer(testToken), "[]", 400, codeBadParameter, []string{"empty or {}"}},
 		{"POST", "/api/v1/cycles", bearer(testToken), "{} {}", 400, codeBadParameter, []string{"empty or {}"}},
 		{"POST", "/api/v1/cycles", bearer(testToken), `{"engine":"default","fio_options":"--exec_prerun=sh"}`, 400, codeBadParameter,
-			[]string{`"engine"`, `"fio_options"`, "takes no parameters"}},
+			[]string{`"engine"`, `"fio_options"`, "takes no body fields"}},
 		{"POST", "/api/v1/cycles", bearer(testToken), strings.Repeat(" ", MaxBodyBytes) + "{}", 413, codePayloadTooLarge, []string{"1024 bytes"}},
 		{"POST", "/api/v1/cycles?token=" + testToken, nil, "", 401, codeUnauthorized, []string{"Authorization: Bearer"}},
 		{"POST", "/api/v1/cycles", map[string]string{"Authorization": "Bearer"}, "", 401, codeUnauthorized, nil},

@@ -145,7 +145,7 @@ func emptyBody(c *gin.Context) bool {
 	var fields map[string]json.RawMessage
 	if body[0] != '{' || json.Unmarshal(body, &fields) != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter,
-			"the request body must be empty or {}: POST /api/v1/cycles takes no parameters")
+			"the request body must be empty or {}: POST /api/v1/cycles takes no body fields")
 		return false
 	}
 	if len(fields) > 0 {
@@ -155,7 +155,7 @@ func emptyBody(c *gin.Context) bool {
 		}
 		slices.Sort(names)
 		abortError(c, http.StatusBadRequest, codeBadParameter,
-			"unknown body field(s) "+strings.Join(names, ", ")+": POST /api/v1/cycles takes no parameters; "+
+			"unknown body field(s) "+strings.Join(names, ", ")+": POST /api/v1/cycles takes no body fields; "+
 				"the profile, engines and targets come from the agent's configuration")
 		return false
 	}
