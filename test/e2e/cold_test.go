@@ -3,10 +3,14 @@ package e2e
 import (
 	"encoding/json"
 	"math"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,4 +303,86 @@ func TestAgentColdCycle(t *testing.T) {
 		t.Errorf("left behind after the agent stopped: %+v", l)
 	}
 	checkNoScratchFiles(t, d.DataRoot)
+}
+
+// A run killed while a fresh cold container exists leaves it behind; the
+// next run's startup sweep removes it (the owner is dead), and that run
+// leaves nothing either.
+func TestKilledColdRunIsSweptByTheNext(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	dapi := newAPI(d.Host)
+	coldContainers := func() []string {
+		filter := url.QueryEscape(`{"label":["io.layerprobe.mode=cold"]}`)
+		var cs []struct{ Names []string }
+		dapi.get(t, "/containers/json?all=1&filters="+filter, &cs)
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Names...)
+		}
+		return out
+	}
+	cmd := exec.Command(binary, "run", "--mode", "cold", "--rounds", "100", "--log.level", "warn")
+	cmd.Env = lpEnv(t, d.Host)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(coldContainers()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no fresh cold container appeared")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed = true
+	left := coldContainers()
+	if len(left) == 0 {
+		t.Skip("the cold container was removed between the check and the kill; nothing to sweep")
+	}
+
+	res := layerprobe(t, d.Host, 5*time.Minute, "run", "--mode", "cold", "--rounds", "2", "--profile", "smoke", "--log.level", "warn")
+	if res.code != 0 {
+		t.Fatalf("next run exited %d: %s", res.code, res.stderr)
+	}
+	if l := dapi.labelled(t); !l.empty() {
+		t.Errorf("left after the next run (killed run left %v): %+v", left, l)
+	}
+	if pids := fioUnder(d.DataRoot); len(pids) > 0 {
+		t.Errorf("fio processes still running under %s: %v", d.DataRoot, pids)
+	}
+}
+
+// Cold cycles spend the same daily budget: with room for a steady smoke
+// cycle but not for the copy-up files, a cold trigger is skipped before
+// any container starts, and counted under mode="cold".
+func TestColdCycleRespectsTheBudget(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	cfg := strings.Replace(coldAgentConfig, "daily_byte_budget: 0", "daily_byte_budget: 64MiB", 1)
+	s := newAgentSetup(t, d.Host, cfg)
+	a := s.start(t, "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=1h")
+	if code, body := a.do(t, "POST", "/api/v1/cycles?mode=cold", s.token); code != 202 {
+		t.Fatalf("mode=cold: %d %v, want 202", code, body)
+	}
+	cs := a.waitCycles(t, "skipped", 1, 2*time.Minute)
+	if cs[0].Mode != "cold" || cs[0].Reason != "budget_exhausted" {
+		t.Errorf("cycle %+v; want a cold cycle skipped for budget_exhausted", cs[0])
+	}
+	_, series := a.scrape(t)
+	if v, _ := find(series, "layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "skipped"}); v != 1 {
+		t.Errorf("layerprobe_cycles_total{mode=cold,result=skipped} = %v, want 1", v)
+	}
+	if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) > 0 {
+		t.Errorf("a skipped cold cycle created %+v", l)
+	}
+	a.stop()
 }
