@@ -247,23 +247,23 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	// First cycle, then a second one triggered through the API, so that the
 	// counters move while Prometheus watches.
 	waitFor(t, 3*time.Minute, time.Second, "first successful cycle in Prometheus", func() (bool, string) {
-		r := prom.query(t, `layerprobe_cycles_total{result="ok"} >= 1`)
+		r := prom.query(t, `layerprobe_cycles_total{mode=~"steady|", result="ok"} >= 1`)
 		return len(r) == 1, fmt.Sprint(r)
 	})
-	req, _ := http.NewRequest(http.MethodPost, "http://"+agentAddr+"/api/v1/cycles", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST /api/v1/cycles: %s", resp.Status)
-	}
+	triggerCycle(t, agentAddr, token, "")
 	waitFor(t, 3*time.Minute, time.Second, "second successful cycle in Prometheus", func() (bool, string) {
-		r := prom.query(t, `layerprobe_cycles_total{result="ok"} >= 2`)
+		r := prom.query(t, `layerprobe_cycles_total{mode=~"steady|", result="ok"} >= 2`)
 		return len(r) == 1, fmt.Sprint(r)
 	})
+	if agentHasColdProbe {
+		// A cold cycle: fresh containers, fsync and copy-up, so that the
+		// cold panels and the cold alert have series to read.
+		triggerCycle(t, agentAddr, token, "cold")
+		waitFor(t, 5*time.Minute, time.Second, "successful cold cycle in Prometheus", func() (bool, string) {
+			r := prom.query(t, `layerprobe_cycles_total{mode="cold", result="ok"} >= 1`)
+			return len(r) == 1, fmt.Sprint(r)
+		})
+	}
 	// A few more scrapes and rule evaluations after the last change.
 	time.Sleep(8 * time.Second)
 
@@ -275,8 +275,44 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 			t.Errorf("series with job=fsync exist: the scrape setup keeps the agent's job label; rules and dashboards expect exported_job")
 		}
 	})
+	if agentHasColdProbe {
+		t.Run("results carry their mode", func(t *testing.T) {
+			if r := prom.query(t, `layerprobe_overhead_ratio{mode="steady", exported_job="fsync", metric="fsync_p99"}`); len(r) != 3 {
+				t.Errorf("steady fsync_p99 overheads: %d series, want 3 (container, bind, volume)", len(r))
+			}
+			if r := prom.query(t, `layerprobe_overhead_ratio{mode="cold", exported_job="fsync", metric="fsync_p99"}`); len(r) != 1 {
+				t.Errorf("cold fsync_p99 overheads: %d series, want 1 (container)", len(r))
+			}
+			if r := prom.query(t, `layerprobe_overhead_ratio{mode=""}`); len(r) != 0 {
+				t.Errorf("%d overhead series without a mode", len(r))
+			}
+		})
+	}
 	t.Run("rules", func(t *testing.T) { checkRulesLoaded(t, prom) })
 	t.Run("dashboards", func(t *testing.T) { checkDashboardQueries(t, prom, agentAddr) })
+}
+
+// triggerCycle starts a cycle through the REST API (mode "" = the
+// default, steady).
+func triggerCycle(t *testing.T, agentAddr, token, mode string) {
+	t.Helper()
+	u := "http://" + agentAddr + "/api/v1/cycles"
+	if mode != "" {
+		u += "?mode=" + url.QueryEscape(mode)
+	}
+	req, err := http.NewRequest(http.MethodPost, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST %s: %s", u, resp.Status)
+	}
 }
 
 // checkNoCapabilities: the agent process runs with no capability at all and
@@ -468,8 +504,11 @@ func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
 				if err != nil {
 					t.Errorf("%s: %v", key, err)
 				}
+				// Without a cold probe in the agent, cold results cannot be
+				// here; TestSyntheticAgentsInPrometheus runs these queries.
+				mayBeEmpty := allowedEmpty[key] != "" || !agentHasColdProbe && readsCold(ps)
 				for _, s := range ps.selectors {
-					if !live[s.name] {
+					if !live[s.name] && !(coldMetrics[s.name] && !agentHasColdProbe) {
 						t.Errorf("%s: metric %s is not exposed by the agent (not in Prometheus)", key, s.name)
 					}
 				}
@@ -483,7 +522,7 @@ func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
 				switch {
 				case err != nil:
 					t.Errorf("%s: Prometheus refuses %q: %v", key, expr, err)
-				case len(res) == 0 && allowedEmpty[key] == "":
+				case len(res) == 0 && !mayBeEmpty:
 					t.Errorf("%s: no data for %q", key, expr)
 				case len(res) > 0 && allowedEmpty[key] != "":
 					t.Logf("%s: has data although listed as allowed to be empty (%s)", key, allowedEmpty[key])
