@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,14 +29,18 @@ type promServer struct {
 	done chan struct{}
 }
 
-// startPrometheus writes a configuration that scrapes the agent at
-// agentAddr every 2s as job "layerprobe" (the job name of the shipped
+// startPrometheus writes a configuration that scrapes the agents at
+// agentAddrs every 2s as job "layerprobe" (the job name of the shipped
 // scrape configurations, with their default honor_labels) and evaluates the
 // shipped rules every 2s, and starts Prometheus on it.
-func startPrometheus(t *testing.T, agentAddr string) *promServer {
+func startPrometheus(t *testing.T, agentAddrs ...string) *promServer {
 	t.Helper()
 	bin := tool(t, "prometheus")
 	dir := t.TempDir()
+	quoted := make([]string, len(agentAddrs))
+	for i, a := range agentAddrs {
+		quoted[i] = strconv.Quote(a)
+	}
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
@@ -45,8 +50,8 @@ rule_files:
 scrape_configs:
   - job_name: layerprobe
     static_configs:
-      - targets: [%q]
-`, repoPath(rulesFile), agentAddr)
+      - targets: [%s]
+`, repoPath(rulesFile), strings.Join(quoted, ", "))
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -145,6 +150,16 @@ func (p *promServer) tryQuery(t testing.TB, expr string) ([]promSample, error) {
 		Result []promSample `json:"result"`
 	}
 	err := p.get(t, "/api/v1/query", url.Values{"query": {expr}}, &data)
+	return data.Result, err
+}
+
+// tryQueryAt runs an instant query evaluated at ts.
+func (p *promServer) tryQueryAt(t testing.TB, expr string, ts time.Time) ([]promSample, error) {
+	t.Helper()
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	err := p.get(t, "/api/v1/query", url.Values{"query": {expr}, "time": {strconv.FormatFloat(float64(ts.UnixMilli())/1000, 'f', 3, 64)}}, &data)
 	return data.Result, err
 }
 
@@ -451,11 +466,16 @@ func grafanaSubstitutions(uid, agentAddr string) map[string]string {
 	case "layerprobe-fleet":
 		s["$target"] = "container" // a custom variable with one value
 	case "layerprobe-host":
-		// A single value, regex-escaped the way Grafana does it inside a
-		// PromQL string literal (a backslash is written as two).
-		s["$instance"] = strings.ReplaceAll(regexp.QuoteMeta(agentAddr), `\`, `\\`)
+		s["$instance"] = grafanaRegexValue(agentAddr)
 	}
 	return s
+}
+
+// grafanaRegexValue is a single variable value, regex-escaped the way
+// Grafana does it inside a PromQL string literal (a backslash is written as
+// two).
+func grafanaRegexValue(v string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`)
 }
 
 func substitute(expr string, subs map[string]string) string {
