@@ -333,6 +333,7 @@ func checkPanels(t *testing.T, d dashboard, docs, recorded map[string]bool) {
 				t.Errorf("%s: a table's query should be instant with format table", where)
 			}
 			checkExpr(t, where, tg.Expr, docs, recorded, true)
+			checkModes(t, where, d.UID+"/"+name+"/"+tg.RefID, tg.Expr)
 		}
 	}
 }
@@ -420,5 +421,97 @@ func TestDashboardLinks(t *testing.T) {
 	}
 	if links == 0 {
 		t.Error("no links between the dashboards (the fleet tables should link hosts to their detail)")
+	}
+}
+
+// TestSumsOverModesNamesQueries: every exception of sumsOverModes names an
+// alert or a dashboard query that exists.
+func TestSumsOverModesNamesQueries(t *testing.T) {
+	known := map[string]bool{}
+	for _, r := range loadRules(t) {
+		known[r.Alert] = true
+	}
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.dataPanels() {
+			for _, tg := range p.Targets {
+				known[d.UID+"/"+p.Title+"/"+tg.RefID] = true
+			}
+		}
+	}
+	for k := range sumsOverModes {
+		if !known[k] {
+			t.Errorf("sumsOverModes names %s, which is no alert or dashboard query", k)
+		}
+	}
+}
+
+// TestDashboardsShowColdResults: the cold probe's results have their
+// panels: on the host dashboard the cold fsync overhead next to the steady
+// one, copy-up latency, copy-up cost per MiB, reflink and cold cycles; on
+// the fleet dashboard the cold overhead and copy-up cost per host.
+func TestDashboardsShowColdResults(t *testing.T) {
+	type want struct {
+		uid, what string
+		ok        func(p panel, s selector) bool
+	}
+	coldOverhead := func(_ panel, s selector) bool {
+		return s.name == "layerprobe_overhead_ci_low_ratio" && s.has("mode", "=", "cold") && s.has("exported_job", "=", "fsync")
+	}
+	perMiB := func(p panel, s selector) bool {
+		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "layerprobe_copyup_cost_seconds_per_byte") && !strings.Contains(tg.Expr, "* 1048576") {
+				return false
+			}
+		}
+		return s.name == "layerprobe_copyup_cost_seconds_per_byte"
+	}
+	wants := []want{
+		{"layerprobe-host", "cold fsync overhead with its interval", coldOverhead},
+		{"layerprobe-host", "steady fsync overhead in the same panel as the cold one", nil},
+		{"layerprobe-host", "copy-up latency", func(_ panel, s selector) bool { return s.name == "layerprobe_copyup_latency_seconds" }},
+		{"layerprobe-host", "copy-up cost per MiB", perMiB},
+		{"layerprobe-host", "reflink", func(_ panel, s selector) bool { return s.name == "layerprobe_backing_fs_reflink" }},
+		{"layerprobe-host", "cold cycles", func(_ panel, s selector) bool {
+			return s.name == "layerprobe_cycles_total" && s.has("mode", "=", "cold")
+		}},
+		{"layerprobe-fleet", "cold fsync overhead per host", coldOverhead},
+		{"layerprobe-fleet", "copy-up cost per MiB per host", perMiB},
+	}
+	byUID := map[string]dashboard{}
+	for _, d := range loadDashboards(t) {
+		byUID[d.UID] = d
+	}
+	for _, w := range wants {
+		found := false
+		for _, p := range byUID[w.uid].dataPanels() {
+			var sels []selector
+			for _, tg := range p.Targets {
+				ps, err := scanPromQL(tg.Expr)
+				if err != nil {
+					t.Fatalf("%s/%s: %v", w.uid, p.Title, err)
+				}
+				sels = append(sels, ps.selectors...)
+			}
+			if w.ok == nil { // the steady overhead beside the cold one
+				cold, steady := false, false
+				for _, s := range sels {
+					cold = cold || coldOverhead(p, s)
+					steady = steady || s.name == "layerprobe_overhead_ci_low_ratio" && s.has("mode", "=~", "steady|")
+				}
+				found = found || cold && steady
+				continue
+			}
+			for _, s := range sels {
+				if w.ok(p, s) {
+					found = true
+					if strings.Contains(s.name, "copyup") && p.FieldConfig.Defaults.Unit != "s" && p.Type != "table" {
+						t.Errorf("%s/%s: unit %q, want s", w.uid, p.Title, p.FieldConfig.Defaults.Unit)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no panel shows the %s", w.uid, w.what)
+		}
 	}
 }

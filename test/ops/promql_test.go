@@ -290,6 +290,79 @@ var seriesLabels = map[string]bool{
 	"metric": true, "op": true, "percentile": true, "result": true, "reason": true, "backing_fs": true,
 	"engine_version": true, "data_root": true, "fio_version": true, "version": true, "revision": true,
 	"goversion": true, "alertname": true, "alertstate": true, "severity": true,
+	"mode": true, "size_bytes": true,
+}
+
+// modeMetrics are the series that carry the mode label (docs/metrics.md):
+// "steady" for the scheduled cycles, "cold" for the cold probe. Absent on
+// agents from before the label.
+var modeMetrics = map[string]bool{
+	"layerprobe_overhead_ratio": true, "layerprobe_overhead_ci_low_ratio": true, "layerprobe_overhead_ci_high_ratio": true,
+	"layerprobe_iops": true, "layerprobe_bandwidth_bytes_per_second": true, "layerprobe_latency_seconds": true,
+	"layerprobe_cycles_total": true, "layerprobe_cycle_duration_seconds": true, "layerprobe_last_success_timestamp_seconds": true,
+}
+
+// coldMetrics exist only where the cold probe has run.
+var coldMetrics = map[string]bool{
+	"layerprobe_copyup_latency_seconds": true, "layerprobe_copyup_cost_seconds_per_byte": true, "layerprobe_backing_fs_reflink": true,
+}
+
+// The two mode selections the rules and dashboards use: steady state
+// (which also matches agents from before the mode label, whose series have
+// no mode at all) and the cold probe.
+var (
+	steadyMatcher = matcher{"mode", "=~", "steady|"}
+	coldMatcher   = matcher{"mode", "=", "cold"}
+)
+
+// sumsOverModes are the alerts and dashboard queries (uid/title/refId)
+// that read a mode-carrying series without selecting a mode, on purpose.
+var sumsOverModes = map[string]string{
+	"LayerprobeCyclesFailing":                    "failed steady and cold cycles count together",
+	"layerprobe-fleet/Agent health per engine/C": "ok cycles of both modes: the table's cycle counts are the agent's health",
+	"layerprobe-fleet/Agent health per engine/D": "failed cycles of both modes, like LayerprobeCyclesFailing",
+}
+
+// readsCold says whether an expression reads results of the cold probe.
+func readsCold(p parsedExpr) bool {
+	for _, s := range p.selectors {
+		if coldMetrics[s.name] || s.has(coldMatcher.label, coldMatcher.op, coldMatcher.value) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkModes: every selector of a mode-carrying series selects steady
+// state or the cold probe, with one of the two shared matchers, unless the
+// expression is listed in sumsOverModes. Steady panels and alerts must
+// never see cold results.
+func checkModes(t *testing.T, where, key, expr string) {
+	t.Helper()
+	p, err := scanPromQL(expr)
+	if err != nil {
+		return // checkExpr reports it
+	}
+	for _, s := range p.selectors {
+		if !modeMetrics[s.name] {
+			continue
+		}
+		var modes []matcher
+		for _, m := range s.matchers {
+			if m.label == "mode" {
+				modes = append(modes, m)
+			}
+		}
+		switch {
+		case len(modes) == 0 && sumsOverModes[key] == "":
+			t.Errorf("%s: %s selects no mode: steady and cold results would mix (add %s%s%q or %s%s%q)",
+				where, s.name, steadyMatcher.label, steadyMatcher.op, steadyMatcher.value, coldMatcher.label, coldMatcher.op, coldMatcher.value)
+		case len(modes) > 0 && sumsOverModes[key] != "":
+			t.Errorf("%s: listed in sumsOverModes but %s selects a mode", where, s.name)
+		case len(modes) > 1 || len(modes) == 1 && modes[0] != steadyMatcher && modes[0] != coldMatcher:
+			t.Errorf("%s: %s: mode matchers %v, want exactly one of %v and %v", where, s.name, modes, steadyMatcher, coldMatcher)
+		}
+	}
 }
 
 func TestScanPromQL(t *testing.T) {
