@@ -238,8 +238,8 @@ func checkImageSeries(t *testing.T, series map[string][]expSample, fioVersion st
 			t.Errorf("layerprobe_written_bytes_total{target=%q} = %v (present %v)", tg, v, ok)
 		}
 	}
-	if v, ok := findSample(series, "layerprobe_cycles_total", map[string]string{"result": "ok"}); !ok || v < 1 {
-		t.Errorf("layerprobe_cycles_total{result=ok} = %v (present %v)", v, ok)
+	if v, ok := findSample(series, "layerprobe_cycles_total", map[string]string{"result": "ok", "mode": "steady"}); !ok || v < 1 {
+		t.Errorf("layerprobe_cycles_total{result=ok,mode=steady} = %v (present %v)", v, ok)
 	}
 	for _, name := range []string{"layerprobe_cycle_duration_seconds", "layerprobe_last_success_timestamp_seconds",
 		"layerprobe_daily_budget_bytes", "layerprobe_budget_used_bytes", "layerprobe_build_info"} {

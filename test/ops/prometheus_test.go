@@ -384,14 +384,13 @@ var sensitized = map[string]struct {
 	"LayerprobeColdFsyncOverheadHigh": {`\) > 1\s*$`, `) > -100`, 1},
 }
 
-// agentHasColdProbe says whether the agent built from this tree publishes
-// the cold probe's results (mode="cold", copy-up, reflink). While it does
-// not, TestPrometheusScrapesAgent runs steady cycles only: queries that read
-// cold results may be empty there and the cold alert's selectors are not
-// sensitized against it; TestSyntheticAgentsInPrometheus proves them
-// against synthetic cold series instead. When it does, the test also runs
-// a cold cycle and requires all of it.
-const agentHasColdProbe = false
+// agentHasColdProbe: the agent built from this tree publishes the cold
+// probe's results (mode="cold", copy-up, reflink), so TestPrometheusScrapesAgent
+// runs a cold cycle and requires every cold panel and the cold alert's
+// selectors to read real series. Setting it to false runs steady cycles only,
+// for an agent built without the cold probe; TestSyntheticAgentsInPrometheus
+// covers the cold queries with synthetic series either way.
+const agentHasColdProbe = true
 
 func checkRulesLoaded(t *testing.T, prom *promServer) {
 	var data struct {
