@@ -781,8 +781,8 @@ func fmtMicros(sec float64) string {
 	if math.IsNaN(sec) {
 		return "n/a"
 	}
-	if sec >= 0.01 {
-		return fmt.Sprintf("%.1f ms", sec*1e3)
+	if sec >= 1e-3 {
+		return fmt.Sprintf("%.2f ms", sec*1e3)
 	}
 	return fmt.Sprintf("%.0f µs", sec*1e6)
 }
