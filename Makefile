@@ -9,8 +9,13 @@ TEST_TIMEOUT  ?= 30m
 
 all: build
 
+# nomsgpack drops gin's MessagePack codec, which layerprobe never uses:
+# about 6 MiB less code and read-only data mapped into the agent, 3 MiB
+# less resident memory (docs/benchmarks.md, footprint).
+GO_TAGS       ?= nomsgpack
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/layerprobe
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -o $(BIN) ./cmd/layerprobe
 
 deps:
 	./scripts/install-deps.sh
