@@ -112,11 +112,14 @@ func runAgent(ctx context.Context, cfg *config.Config, o agentOptions, logger *s
 	if os.Geteuid() == 0 {
 		logger.Info("running as root; the agent needs no capability, only the Docker socket and its directories (see docs/security.md for running without root)")
 	}
+	mem := agentMemoryTuning(os.Getenv)
+	mem.apply(logger)
 	a, err := agent.New(agent.Options{
 		Config: cfg, Logger: logger, APIToken: token, LockPath: lockPath(),
 		ThrottleWriteIOPS: testThrottleIOPS(),
 		JobTimeout:        testJobTimeout(),
 		FirstCycleDelay:   testFirstCycleDelay(),
+		KeepFreedMemory:   !mem.releaseAfterCycle,
 		WebFlags: &web.FlagConfig{
 			WebListenAddresses: &o.ListenAddresses,
 			WebSystemdSocket:   &o.SystemdSocket,

@@ -44,3 +44,11 @@ func testFirstCycleDelay() time.Duration {
 	}
 	return d
 }
+
+// testMemoryTuning reads LAYERPROBE_TEST_MEMORY_TUNING: "off" runs the
+// agent without its memory tuning (memory.go), so the footprint benchmark
+// can measure the agent before and after it with one binary. Environment
+// only, like the others.
+func testMemoryTuning(getenv func(string) string) bool {
+	return getenv("LAYERPROBE_TEST_MEMORY_TUNING") != "off"
+}

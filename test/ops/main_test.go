@@ -124,7 +124,8 @@ func agentBinary(t testing.TB) string {
 			return
 		}
 		bin := filepath.Join(buildDir, "layerprobe")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/layerprobe")
+		// The tags of `make build`: test the binary that ships.
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "nomsgpack", "-o", bin, "./cmd/layerprobe")
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

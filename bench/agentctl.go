@@ -1,0 +1,476 @@
+//go:build bench
+
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/report"
+)
+
+// agentToken is the trigger token of the agents the benchmark starts.
+const agentToken = "bench-token-0123456789abcdef0123"
+
+// agentDir is one agent's directory: config.yml, token and state/. The
+// state directory (history and detector state) can be copied to another
+// agentDir so several runs start from one learned baseline.
+type agentDir struct {
+	dir string
+}
+
+func newAgentDir(dir, configYAML string) (agentDir, error) {
+	a := agentDir{dir: dir}
+	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
+		return a, fmt.Errorf("agent dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(configYAML), 0o600); err != nil {
+		return a, fmt.Errorf("agent config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(agentToken+"\n"), 0o600); err != nil {
+		return a, fmt.Errorf("agent token: %w", err)
+	}
+	return a, nil
+}
+
+// cloneState copies this directory's state (the agent must be stopped)
+// into a fresh agentDir with the same configuration.
+func (a agentDir) cloneState(dir string) (agentDir, error) {
+	cfg, err := os.ReadFile(filepath.Join(a.dir, "config.yml"))
+	if err != nil {
+		return agentDir{}, fmt.Errorf("read config: %w", err)
+	}
+	n, err := newAgentDir(dir, string(cfg))
+	if err != nil {
+		return n, err
+	}
+	src := filepath.Join(a.dir, "state")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return n, fmt.Errorf("read state dir: %w", err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return n, fmt.Errorf("copy state: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(n.dir, "state", e.Name()), b, 0o600); err != nil {
+			return n, fmt.Errorf("copy state: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// syncBuffer collects a child's output while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// benchAgent is a running `layerprobe agent`. Its scheduled cycles are an
+// hour away (LAYERPROBE_TEST_FIRST_CYCLE_DELAY, interval 1h): every cycle
+// the benchmark counts is started with POST /api/v1/cycles, one after the
+// other, so the cycles are back to back and none is missed or doubled.
+type benchAgent struct {
+	cmd     *exec.Cmd
+	base    string
+	log     *syncBuffer
+	done    chan struct{}
+	http    *http.Client
+	started time.Time
+}
+
+func startBenchAgent(ctx context.Context, bin string, d agentDir, host, lockFile string, env ...string) (*benchAgent, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("free port: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	args := []string{"agent", "--config", filepath.Join(d.dir, "config.yml"), "--web.listen-address", addr,
+		"--api-token-file", filepath.Join(d.dir, "token"), "--state-dir", filepath.Join(d.dir, "state"),
+		"--log.format", "json"}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(lpBaseEnv(host, lockFile), "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=24h"), env...)
+	a := &benchAgent{cmd: cmd, base: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{}),
+		http: &http.Client{Timeout: 30 * time.Second}, started: time.Now()}
+	cmd.Stdout, cmd.Stderr = a.log, a.log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agent: %w", err)
+	}
+	go func() { _ = cmd.Wait(); close(a.done) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := a.http.Get(a.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return a, nil
+			}
+		}
+		select {
+		case <-a.done:
+			return nil, fmt.Errorf("agent exited at start:\n%s", lastLines(a.log.String(), 30))
+		case <-ctx.Done():
+			a.stop()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			a.stop()
+			return nil, fmt.Errorf("agent not ready within a minute:\n%s", lastLines(a.log.String(), 30))
+		}
+	}
+}
+
+// stop ends the agent with SIGTERM (it stops fio and removes its probe
+// container) and SIGKILL after a minute; it keeps the log at logPath.
+func (a *benchAgent) stop() {
+	select {
+	case <-a.done:
+	default:
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-a.done:
+		case <-time.After(time.Minute):
+			_ = a.cmd.Process.Kill()
+			<-a.done
+		}
+	}
+}
+
+func (a *benchAgent) saveLog(path string) {
+	_ = os.WriteFile(path, []byte(a.log.String()), 0o600)
+}
+
+func (a *benchAgent) getJSON(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("GET %s: decode: %w", path, err)
+	}
+	return nil
+}
+
+// scrape returns the layerprobe_ families of /metrics.
+func (a *benchAgent) scrape(ctx context.Context) (map[string]*familyView, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape: %w", err)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape: %w", err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape: parse: %w", err)
+	}
+	out := map[string]*familyView{}
+	for name, f := range fams {
+		fv := &familyView{}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			v := math.NaN()
+			switch {
+			case m.GetGauge() != nil:
+				v = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetUntyped() != nil:
+				v = m.GetUntyped().GetValue()
+			}
+			fv.series = append(fv.series, seriesView{labels, v})
+		}
+		out[name] = fv
+	}
+	return out, nil
+}
+
+type seriesView struct {
+	labels map[string]string
+	value  float64
+}
+
+type familyView struct{ series []seriesView }
+
+// sum adds every series of the family.
+func (f *familyView) sum() float64 {
+	if f == nil {
+		return 0
+	}
+	var s float64
+	for _, x := range f.series {
+		s += x.value
+	}
+	return s
+}
+
+// byLabel maps one label's values to the series' values.
+func (f *familyView) byLabel(label string) map[string]float64 {
+	out := map[string]float64{}
+	if f == nil {
+		return out
+	}
+	for _, x := range f.series {
+		out[x.labels[label]] = x.value
+	}
+	return out
+}
+
+// trigger starts a cycle: POST /api/v1/cycles until it is accepted. 409
+// (a cycle, or its confirmation, still runs) and 429 (the trigger's rate
+// limit) are waited out.
+func (a *benchAgent) trigger(ctx context.Context) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/api/v1/cycles", nil)
+		if err != nil {
+			return fmt.Errorf("trigger: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+agentToken)
+		resp, err := a.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("trigger: %w", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			return nil
+		case http.StatusConflict, http.StatusTooManyRequests:
+		default:
+			return fmt.Errorf("trigger: %s: %s", resp.Status, b)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("trigger: still %s after 10 minutes", resp.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.done:
+			return fmt.Errorf("agent exited:\n%s", lastLines(a.log.String(), 30))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// cycleOutcome is one triggered cycle with its confirmation, if any.
+type cycleOutcome struct {
+	cycles     []api.CycleDetail // the measurement cycle first
+	regression map[string]float64
+}
+
+// runCycle triggers one cycle and waits until the agent has published its
+// outcome. The agent publishes its metrics once per cycle run, after the
+// confirmation cycle a suspicion starts, so a change of
+// layerprobe_cycles_total means that the cycle and its confirmation are
+// over and layerprobe_fsync_regression is their verdict.
+func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycleOutcome, error) {
+	fams, err := a.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	before := fams["layerprobe_cycles_total"].sum()
+	var listed api.CyclesResponse
+	if err := a.getJSON(ctx, "/api/v1/cycles?limit=1", &listed); err != nil {
+		return nil, err
+	}
+	var lastID int64
+	if len(listed.Cycles) > 0 {
+		lastID = listed.Cycles[0].ID
+	}
+	if err := a.trigger(ctx); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-a.done:
+			return nil, fmt.Errorf("agent exited:\n%s", lastLines(a.log.String(), 30))
+		case <-time.After(500 * time.Millisecond):
+		}
+		fams, err = a.scrape(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if fams["layerprobe_cycles_total"].sum() > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("cycle not over within %s:\n%s", timeout, lastLines(a.log.String(), 20))
+		}
+	}
+	out := &cycleOutcome{regression: fams["layerprobe_fsync_regression"].byLabel("target")}
+	if err := a.getJSON(ctx, "/api/v1/cycles?limit=10", &listed); err != nil {
+		return nil, err
+	}
+	// Newest first; this run's cycles are the ones after lastID.
+	for i := len(listed.Cycles) - 1; i >= 0; i-- {
+		c := listed.Cycles[i]
+		if c.ID <= lastID {
+			continue
+		}
+		var d api.CycleDetail
+		if err := a.getJSON(ctx, fmt.Sprintf("/api/v1/cycles/%d", c.ID), &d); err != nil {
+			return nil, err
+		}
+		out.cycles = append(out.cycles, d)
+	}
+	if len(out.cycles) == 0 || out.cycles[0].Trigger != "api" {
+		return nil, fmt.Errorf("no triggered cycle after cycle %d: %+v", lastID, listed.Cycles)
+	}
+	return out, nil
+}
+
+// events parses the detector events out of the agent's JSON log.
+func (a *benchAgent) events() []eventObs {
+	var out []eventObs
+	sc := bufio.NewScanner(strings.NewReader(a.log.String()))
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var l struct {
+			Time    string   `json:"time"`
+			Msg     string   `json:"msg"`
+			Target  string   `json:"target"`
+			Targets []string `json:"targets"`
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(l.Msg, "fsync regression suspected"):
+			out = append(out, eventObs{Time: l.Time, Event: "suspected", Targets: l.Targets})
+		case l.Msg == "fsync regression confirmed":
+			out = append(out, eventObs{Time: l.Time, Event: "confirmed", Targets: []string{l.Target}})
+		case l.Msg == "fsync regression over":
+			out = append(out, eventObs{Time: l.Time, Event: "recovered", Targets: []string{l.Target}})
+		}
+	}
+	return out
+}
+
+// seriesRun records the cycles of one agent into an agentSeries; phase
+// labels them.
+type seriesRun struct {
+	agent   *benchAgent
+	phase   string
+	timeout time.Duration
+}
+
+// one runs a measurement cycle (with its confirmation) and appends it to s.
+func (r seriesRun) one(ctx context.Context, s *agentSeries, index int) (*cycleOutcome, error) {
+	o, err := r.agent.runCycle(ctx, r.timeout)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range o.cycles {
+		co := cycleObs{ID: c.ID, Trigger: c.Trigger, Index: index, Phase: r.phase, Result: c.Result, Reason: c.Reason,
+			StartedAt: c.StartedAt.UTC().Format(time.RFC3339), DurationSeconds: c.DurationSeconds,
+			Rounds: c.Rounds, BytesWritten: c.BytesWritten}
+		if i == 0 {
+			co.Regression = o.regression
+		}
+		co.Published = publishedOf(c.Results)
+		s.Cycles = append(s.Cycles, co)
+		s.Rounds = append(s.Rounds, roundsOf(c.ID, c.Samples)...)
+	}
+	return o, nil
+}
+
+// publishedOf keeps the headline overhead of every target and job the
+// agent published after a cycle (over its window of recent rounds).
+func publishedOf(rs []report.Result) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range rs {
+		if o, ok := r.Overhead[headlineOf(r.Job)]; ok && !math.IsNaN(o.Ratio) && !math.IsInf(o.Ratio, 0) {
+			out[r.Target+"/"+r.Job] = o.Ratio
+		}
+	}
+	return out
+}
+
+// roundsOf pairs every target's headline figure with the host's in the
+// same round. Rounds without both figures are left out.
+func roundsOf(cycleID int64, samples []report.Sample) []roundObs {
+	type key struct {
+		round int
+		job   fio.Workload
+	}
+	host := map[key]float64{}
+	for _, s := range samples {
+		if s.Target == "host" && s.OK() {
+			host[key{s.Round, s.Workload}] = report.MetricValue(report.HeadlineMetric(s.Workload), s.Result)
+		}
+	}
+	var out []roundObs
+	for _, s := range samples {
+		if s.Target == "host" || !s.OK() {
+			continue
+		}
+		m := report.HeadlineMetric(s.Workload)
+		h, ok := host[key{s.Round, s.Workload}]
+		v := report.MetricValue(m, s.Result)
+		if !ok || !(h > 0) || !(v > 0) || math.IsInf(h, 0) || math.IsInf(v, 0) {
+			continue
+		}
+		out = append(out, roundObs{CycleID: cycleID, Round: s.Round, Target: s.Target, Job: string(s.Workload),
+			Metric: m, Host: h, Value: v})
+	}
+	return out
+}

@@ -1,0 +1,958 @@
+//go:build bench
+
+package bench
+
+import (
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/procfs"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"golang.org/x/sys/unix"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// The footprint measurement: the agent's memory and CPU while idle and
+// during a cycle, and the latency of its two read routes under a fixed
+// request rate, next to Debian's prometheus-node-exporter under the same
+// load. Every figure comes from a real process: the agent binary against a
+// private dockerd, sampled through /proc, loaded from this (second) process.
+
+// nodeExporterBin is Debian's node_exporter, the reference the issue names.
+const nodeExporterBin = "/usr/bin/prometheus-node-exporter"
+
+// footprintToken is the bearer token of the measured agents' trigger route.
+const footprintToken = "footprint-token-0123456789abcdef"
+
+// rssTargetBytes is the idle RSS target: 30 MiB.
+const rssTargetBytes = 30 << 20
+
+// procSample is one reading of /proc/PID/status and /proc/PID/stat.
+type procSample struct {
+	T        float64 `json:"t"`     // seconds since the process started
+	Phase    string  `json:"phase"` // idle, cycle, settle, load
+	RSS      uint64  `json:"rss_bytes"`
+	HWM      uint64  `json:"hwm_bytes"` // peak RSS so far
+	Anon     uint64  `json:"rss_anon_bytes"`
+	File     uint64  `json:"rss_file_bytes"` // mapped pages of the binary, mostly
+	CPUTotal float64 `json:"cpu_seconds"`    // utime+stime since start
+}
+
+// loadResult is one constant-rate attack on one route.
+type loadResult struct {
+	Server      string   `json:"server"` // layerprobe, node_exporter
+	Path        string   `json:"path"`
+	Rate        int      `json:"rate"` // requests per second
+	Seconds     float64  `json:"seconds"`
+	Requests    uint64   `json:"requests"`
+	Success     float64  `json:"success"` // share of 2xx/3xx answers
+	P50Ms       float64  `json:"p50_ms"`
+	P99Ms       float64  `json:"p99_ms"`
+	MaxMs       float64  `json:"max_ms"`
+	Errors      int      `json:"errors"` // requests without a 2xx/3xx answer
+	ErrorKinds  []string `json:"error_kinds,omitempty"`
+	MeanBytes   float64  `json:"mean_bytes"`   // response body size
+	CPUPercent  float64  `json:"cpu_percent"`  // server CPU during the attack (100 = one core)
+	RSSAfter    uint64   `json:"rss_after"`    // server RSS right after the attack
+	ServerLabel string   `json:"server_label"` // for tables: which variant served
+}
+
+// variantResult is one agent run: one binary with one environment.
+type variantResult struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Env         []string `json:"env,omitempty"` // runtime settings that differ
+	BinaryBytes int64    `json:"binary_bytes"`
+	MappedBytes int64    `json:"mapped_bytes"` // read-only PT_LOAD segments: code and read-only data
+	BuildTags   string   `json:"build_tags"`
+
+	Idle            procSample   `json:"idle"` // end of the idle phase, before any cycle
+	IdleCPUPercent  float64      `json:"idle_cpu_percent"`
+	Cycles          int          `json:"cycles"`
+	CycleSeconds    float64      `json:"cycle_seconds"`
+	CycleCPUSeconds float64      `json:"cycle_cpu_seconds"`
+	CycleCPUPercent float64      `json:"cycle_cpu_percent"`
+	CyclePeakRSS    uint64       `json:"cycle_peak_rss_bytes"`
+	AfterCycle      procSample   `json:"after_cycle"` // end of the settle phase after the cycles
+	SettleCPU       float64      `json:"settle_cpu_percent"`
+	Load            []loadResult `json:"load,omitempty"`
+	AfterLoad       procSample   `json:"after_load"`
+	Samples         []procSample `json:"samples"`
+}
+
+// footprintResult is what measureFootprint returns.
+type footprintResult struct {
+	Short         bool            `json:"short"`
+	Profile       string          `json:"profile"`
+	IdleSeconds   float64         `json:"idle_seconds"`
+	SettleSeconds float64         `json:"settle_seconds"`
+	LoadSeconds   float64         `json:"load_seconds"`
+	Rates         []int           `json:"rates"`
+	Variants      []variantResult `json:"variants"`
+	NodeExporter  []loadResult    `json:"node_exporter"`
+	NodeExporterV string          `json:"node_exporter_version"`
+	NodeExpIdle   procSample      `json:"node_exporter_idle"`
+}
+
+// footprintPlan is how long each phase lasts.
+type footprintPlan struct {
+	profile string
+	rounds  int
+	cycles  int
+	idle    time.Duration
+	settle  time.Duration
+	load    time.Duration
+	rates   []int
+}
+
+func planFor(short bool) footprintPlan {
+	if short {
+		return footprintPlan{profile: "smoke", rounds: 1, cycles: 1, idle: 8 * time.Second,
+			settle: 10 * time.Second, load: 3 * time.Second, rates: []int{20, 100}}
+	}
+	// About 15 minutes for the three variants and node_exporter.
+	return footprintPlan{profile: "quick", rounds: 2, cycles: 1, idle: 60 * time.Second,
+		settle: 60 * time.Second, load: 30 * time.Second, rates: []int{20, 100}}
+}
+
+// agentVariant is one way to run the agent.
+type agentVariant struct {
+	name, description string
+	env               []string
+	bin               string
+	load              bool // run the latency attacks on this variant
+}
+
+// buildTagsNote is how the agent's release build is made smaller.
+const buildTagsNote = "nomsgpack"
+
+// footprintVariants are measured in this order. "before" is the agent as it
+// was before its memory work: built without the nomsgpack tag, so gin's
+// MessagePack codec (about 6 MiB of code and tables) is mapped, and run
+// with the memory tuning off. Building it here from the same source keeps
+// both figures in one run on one daemon.
+func footprintVariants(agentBin, beforeBin string, short bool) []agentVariant {
+	vs := []agentVariant{{name: "before",
+		description: "built without `-tags " + buildTagsNote + "`, memory tuning off (`LAYERPROBE_TEST_MEMORY_TUNING=off`)",
+		env:         []string{"LAYERPROBE_TEST_MEMORY_TUNING=off"}, bin: beforeBin, load: true}}
+	if !short {
+		vs = append(vs, agentVariant{name: "tuning only",
+			description: "built without `-tags " + buildTagsNote + "`, memory tuning on", bin: beforeBin})
+	}
+	return append(vs, agentVariant{name: "after", description: "the binary under test (`make build`), memory tuning on",
+		bin: agentBin, load: true})
+}
+
+// measureFootprint runs the agent variants and node_exporter on this
+// machine and returns their footprint. dockerHost is a private daemon's
+// socket URL; workDir holds the agents' configuration and state.
+func measureFootprint(ctx context.Context, t testing.TB, agentBin, dockerHost, workDir string, short bool) (*footprintResult, error) {
+	plan := planFor(short)
+	res := &footprintResult{Short: short, Profile: plan.profile, IdleSeconds: plan.idle.Seconds(),
+		SettleSeconds: plan.settle.Seconds(), LoadSeconds: plan.load.Seconds(), Rates: plan.rates}
+	beforeBin := filepath.Join(workDir, "layerprobe-before")
+	if err := buildBefore(ctx, beforeBin); err != nil {
+		return nil, err
+	}
+	for _, v := range footprintVariants(agentBin, beforeBin, short) {
+		t.Logf("footprint: agent variant %s", v.name)
+		vr, err := measureAgent(ctx, t, v.bin, dockerHost, filepath.Join(workDir, "footprint-"+strings.ReplaceAll(v.name, " ", "-")), v, plan)
+		if err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.name, err)
+		}
+		res.Variants = append(res.Variants, *vr)
+	}
+	t.Logf("footprint: node_exporter")
+	ne, idle, version, err := measureNodeExporter(ctx, t, workDir, plan)
+	if err != nil {
+		return nil, fmt.Errorf("node_exporter: %w", err)
+	}
+	res.NodeExporter, res.NodeExpIdle, res.NodeExporterV = ne, idle, version
+	return res, nil
+}
+
+// buildBefore builds the agent from this module's source the way it was
+// built before the nomsgpack tag.
+func buildBefore(ctx context.Context, out string) error {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("locate the module: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/layerprobe")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the before binary: %w: %s", err, b)
+	}
+	return nil
+}
+
+// dropPageCache writes back and evicts path's pages from the page cache.
+func dropPageCache(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("drop page cache: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("drop page cache of %s: %w", path, err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("drop page cache of %s: %w", path, err)
+	}
+	return nil
+}
+
+// binaryInfo is the size of a binary, what of it is mapped read-only (code
+// and read-only data, the pages that count as file RSS) and its build tags.
+func binaryInfo(path string) (size, mapped int64, tags string, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("binary: %w", err)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("binary %s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_W == 0 {
+			mapped += int64(p.Memsz)
+		}
+	}
+	if bi, err := buildinfo.ReadFile(path); err == nil {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				tags = s.Value
+			}
+		}
+	}
+	return fi.Size(), mapped, tags, nil
+}
+
+// proc is a started process whose footprint is sampled.
+type proc struct {
+	cmd     *exec.Cmd
+	pid     int
+	started time.Time
+	done    chan struct{}
+	log     *lockedBuffer
+
+	mu       sync.Mutex
+	samples  []procSample
+	phase    string
+	interval time.Duration
+	stopSamp chan struct{}
+	sampDone chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startProc(name string, args, env []string) (*proc, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	p := &proc{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{}), phase: "start",
+		interval: time.Second, stopSamp: make(chan struct{}), sampDone: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p.pid, p.started = cmd.Process.Pid, time.Now()
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	go p.sampleLoop()
+	return p, nil
+}
+
+// setPhase labels the following samples and sets how often they are taken.
+func (p *proc) setPhase(phase string, every time.Duration) {
+	p.mu.Lock()
+	p.phase, p.interval = phase, every
+	p.mu.Unlock()
+	p.sample()
+}
+
+func (p *proc) sampleLoop() {
+	defer close(p.sampDone)
+	for {
+		p.mu.Lock()
+		every := p.interval
+		p.mu.Unlock()
+		select {
+		case <-p.stopSamp:
+			return
+		case <-p.done:
+			return
+		case <-time.After(every):
+			p.sample()
+		}
+	}
+}
+
+// sample reads the process's memory and CPU and records them.
+func (p *proc) sample() procSample {
+	s, err := readProc(p.pid)
+	if err != nil {
+		return procSample{}
+	}
+	s.T = time.Since(p.started).Seconds()
+	p.mu.Lock()
+	s.Phase = p.phase
+	p.samples = append(p.samples, s)
+	p.mu.Unlock()
+	return s
+}
+
+func readProc(pid int) (procSample, error) {
+	fs, err := procfs.NewProc(pid)
+	if err != nil {
+		return procSample{}, fmt.Errorf("proc %d: %w", pid, err)
+	}
+	st, err := fs.NewStatus()
+	if err != nil {
+		return procSample{}, fmt.Errorf("proc %d status: %w", pid, err)
+	}
+	stat, err := fs.Stat()
+	if err != nil {
+		return procSample{}, fmt.Errorf("proc %d stat: %w", pid, err)
+	}
+	return procSample{RSS: st.VmRSS, HWM: st.VmHWM, Anon: st.RssAnon, File: st.RssFile, CPUTotal: stat.CPUTime()}, nil
+}
+
+// stop ends the process with SIGTERM (SIGKILL after 30 s) and the sampler.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	close(p.stopSamp)
+	<-p.sampDone
+}
+
+func (p *proc) allSamples() []procSample {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]procSample(nil), p.samples...)
+}
+
+// cpuPercent is the CPU used between two samples, 100 = one core.
+func cpuPercent(a, b procSample) float64 {
+	if b.T <= a.T {
+		return 0
+	}
+	return 100 * (b.CPUTotal - a.CPUTotal) / (b.T - a.T)
+}
+
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// waitHTTP waits until url answers 200 or the process exits.
+func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited at start:\n%s", tail(p.log.String(), 40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not answer within %s:\n%s", url, timeout, tail(p.log.String(), 40))
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func footprintConfig(plan footprintPlan) string {
+	// Every busy-host guard off, as in the end-to-end tests: the cycles run
+	// whatever else the machine does. The schedule is an hour away; the
+	// cycles measured are the ones triggered over the API.
+	return fmt.Sprintf(`profile: %s
+agent:
+  interval: 1h
+  jitter: 0
+  rounds_per_cycle: %d
+  window_rounds: 6
+  daily_byte_budget: 0
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s
+`, plan.profile, plan.rounds)
+}
+
+// measureAgent runs one agent variant through idle, cycles, settle and load.
+func measureAgent(ctx context.Context, t testing.TB, bin, host, dir string, v agentVariant, plan footprintPlan) (*variantResult, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	cfg := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfg, []byte(footprintConfig(plan)), 0o600); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(footprintToken+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	port, err := freeLocalPort()
+	if err != nil {
+		return nil, err
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DOCKER_HOST=" + host,
+		"LAYERPROBE_LOCK_FILE=" + filepath.Join(dir, "layerprobe.lock"),
+		// Hold the scheduled first cycle so the idle phase is idle.
+		"LAYERPROBE_TEST_FIRST_CYCLE_DELAY=24h"}, v.env...)
+	// Every variant starts from a binary that is not in the page cache: how
+	// much of a mapped binary turns resident depends on how its pages got
+	// into the cache (a binary just written by go build maps differently
+	// from one read back from disk), which would otherwise favour one
+	// variant.
+	if err := dropPageCache(bin); err != nil {
+		return nil, err
+	}
+	p, err := startProc(bin, []string{"agent", "--config", cfg, "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port),
+		"--api-token-file", tokenFile, "--state-dir", filepath.Join(dir, "state")}, env)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		p.stop()
+		if err := os.WriteFile(filepath.Join(dir, "agent.log"), []byte(p.log.String()), 0o600); err != nil {
+			t.Logf("footprint: keep agent log: %v", err)
+		}
+	}()
+	if err := waitHTTP(ctx, p, base+"/readyz", time.Minute); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	vr := &variantResult{Name: v.name, Description: v.description, Env: v.env}
+	if vr.BinaryBytes, vr.MappedBytes, vr.BuildTags, err = binaryInfo(bin); err != nil {
+		return nil, err
+	}
+
+	p.setPhase("idle", time.Second)
+	idle0 := p.sample()
+	if err := sleepCtx(ctx, plan.idle); err != nil {
+		return nil, err
+	}
+	vr.Idle = p.sample()
+	vr.IdleCPUPercent = cpuPercent(idle0, vr.Idle)
+
+	p.setPhase("cycle", 100*time.Millisecond)
+	c0 := p.sample()
+	for i := 0; i < plan.cycles; i++ {
+		if err := runCycle(ctx, base, 15*time.Minute); err != nil {
+			return nil, fmt.Errorf("cycle %d: %w\n%s", i+1, err, tail(p.log.String(), 40))
+		}
+	}
+	c1 := p.sample()
+	vr.Cycles = plan.cycles
+	vr.CycleSeconds = c1.T - c0.T
+	vr.CycleCPUSeconds = c1.CPUTotal - c0.CPUTotal
+	vr.CycleCPUPercent = cpuPercent(c0, c1)
+	vr.CyclePeakRSS = c1.HWM
+
+	p.setPhase("settle", time.Second)
+	s0 := p.sample()
+	if err := sleepCtx(ctx, plan.settle); err != nil {
+		return nil, err
+	}
+	vr.AfterCycle = p.sample()
+	vr.SettleCPU = cpuPercent(s0, vr.AfterCycle)
+
+	if v.load {
+		p.setPhase("load", time.Second)
+		for _, path := range []string{"/metrics", "/api/v1/overhead"} {
+			for _, rate := range plan.rates {
+				lr, err := attack(ctx, p, "layerprobe", base, path, rate, plan.load)
+				if err != nil {
+					return nil, err
+				}
+				lr.ServerLabel = "layerprobe (" + v.name + ")"
+				vr.Load = append(vr.Load, *lr)
+			}
+		}
+		vr.AfterLoad = p.sample()
+	}
+	vr.Samples = p.allSamples()
+	return vr, nil
+}
+
+// runCycle starts a cycle over the API and waits until no cycle runs.
+func runCycle(ctx context.Context, base string, timeout time.Duration) error {
+	before, err := listCycles(base)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/cycles", nil)
+	if err != nil {
+		return fmt.Errorf("trigger request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+footprintToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("trigger: %w", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("trigger: %s: %s", resp.Status, body)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+		cs, err := listCycles(base)
+		if err != nil {
+			return err
+		}
+		var done *cycleRow
+		running := false
+		for i := range cs {
+			if cs[i].Result == "running" {
+				running = true
+			}
+			if cs[i].Trigger == "api" && cs[i].ID > maxID(before) && cs[i].Result != "running" {
+				done = &cs[i]
+			}
+		}
+		if done != nil && !running {
+			if done.Result != "ok" {
+				return fmt.Errorf("cycle %d ended %s (%s): %s", done.ID, done.Result, done.Reason, done.Message)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no finished cycle within %s", timeout)
+		}
+	}
+}
+
+type cycleRow struct {
+	ID      int64  `json:"id"`
+	Result  string `json:"result"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	Trigger string `json:"trigger"`
+}
+
+func listCycles(base string) ([]cycleRow, error) {
+	resp, err := http.Get(base + "/api/v1/cycles?limit=50")
+	if err != nil {
+		return nil, fmt.Errorf("list cycles: %w", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Cycles []cycleRow `json:"cycles"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("list cycles: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("list cycles: %w", err)
+	}
+	return body.Cycles, nil
+}
+
+func maxID(cs []cycleRow) int64 {
+	var m int64
+	for _, c := range cs {
+		m = max(m, c.ID)
+	}
+	return m
+}
+
+// attack sends GET base+path at a constant rate for d with vegeta and
+// returns its latency figures, with the server's CPU and RSS around it.
+func attack(ctx context.Context, p *proc, server, base, path string, rate int, d time.Duration) (*loadResult, error) {
+	// A short warm-up at the same rate, so the first connections and the
+	// server's first answers are not part of the figures.
+	if _, err := runAttack(ctx, base+path, rate, min(d, 2*time.Second)); err != nil {
+		return nil, err
+	}
+	s0 := p.sample()
+	m, err := runAttack(ctx, base+path, rate, d)
+	if err != nil {
+		return nil, err
+	}
+	s1 := p.sample()
+	lr := &loadResult{Server: server, Path: path, Rate: rate, Seconds: d.Seconds(), Requests: m.Requests,
+		Success: m.Success, P50Ms: ms(m.Latencies.P50), P99Ms: ms(m.Latencies.P99), MaxMs: ms(m.Latencies.Max),
+		Errors: int(float64(m.Requests)*(1-m.Success) + 0.5), ErrorKinds: m.Errors, MeanBytes: m.BytesIn.Mean,
+		CPUPercent: cpuPercent(s0, s1), RSSAfter: s1.RSS}
+	return lr, nil
+}
+
+func runAttack(ctx context.Context, url string, rate int, d time.Duration) (*vegeta.Metrics, error) {
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: url})
+	// Keep-alive connections, as a Prometheus server scrapes; a timeout
+	// well above any expected answer so slow answers count as slow, not
+	// as errors.
+	at := vegeta.NewAttacker(vegeta.Timeout(10*time.Second), vegeta.KeepAlive(true))
+	var m vegeta.Metrics
+	results := at.Attack(tr, vegeta.ConstantPacer{Freq: rate, Per: time.Second}, d, url)
+	for r := range results {
+		m.Add(r)
+		if ctx.Err() != nil {
+			at.Stop()
+		}
+	}
+	m.Close()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if m.Requests == 0 {
+		return nil, errors.New("attack sent no request")
+	}
+	return &m, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// measureNodeExporter starts node_exporter with its Debian defaults on a
+// free port and runs the same attacks on its /metrics.
+func measureNodeExporter(ctx context.Context, t testing.TB, workDir string, plan footprintPlan) ([]loadResult, procSample, string, error) {
+	out, err := exec.Command(nodeExporterBin, "--version").CombinedOutput()
+	if err != nil {
+		return nil, procSample{}, "", fmt.Errorf("%s --version: %w: %s", nodeExporterBin, err, out)
+	}
+	version := strings.SplitN(string(out), "\n", 2)[0]
+	port, err := freeLocalPort()
+	if err != nil {
+		return nil, procSample{}, "", err
+	}
+	p, err := startProc(nodeExporterBin, []string{fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port)},
+		[]string{"PATH=" + os.Getenv("PATH")})
+	if err != nil {
+		return nil, procSample{}, "", err
+	}
+	defer func() {
+		p.stop()
+		if err := os.WriteFile(filepath.Join(workDir, "node_exporter.log"), []byte(p.log.String()), 0o600); err != nil {
+			t.Logf("footprint: keep node_exporter log: %v", err)
+		}
+	}()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitHTTP(ctx, p, base+"/metrics", 30*time.Second); err != nil {
+		return nil, procSample{}, "", err
+	}
+	p.setPhase("idle", time.Second)
+	if err := sleepCtx(ctx, min(plan.idle, 5*time.Second)); err != nil {
+		return nil, procSample{}, "", err
+	}
+	idle := p.sample()
+	var rs []loadResult
+	for _, rate := range plan.rates {
+		lr, err := attack(ctx, p, "node_exporter", base, "/metrics", rate, plan.load)
+		if err != nil {
+			return nil, procSample{}, "", err
+		}
+		lr.ServerLabel = "node_exporter"
+		rs = append(rs, *lr)
+	}
+	return rs, idle, version, nil
+}
+
+// Plot file names, relative to the plot directory (docs/bench).
+const (
+	plotFootprintRSS     = "footprint-rss.png"
+	plotFootprintLatency = "footprint-latency.png"
+)
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f", float64(b)/(1<<20)) }
+
+func mdTable(b *strings.Builder, header []string, rows [][]string) {
+	b.WriteString("| " + strings.Join(header, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat(" --- |", len(header)) + "\n")
+	for _, r := range rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
+	b.WriteString("\n")
+}
+
+// markdown writes the footprint plots into plotDir and returns the report
+// section's body, which refers to them as bench/<name>.png.
+func (r *footprintResult) markdown(plotDir string) (string, error) {
+	if len(r.Variants) == 0 {
+		return "", errors.New("footprint: no agent variant measured")
+	}
+	if err := saveFootprintRSSPlot(plotDir, r); err != nil {
+		return "", fmt.Errorf("footprint RSS plot: %w", err)
+	}
+	if err := saveFootprintLatencyPlot(plotDir, r); err != nil {
+		return "", fmt.Errorf("footprint latency plot: %w", err)
+	}
+	var b strings.Builder
+	cycles := "one cycle"
+	if n := r.Variants[0].Cycles; n > 1 {
+		cycles = fmt.Sprintf("%d cycles back to back", n)
+	}
+	fmt.Fprintf(&b, "Each agent variant runs against its own state directory and the same private overlay2 daemon: "+
+		"%.0f s idle after start (the scheduled first cycle held back), %s of the `%s` profile triggered with "+
+		"`POST /api/v1/cycles` (sampled every 100 ms), %.0f s settling, then the load. RSS is `VmRSS` of "+
+		"`/proc/PID/status`, split into anonymous memory and mapped file pages (the agent's own code and "+
+		"read-only data: on this kernel nearly all of the binary's read-only segments end up resident), CPU is `utime+stime` of `/proc/PID/stat` (100%% = one core). The target is "+
+		"the settled RSS after a cycle, which is what a running agent spends nearly all its time at.\n\n",
+		r.IdleSeconds, cycles, r.Profile, r.SettleSeconds)
+	var rows [][]string
+	for _, v := range r.Variants {
+		verdict := "met"
+		if v.AfterCycle.RSS > rssTargetBytes {
+			verdict = "**missed**"
+		}
+		rows = append(rows, []string{
+			"**" + v.Name + "**: " + v.Description,
+			fmt.Sprintf("%.1f (%.1f), tags: %s", float64(v.BinaryBytes)/(1<<20), float64(v.MappedBytes)/(1<<20), orNone(v.BuildTags)),
+			fmt.Sprintf("%s (%s + %s)", mib(v.Idle.RSS), mib(v.Idle.Anon), mib(v.Idle.File)),
+			fmt.Sprintf("%.1f%%", v.IdleCPUPercent),
+			mib(v.CyclePeakRSS),
+			fmt.Sprintf("%.2f s in %.0f s (%.1f%%)", v.CycleCPUSeconds, v.CycleSeconds, v.CycleCPUPercent),
+			fmt.Sprintf("%s (%s + %s)", mib(v.AfterCycle.RSS), mib(v.AfterCycle.Anon), mib(v.AfterCycle.File)),
+			fmt.Sprintf("%.1f%%", v.SettleCPU),
+			afterLoad(v),
+			verdict,
+		})
+	}
+	mdTable(&b, []string{"agent", "binary, MiB (read-only mapped)", "idle RSS, MiB (anon + file)", "idle CPU", "peak RSS in cycle, MiB",
+		"cycle CPU", "RSS after cycle, MiB (anon + file)", "CPU after cycle", "RSS after load, MiB", "≤ 30 MiB after cycle"}, rows)
+	fmt.Fprintf(&b, "![agent RSS over time](bench/%s)\n\n", plotFootprintRSS)
+
+	fmt.Fprintf(&b, "Latency at a constant request rate from a second process ([vegeta](https://github.com/tsenart/vegeta) "+
+		"as a library, keep-alive connections, %.0f s per row after a 2 s warm-up at the same rate), next to %s "+
+		"(`%s`, Debian's defaults, its own `/metrics`) under the same load on the same machine (2 vCPUs shared "+
+		"with the load generator). The agent routes are loaded after the cycles, so `/api/v1/overhead` answers "+
+		"with real results. Errors are answers other than 2xx (node_exporter answers 503 when more than its "+
+		"`--web.max-requests` scrapes are in flight).\n\n", r.LoadSeconds, r.NodeExporterV, nodeExporterBin)
+	rows = nil
+	var all []loadResult
+	for _, v := range r.Variants {
+		all = append(all, v.Load...)
+	}
+	all = append(all, r.NodeExporter...)
+	for _, l := range all {
+		rows = append(rows, []string{l.ServerLabel, "`" + l.Path + "`", fmt.Sprint(l.Rate), fmt.Sprint(l.Requests),
+			fmt.Sprintf("%.1f", l.P50Ms), fmt.Sprintf("%.1f", l.P99Ms), fmt.Sprintf("%.1f", l.MaxMs),
+			fmt.Sprint(l.Errors), fmt.Sprintf("%.0f", l.MeanBytes/1024), fmt.Sprintf("%.0f%%", l.CPUPercent), mib(l.RSSAfter)})
+	}
+	mdTable(&b, []string{"server", "route", "req/s", "requests", "p50 ms", "p99 ms", "max ms", "errors",
+		"body KiB", "server CPU", "server RSS after, MiB"}, rows)
+	b.WriteString(metricsVerdict(r))
+	fmt.Fprintf(&b, "![p99 latency under load](bench/%s)\n", plotFootprintLatency)
+	return b.String(), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return "`" + s + "`"
+}
+
+func afterLoad(v variantResult) string {
+	if len(v.Load) == 0 {
+		return "not loaded"
+	}
+	return mib(v.AfterLoad.RSS)
+}
+
+// metricsVerdict compares the last variant's /metrics p99 with
+// node_exporter's at each rate.
+func metricsVerdict(r *footprintResult) string {
+	last := r.Variants[len(r.Variants)-1]
+	var parts []string
+	for _, ne := range r.NodeExporter {
+		for _, l := range last.Load {
+			if l.Path != "/metrics" || l.Rate != ne.Rate {
+				continue
+			}
+			verdict := "met"
+			if l.P99Ms > ne.P99Ms {
+				verdict = "**missed**"
+			}
+			parts = append(parts, fmt.Sprintf("at %d req/s layerprobe %.1f ms vs node_exporter %.1f ms: %s",
+				ne.Rate, l.P99Ms, ne.P99Ms, verdict))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Target `/metrics` p99 no worse than node_exporter's (" + last.Name + "): " + strings.Join(parts, "; ") + ".\n\n"
+}
+
+func saveFootprintRSSPlot(dir string, r *footprintResult) error {
+	p := plot.New()
+	p.Title.Text = "Agent RSS: idle, cycle, settling, load"
+	p.X.Label.Text = "seconds since the agent started"
+	p.Y.Label.Text = "RSS, MiB"
+	p.Add(plotter.NewGrid())
+	top := 0.0
+	for i, v := range r.Variants {
+		var xy plotter.XYs
+		for _, s := range v.Samples {
+			xy = append(xy, plotter.XY{X: s.T, Y: float64(s.RSS) / (1 << 20)})
+			top = max(top, s.T)
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(v.Name, l)
+	}
+	target, err := plotter.NewLine(plotter.XYs{{X: 0, Y: rssTargetBytes / (1 << 20)}, {X: top, Y: rssTargetBytes / (1 << 20)}})
+	if err != nil {
+		return err
+	}
+	target.Color = color.Black
+	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(target)
+	p.Legend.Add("target 30 MiB", target)
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Y.Min = 0
+	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, plotFootprintRSS))
+}
+
+func saveFootprintLatencyPlot(dir string, r *footprintResult) error {
+	p := plot.New()
+	p.Title.Text = "Latency at a constant request rate: p99 (solid), p50 (dashed)"
+	p.Y.Label.Text = "ms (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	type series struct {
+		name string
+		rows []loadResult
+	}
+	var ss []series
+	last := r.Variants[len(r.Variants)-1]
+	for _, path := range []string{"/metrics", "/api/v1/overhead"} {
+		var rows []loadResult
+		for _, l := range last.Load {
+			if l.Path == path {
+				rows = append(rows, l)
+			}
+		}
+		ss = append(ss, series{"layerprobe " + path, rows})
+	}
+	ss = append(ss, series{"node_exporter /metrics", r.NodeExporter})
+	var labels []string
+	for _, rate := range r.Rates {
+		labels = append(labels, fmt.Sprintf("%d req/s", rate))
+	}
+	p.NominalX(labels...)
+	for i, s := range ss {
+		var p99, p50 plotter.XYs
+		for j, rate := range r.Rates {
+			for _, l := range s.rows {
+				// The log scale cannot show zero; no real answer takes
+				// less than a microsecond.
+				if l.Rate == rate {
+					p99 = append(p99, plotter.XY{X: float64(j), Y: max(l.P99Ms, 1e-3)})
+					p50 = append(p50, plotter.XY{X: float64(j), Y: max(l.P50Ms, 1e-3)})
+				}
+			}
+		}
+		if len(p99) == 0 {
+			continue
+		}
+		l99, pts, err := plotter.NewLinePoints(p99)
+		if err != nil {
+			return err
+		}
+		l99.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		l99.Width = vg.Points(1.5)
+		pts.Shape = plotutil.Shape(i)
+		l50, err := plotter.NewLine(p50)
+		if err != nil {
+			return err
+		}
+		l50.Color = plotutil.Color(i)
+		l50.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l99, pts, l50)
+		p.Legend.Add(s.name, l99, pts)
+	}
+	p.X.Min, p.X.Max = -0.3, float64(len(r.Rates))-0.7
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, plotFootprintLatency))
+}

@@ -1,0 +1,188 @@
+//go:build bench
+
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/report"
+)
+
+// resultsVersion is the version of results.json's layout.
+const resultsVersion = 1
+
+// results is everything one benchmark run measured: raw figures only, so
+// that the report and its plots can be regenerated from the file alone.
+type results struct {
+	Version    int       `json:"version"`
+	Short      bool      `json:"short"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Machine    machine   `json:"machine"`
+	// SectionSeconds is the wall time of each section.
+	SectionSeconds map[string]float64 `json:"section_seconds"`
+	// Errors are sections or steps that failed; the report lists them.
+	Errors    []string          `json:"errors,omitempty"`
+	Precision []precisionDriver `json:"precision,omitempty"`
+	Detection *detectionResult  `json:"detection,omitempty"`
+	// Footprint is bench/footprint.go's footprintResult, kept as it was
+	// written so this file does not depend on its layout.
+	Footprint json.RawMessage `json:"footprint,omitempty"`
+}
+
+// machine describes where the figures were measured.
+type machine struct {
+	Hostname   string `json:"hostname"`
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpu_model"`
+	MemTotal   string `json:"mem_total"`
+	Kernel     string `json:"kernel"`
+	OS         string `json:"os"`
+	Disk       string `json:"disk"`
+	RootFS     string `json:"root_fs"`
+	Fio        string `json:"fio"`
+	Dockerd    string `json:"dockerd"`
+	Go         string `json:"go"`
+	Layerprobe string `json:"layerprobe"`
+	LoadAvg    string `json:"load_avg_at_start"`
+	IOPressure string `json:"io_pressure_at_start"`
+}
+
+// precisionDriver is section 1 for one storage driver: one run of the
+// default profile with twice its rounds (its first DefaultRounds rounds
+// are exactly what `layerprobe run` does by default) and one run of the
+// seed profile.
+type precisionDriver struct {
+	Driver        string   `json:"driver"`
+	Targets       []string `json:"targets"` // besides host
+	QuickProfile  string   `json:"quick_profile"`
+	DefaultRounds int      `json:"default_rounds"`
+	// Quick holds 2×DefaultRounds rounds.
+	Quick       *report.Run `json:"quick,omitempty"`
+	SeedProfile string      `json:"seed_profile"`
+	Seed        *report.Run `json:"seed,omitempty"`
+}
+
+// detectionResult is section 2.
+type detectionResult struct {
+	Driver         string `json:"driver"`
+	Profile        string `json:"profile"`
+	AgentConfig    string `json:"agent_config"`
+	RoundsPerCycle int    `json:"rounds_per_cycle"`
+	// LearnCycles run first so the detector has its minimum baseline;
+	// CountedCycles follow and are the ones the false-alarm count is over.
+	LearnCycles   int         `json:"learn_cycles"`
+	CountedCycles int         `json:"counted_cycles"`
+	Unperturbed   agentSeries `json:"unperturbed"`
+	// Calibration: short `layerprobe run`s under candidate IOPS limits.
+	CalibrationProfile string       `json:"calibration_profile"`
+	CalibrationRounds  int          `json:"calibration_rounds"`
+	Calibration        []calibPoint `json:"calibration"`
+	// CapCycles is how many throttled measurement cycles a level gets.
+	CapCycles int           `json:"cap_cycles"`
+	Levels    []levelResult `json:"levels"`
+}
+
+// calibPoint is one calibration run.
+type calibPoint struct {
+	WriteIOPS uint64      `json:"write_iops"`
+	Run       *report.Run `json:"run"`
+}
+
+// levelResult is one injected slowdown.
+type levelResult struct {
+	Nominal   float64 `json:"nominal"` // the slowdown aimed at, e.g. 2 for 2x
+	WriteIOPS uint64  `json:"write_iops"`
+	// Predicted is the calibration's estimate of the slowdown at
+	// WriteIOPS (0 when it could not tell).
+	Predicted float64     `json:"predicted"`
+	Series    agentSeries `json:"series"`
+	// FlaggedAfter is the number of measurement cycles (confirmation
+	// cycles not counted) after which layerprobe_fsync_regression
+	// {target="container"} was 1; 0 = not flagged within CapCycles.
+	FlaggedAfter   int     `json:"flagged_after"`
+	SecondsToFlag  float64 `json:"seconds_to_flag,omitempty"`
+	AgentStartedAt string  `json:"agent_started_at"`
+}
+
+// agentSeries is what one agent process did, cycle by cycle.
+type agentSeries struct {
+	Cycles []cycleObs `json:"cycles"`
+	Rounds []roundObs `json:"rounds"`
+	Events []eventObs `json:"events"`
+}
+
+// cycleObs is one cycle as the agent recorded it, and what /metrics said
+// once the cycle (and its confirmation cycle, if any) was over.
+type cycleObs struct {
+	ID      int64  `json:"id"`
+	Trigger string `json:"trigger"` // api (a measurement cycle) or confirm
+	// Index numbers the measurement cycles of the series, from 1; the
+	// confirmation cycle carries the index of the cycle that raised it.
+	Index           int     `json:"index"`
+	Phase           string  `json:"phase"` // learn, counted, throttled
+	Result          string  `json:"result"`
+	Reason          string  `json:"reason,omitempty"`
+	StartedAt       string  `json:"started_at"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	Rounds          int     `json:"rounds"`
+	BytesWritten    int64   `json:"bytes_written"`
+	// Regression is layerprobe_fsync_regression per target after the
+	// measurement cycle and its confirmation (on measurement cycles only).
+	Regression map[string]float64 `json:"regression,omitempty"`
+	// Published is the headline overhead ratio per "target/job" the agent
+	// published after the cycle, over its window of recent rounds.
+	Published map[string]float64 `json:"published,omitempty"`
+}
+
+// roundObs is one round of one target and job: the headline figure of the
+// target and of the host in the same round.
+type roundObs struct {
+	CycleID int64   `json:"cycle_id"`
+	Round   int     `json:"round"`
+	Target  string  `json:"target"`
+	Job     string  `json:"job"`
+	Metric  string  `json:"metric"`
+	Host    float64 `json:"host"`
+	Value   float64 `json:"value"`
+}
+
+// eventObs is one detector event the agent logged.
+type eventObs struct {
+	Time    string   `json:"time"`
+	Event   string   `json:"event"` // suspected, confirmed, recovered
+	Targets []string `json:"targets"`
+}
+
+func writeResults(path string, r *results) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("results dir: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+func readResults(path string) (*results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	if r.Version != resultsVersion {
+		return nil, fmt.Errorf("%s: results version %d, want %d", path, r.Version, resultsVersion)
+	}
+	return &r, nil
+}
