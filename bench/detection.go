@@ -47,13 +47,15 @@ func planDetection(short bool) detectionPlan {
 // cycle settings (three rounds a cycle, every detector default); targets
 // cut to the writable layer and the bind mount (the A/A control) to keep
 // cycles short; the busy-host guards off, so that a busy machine cannot
-// skip the cycles being counted; no daily budget. The schedule is an hour
-// away: the benchmark triggers every cycle itself.
+// skip the cycles being counted; no daily budget; no cold probe (the
+// detector watches steady cycles, and a cold cycle would be counted). The
+// schedule is an hour away: the benchmark triggers every cycle itself.
 func detectionConfig(profile string) string {
 	return fmt.Sprintf(`profile: %s
 targets: [container, bind]
 agent:
   interval: 1h
+  cold_interval: 0s
   jitter: 0
   daily_byte_budget: 0
   max_io_pressure: 100

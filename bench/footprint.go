@@ -444,6 +444,7 @@ func footprintConfig(plan footprintPlan) string {
 	return fmt.Sprintf(`profile: %s
 agent:
   interval: 1h
+  cold_interval: 0s
   jitter: 0
   rounds_per_cycle: %d
   window_rounds: 6

@@ -75,6 +75,7 @@ func (a *Agent) coldAll(ctx context.Context, trigger string) {
 		a.coldCycle(ctx, e, trigger)
 	}
 	a.publish()
+	a.releaseMemory()
 }
 
 // coldEstimate is what a cold cycle is expected to write: the last cold
