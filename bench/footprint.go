@@ -130,9 +130,9 @@ func planFor(short bool) footprintPlan {
 		return footprintPlan{profile: "smoke", rounds: 1, cycles: 1, idle: 8 * time.Second,
 			settle: 10 * time.Second, load: 3 * time.Second, rates: []int{20, 100}}
 	}
-	// About 15 minutes for the three variants and node_exporter.
-	return footprintPlan{profile: "quick", rounds: 2, cycles: 1, idle: 60 * time.Second,
-		settle: 60 * time.Second, load: 30 * time.Second, rates: []int{20, 100}}
+	// About 10 minutes for the three variants and node_exporter.
+	return footprintPlan{profile: "quick", rounds: 2, cycles: 1, idle: 45 * time.Second,
+		settle: 30 * time.Second, load: 20 * time.Second, rates: []int{20, 100}}
 }
 
 // agentVariant is one way to run the agent.
