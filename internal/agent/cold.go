@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -107,28 +105,9 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 	rounds := a.cfg.Agent.ColdRounds
 	start := a.now()
 	c := &store.Cycle{Engine: e.cfg.Name, Mode: report.ModeCold, Profile: a.prof.Name, Trigger: trigger, StartedAt: start.UTC()}
-	log := a.logger.With("engine", e.cfg.Name, "mode", report.ModeCold, "trigger", trigger)
+	log := a.logger.With("engine", e.cfg.Name, "trigger", trigger)
 
-	finish := func(result, reason, msg string) {
-		c.Result, c.Reason, c.Message = result, reason, msg
-		c.FinishedAt = a.now().UTC()
-		var err error
-		if c.ID == 0 {
-			err = a.store.RecordSkip(context.WithoutCancel(ctx), c)
-		} else {
-			err = a.store.FinishCycle(context.WithoutCancel(ctx), c)
-		}
-		if err != nil {
-			log.Error("record cold cycle", "err", err)
-		}
-		a.account(e, c)
-		lv := log.Info
-		if result == ResultFailed {
-			lv = log.Warn
-		}
-		lv("cold cycle done", "result", result, "reason", reason, "msg", msg, "rounds", c.Rounds,
-			"bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
-	}
+	finish := func(result, reason, msg string) { a.finish(ctx, e, c, log, result, reason, msg) }
 
 	lock, err := hostfs.TryLock(a.lockPath())
 	if err != nil {
@@ -185,7 +164,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 		finish(ResultFailed, reason, err.Error())
 		return
 	}
-	c.Results = a.coldWindow(ctx, e, c.Samples)
+	c.Results = a.windowResults(ctx, e, report.ModeCold, c.Samples)
 
 	result, reason, msg := ResultOK, "", ""
 	if ctx.Err() != nil {
@@ -217,31 +196,6 @@ func copyUpFailures(us []report.CopyUpSample) []string {
 		return nil
 	}
 	return []string{"copy_up x" + strconv.Itoa(n)}
-}
-
-// coldWindow computes the published cold overheads over the most recent
-// window of cold rounds: the stored ones plus this cycle's.
-func (a *Agent) coldWindow(ctx context.Context, e *engineState, current []report.Sample) []report.Result {
-	window := a.cfg.Agent.WindowRounds
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, report.ModeCold, window)
-	if err != nil {
-		a.logger.Warn("read recent cold rounds", "engine", e.cfg.Name, "err", err)
-	}
-	all := append(prior, current...)
-	rounds := map[int]bool{}
-	for _, s := range all {
-		rounds[s.Round] = true
-	}
-	keys := make([]int, 0, len(rounds))
-	for r := range rounds {
-		keys = append(keys, r)
-	}
-	sort.Ints(keys)
-	if len(keys) > window {
-		cut := keys[len(keys)-window]
-		all = slices.DeleteFunc(all, func(s report.Sample) bool { return s.Round < cut })
-	}
-	return report.Summarize(all, Confidence)
 }
 
 // refreshCopyUp recomputes the published copy-up summary from the store's

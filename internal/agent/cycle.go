@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"sort"
@@ -137,26 +138,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 	c := &store.Cycle{Engine: e.cfg.Name, Mode: modeSteady, Profile: prof.Name, Trigger: trigger, StartedAt: start.UTC()}
 	log := a.logger.With("engine", e.cfg.Name, "trigger", trigger)
 
-	finish := func(result, reason, msg string) {
-		c.Result, c.Reason, c.Message = result, reason, msg
-		c.FinishedAt = a.now().UTC()
-		var err error
-		if c.ID == 0 {
-			err = a.store.RecordSkip(context.WithoutCancel(ctx), c)
-		} else {
-			err = a.store.FinishCycle(context.WithoutCancel(ctx), c)
-		}
-		if err != nil {
-			log.Error("record cycle", "err", err)
-		}
-		a.account(e, c)
-		lv := log.Info
-		if result == ResultFailed {
-			lv = log.Warn
-		}
-		lv("cycle done", "result", result, "reason", reason, "msg", msg, "rounds", c.Rounds,
-			"bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
-	}
+	finish := func(result, reason, msg string) { a.finish(ctx, e, c, log, result, reason, msg) }
 
 	lock, err := hostfs.TryLock(a.lockPath())
 	if err != nil {
@@ -223,7 +205,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 	for _, s := range c.Samples {
 		c.BytesWritten += s.BytesWritten
 	}
-	c.Results = a.windowResults(ctx, e, c.Samples)
+	c.Results = a.windowResults(ctx, e, modeSteady, c.Samples)
 
 	result, reason, msg := ResultOK, "", ""
 	if ctx.Err() != nil {
@@ -243,6 +225,30 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 		return true
 	}
 	return false
+}
+
+// finish records a cycle's outcome (inserted whole if it never started,
+// updated otherwise), publishes it to the engine's state and logs it. A
+// store error is logged: the published counters still count the cycle.
+func (a *Agent) finish(ctx context.Context, e *engineState, c *store.Cycle, log *slog.Logger, result, reason, msg string) {
+	c.Result, c.Reason, c.Message = result, reason, msg
+	c.FinishedAt = a.now().UTC()
+	var err error
+	if c.ID == 0 {
+		err = a.store.RecordSkip(context.WithoutCancel(ctx), c)
+	} else {
+		err = a.store.FinishCycle(context.WithoutCancel(ctx), c)
+	}
+	if err != nil {
+		log.Error("record cycle", "mode", c.Mode, "err", err)
+	}
+	a.account(e, c)
+	lv := log.Info
+	if result == ResultFailed {
+		lv = log.Warn
+	}
+	lv("cycle done", "mode", c.Mode, "result", result, "reason", reason, "msg", msg, "rounds", c.Rounds,
+		"bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
 }
 
 // Cycle triggers.
@@ -282,13 +288,13 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 	return nil
 }
 
-// windowResults computes the published overheads over the most recent
-// window of rounds: the stored ones plus this cycle's.
-func (a *Agent) windowResults(ctx context.Context, e *engineState, current []report.Sample) []report.Result {
+// windowResults computes the published overheads of a mode over the most
+// recent window of its rounds: the stored ones plus this cycle's.
+func (a *Agent) windowResults(ctx context.Context, e *engineState, mode string, current []report.Sample) []report.Result {
 	window := a.cfg.Agent.WindowRounds
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, modeSteady, window)
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, mode, window)
 	if err != nil {
-		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "err", err)
+		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "mode", mode, "err", err)
 	}
 	all := append(prior, current...)
 	rounds := map[int]bool{}
