@@ -1,19 +1,76 @@
 // Package api holds the wire types of layerprobe's REST API (/api/v1). The
 // OpenAPI 3 description of the same API is openapi.yaml beside this file,
 // embedded here so the agent serves exactly the spec it was built with.
+//
+// The measurement figures (results, samples, overheads, copy-up) are the
+// data model of `layerprobe run --output json` too; this package names
+// them by aliases, so that one definition gives both documents one JSON
+// form and a client needs nothing but this package to decode either.
 package api
 
 import (
 	_ "embed"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // OpenAPI is api/openapi.yaml, served at /api/v1/openapi.yaml.
 //
 //go:embed openapi.yaml
 var OpenAPI []byte
+
+// The measurement data model.
+type (
+	// Mode is steady (the long-lived probe container) or cold (a fresh
+	// container per round, and copy-up).
+	Mode = measure.Mode
+	// Target is host, container, bind or volume.
+	Target = measure.Target
+	// Workload is seqwrite, randwrite or fsync: the `job` fields.
+	Workload = measure.Workload
+	// Result summarizes one target and workload over a window of rounds.
+	Result = measure.Result
+	// Raw holds a target's own figures (medians), null when not measured.
+	Raw = measure.Raw
+	// Overhead is a target's paired median overhead relative to host for
+	// one metric, with its confidence interval.
+	Overhead = measure.Overhead
+	// FailedRound is one failed round of a Result.
+	FailedRound = measure.FailedRound
+	// Sample is one fio job on one target in one round.
+	Sample = measure.Sample
+	// JobResult is the fio figures of a Sample, or why the job failed.
+	JobResult = measure.JobResult
+	// Op holds the figures of one data direction (read, write) or of
+	// the syncs.
+	Op = measure.Op
+	// Failure says why a job failed.
+	Failure = measure.Failure
+	// Reason classifies a Failure: a fixed set of words.
+	Reason = measure.Reason
+	// CopyUp is the cold probe's copy-up record.
+	CopyUp = measure.CopyUp
+	// CopyUpSize summarises one copy-up file size.
+	CopyUpSize = measure.CopyUpSize
+	// CopyUpSample is one timed first write.
+	CopyUpSample = measure.CopyUpSample
+)
+
+// Modes, targets and workloads.
+const (
+	ModeSteady = measure.ModeSteady
+	ModeCold   = measure.ModeCold
+
+	TargetHost      = measure.TargetHost
+	TargetContainer = measure.TargetContainer
+	TargetBind      = measure.TargetBind
+	TargetVolume    = measure.TargetVolume
+
+	SeqWrite  = measure.SeqWrite
+	RandWrite = measure.RandWrite
+	Fsync     = measure.Fsync
+)
 
 // ErrorResponse is every 4xx/5xx body: {"error": {"code": ..., "message": ...}}.
 type ErrorResponse struct {
@@ -37,17 +94,17 @@ type OverheadResponse struct {
 
 // EngineOverhead holds one engine's overheads.
 type EngineOverhead struct {
-	Engine      string          `json:"engine"`
-	Driver      string          `json:"driver"`
-	BackingFS   string          `json:"backing_fs"`
-	Mode        string          `json:"mode"`          // steady or cold
-	LastCycleID int64           `json:"last_cycle_id"` // 0 when none yet (of this mode)
-	LastSuccess *time.Time      `json:"last_success"`  // null before the first successful cycle (of this mode)
-	Window      int             `json:"window_rounds"` // rounds the estimates are computed over
-	Results     []report.Result `json:"results"`       // as in `layerprobe run --output json`
+	Engine      string     `json:"engine"`
+	Driver      string     `json:"driver"`
+	BackingFS   string     `json:"backing_fs"`
+	Mode        Mode       `json:"mode"`          // steady or cold
+	LastCycleID int64      `json:"last_cycle_id"` // 0 when none yet (of this mode)
+	LastSuccess *time.Time `json:"last_success"`  // null before the first successful cycle (of this mode)
+	Window      int        `json:"window_rounds"` // rounds the estimates are computed over
+	Results     []Result   `json:"results"`       // as in `layerprobe run --output json`
 	// CopyUp is the cold entry's copy-up summary over the window (its
 	// samples list is empty here; GET /api/v1/cycles/{id} has them).
-	CopyUp *report.CopyUp `json:"copy_up,omitempty"`
+	CopyUp *CopyUp `json:"copy_up,omitempty"`
 }
 
 // Cycle is one measurement cycle of one engine, as listed by
@@ -55,7 +112,7 @@ type EngineOverhead struct {
 type Cycle struct {
 	ID              int64     `json:"id"`
 	Engine          string    `json:"engine"`
-	Mode            string    `json:"mode"`
+	Mode            Mode      `json:"mode"`
 	Profile         string    `json:"profile"`
 	Result          string    `json:"result"`           // ok, failed, skipped, interrupted, running
 	Reason          string    `json:"reason,omitempty"` // why it failed or was skipped (fixed set)
@@ -77,10 +134,10 @@ type CyclesResponse struct {
 // and the overheads computed when it ended.
 type CycleDetail struct {
 	Cycle
-	Samples []report.Sample `json:"samples"`
-	Results []report.Result `json:"results"`
+	Samples []Sample `json:"samples"`
+	Results []Result `json:"results"`
 	// CopyUp is a cold cycle's copy-up record; absent for steady cycles.
-	CopyUp *report.CopyUp `json:"copy_up,omitempty"`
+	CopyUp *CopyUp `json:"copy_up,omitempty"`
 }
 
 // Engine is one entry of GET /api/v1/engines.

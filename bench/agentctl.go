@@ -24,8 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // agentToken is the trigger token of the agents the benchmark starts.
@@ -435,11 +434,11 @@ func (r seriesRun) one(ctx context.Context, s *agentSeries, index int) (*cycleOu
 
 // publishedOf keeps the headline overhead of every target and job the
 // agent published after a cycle (over its window of recent rounds).
-func publishedOf(rs []report.Result) map[string]float64 {
+func publishedOf(rs []measure.Result) map[string]float64 {
 	out := map[string]float64{}
 	for _, r := range rs {
-		if o, ok := r.Overhead[headlineOf(r.Job)]; ok && !math.IsNaN(o.Ratio) && !math.IsInf(o.Ratio, 0) {
-			out[r.Target+"/"+r.Job] = o.Ratio
+		if o, ok := r.Overhead[measure.HeadlineMetric(r.Workload)]; ok && !math.IsNaN(o.Ratio) && !math.IsInf(o.Ratio, 0) {
+			out[string(r.Target)+"/"+string(r.Workload)] = o.Ratio
 		}
 	}
 	return out
@@ -447,15 +446,15 @@ func publishedOf(rs []report.Result) map[string]float64 {
 
 // roundsOf pairs every target's headline figure with the host's in the
 // same round. Rounds without both figures are left out.
-func roundsOf(cycleID int64, samples []report.Sample) []roundObs {
+func roundsOf(cycleID int64, samples []measure.Sample) []roundObs {
 	type key struct {
 		round int
-		job   fio.Workload
+		job   measure.Workload
 	}
 	host := map[key]float64{}
 	for _, s := range samples {
 		if s.Target == "host" && s.OK() {
-			host[key{s.Round, s.Workload}] = report.MetricValue(report.HeadlineMetric(s.Workload), s.Result)
+			host[key{s.Round, s.Workload}] = measure.MetricValue(measure.HeadlineMetric(s.Workload), s.JobResult)
 		}
 	}
 	var out []roundObs
@@ -463,13 +462,13 @@ func roundsOf(cycleID int64, samples []report.Sample) []roundObs {
 		if s.Target == "host" || !s.OK() {
 			continue
 		}
-		m := report.HeadlineMetric(s.Workload)
+		m := measure.HeadlineMetric(s.Workload)
 		h, ok := host[key{s.Round, s.Workload}]
-		v := report.MetricValue(m, s.Result)
+		v := measure.MetricValue(m, s.JobResult)
 		if !ok || !(h > 0) || !(v > 0) || math.IsInf(h, 0) || math.IsInf(v, 0) {
 			continue
 		}
-		out = append(out, roundObs{CycleID: cycleID, Round: s.Round, Target: s.Target, Job: string(s.Workload),
+		out = append(out, roundObs{CycleID: cycleID, Round: s.Round, Target: string(s.Target), Job: string(s.Workload),
 			Metric: m, Host: h, Value: v})
 	}
 	return out

@@ -10,12 +10,13 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
 // confidence of every interval in the report, as layerprobe uses.
-const confidence = report.DefaultConfidence
+const confidence = measure.DefaultConfidence
 
 // runSubset is the part of a run made of its first maxRound rounds, with
 // the bytes and wall time those rounds cost. A run's rounds are
@@ -24,8 +25,8 @@ const confidence = report.DefaultConfidence
 // the end of round k plus the run's own set-up and tear-down.
 type runSubset struct {
 	Rounds  int
-	Samples []report.Sample
-	Results []report.Result
+	Samples []measure.Sample
+	Results []measure.Result
 	Bytes   int64
 	Seconds float64
 }
@@ -54,7 +55,7 @@ func subsetOf(r *report.Run, maxRound int) runSubset {
 			endOfSubset = end
 		}
 	}
-	sub.Results = report.Summarize(sub.Samples, confidence)
+	sub.Results = measure.Summarize(sub.Samples, confidence)
 	if maxRound == r.Rounds || lastEnd.IsZero() {
 		sub.Seconds = r.DurationSeconds
 	} else {
@@ -66,14 +67,14 @@ func subsetOf(r *report.Run, maxRound int) runSubset {
 }
 
 // headline returns the overhead of a target and job in its headline metric.
-func (s runSubset) headline(target, job string) (report.Overhead, bool) {
+func (s runSubset) headline(target, job string) (measure.Overhead, bool) {
 	for _, r := range s.Results {
-		if r.Target == target && r.Job == job {
+		if string(r.Target) == target && string(r.Workload) == job {
 			o, ok := r.Overhead[headlineOf(job)]
 			return o, ok && !math.IsNaN(o.Ratio)
 		}
 	}
-	return report.Overhead{}, false
+	return measure.Overhead{}, false
 }
 
 // logRatios returns the per-round ln(target/host) of a job's headline
@@ -88,19 +89,11 @@ func (s runSubset) logRatios(target, job string) []float64 {
 	return out
 }
 
-func headlineOf(job string) string {
-	switch job {
-	case "seqwrite":
-		return report.MetricBandwidth
-	case "randwrite":
-		return report.MetricIOPS
-	}
-	return report.MetricFsyncP99
-}
+func headlineOf(job string) string { return measure.HeadlineMetric(measure.Workload(job)) }
 
 // halfWidthPP is the half-width of an interval of ratios in percentage
 // points.
-func halfWidthPP(o report.Overhead) float64 { return 50 * (o.CIHigh - o.CILow) }
+func halfWidthPP(o measure.Overhead) float64 { return 50 * (o.CIHigh - o.CILow) }
 
 // quantile is the linear-interpolation quantile of xs (q in [0,1]).
 func quantile(xs []float64, q float64) float64 {

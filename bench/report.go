@@ -686,11 +686,11 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		var hostP99, contP99, rw float64 = math.NaN(), math.NaN(), math.NaN()
 		for _, res := range sub.Results {
 			switch {
-			case res.Target == "host" && res.Job == "fsync":
+			case res.Target == "host" && res.Workload == "fsync":
 				hostP99 = res.Raw.FsyncP99
-			case res.Target == "container" && res.Job == "fsync":
+			case res.Target == "container" && res.Workload == "fsync":
 				contP99 = res.Raw.FsyncP99
-			case res.Target == "container" && res.Job == "randwrite":
+			case res.Target == "container" && res.Workload == "randwrite":
 				rw = res.Raw.IOPS
 			}
 		}

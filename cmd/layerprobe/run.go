@@ -18,13 +18,14 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probe"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/version"
 )
 
 // confidence of every reported interval.
-const confidence = 0.95
+const confidence = measure.DefaultConfidence
 
 type runOptions struct {
 	Profile string
@@ -57,8 +58,8 @@ in a fresh random order; the overhead is the median of the per-round ratios to h
 			if cmd.Flags().Changed("rounds") {
 				cfg.Rounds = o.Rounds
 			}
-			switch o.Mode {
-			case report.ModeSteady, report.ModeCold, report.ModeBoth:
+			switch measure.Mode(o.Mode) {
+			case measure.ModeSteady, measure.ModeCold, measure.ModeBoth:
 			default:
 				return usageError{fmt.Errorf("--mode %q: want steady, cold or both", o.Mode)}
 			}
@@ -75,7 +76,7 @@ in a fresh random order; the overhead is the median of the per-round ratios to h
 	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
 	f.IntVar(&o.Rounds, "rounds", 0, "rounds (0 = the profile's default; at least 6 for a 95% interval)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
-	f.StringVar(&o.Mode, "mode", report.ModeSteady, "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
+	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
 	return cmd
 }
@@ -104,14 +105,14 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 
 	v, _, _ := version.Info()
 	run := report.Run{SchemaVersion: report.SchemaVersion, LayerprobeVersion: v, Profile: prof.Name,
-		Mode: o.Mode, Rounds: rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
+		Mode: measure.Mode(o.Mode), Rounds: rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
 	var prog *progressPrinter
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		prog = &progressPrinter{w: stderr}
 	}
 	var failed []string
 	for _, ec := range engines {
-		er := measureEngine(ctx, cfg, ec, prof, rounds, o.Mode, logger, prog)
+		er := measureEngine(ctx, cfg, ec, prof, rounds, measure.Mode(o.Mode), logger, prog)
 		if er.Error != nil {
 			failed = append(failed, er.Error.Message)
 		}
@@ -145,10 +146,10 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	return nil
 }
 
-func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, rounds int, mode string,
+func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, rounds int, mode measure.Mode,
 	logger *slog.Logger, prog *progressPrinter) (er report.Engine) {
 	start := time.Now()
-	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []report.Result{}, Samples: []report.Sample{}}
+	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
 	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
 
 	cli, err := engine.New(ec.Name, ec.Host, logger)
@@ -161,7 +162,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 
 	sess, err := probe.Prepare(ctx, cli, probe.Options{
 		EngineName: ec.Name, FioBinary: cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Targets: cfg.Targets, Mode: report.ModeSteady,
+		Targets: cfg.Targets, Mode: measure.ModeSteady,
 		MinFreeBytes: int64(cfg.FreeSpace.MinFreeBytes), MinFreeRatio: cfg.FreeSpace.MinFreeRatio,
 		DeviceWriteIOPS: testThrottleIOPS(),
 	}, logger)
@@ -182,14 +183,14 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	if prog != nil {
 		progress = prog.update
 	}
-	if mode != report.ModeCold {
+	if mode != measure.ModeCold {
 		er.Samples = sess.RunRounds(ctx, prof, 1, rounds, rng, progress)
 		for _, s := range er.Samples {
 			er.BytesWritten += s.BytesWritten
 		}
-		er.Results = report.Summarize(er.Samples, confidence)
+		er.Results = measure.Summarize(er.Samples, confidence)
 	}
-	if mode != report.ModeSteady && ctx.Err() == nil {
+	if mode != measure.ModeSteady && ctx.Err() == nil {
 		cr, err := sess.RunCold(ctx, prof, 1, rounds, rng, progress)
 		if err != nil {
 			var perr *probe.Error
@@ -263,7 +264,7 @@ type progressPrinter struct {
 func (p *progressPrinter) update(pr probe.Progress) {
 	what := "finishing"
 	if pr.Target != "" {
-		what = fmt.Sprintf("%s/%s", pr.Target, pr.Job)
+		what = fmt.Sprintf("%s/%s", pr.Target, pr.Workload)
 	}
 	eta := "--:--"
 	if pr.Done > 0 {

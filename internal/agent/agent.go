@@ -24,9 +24,9 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
 	"github.com/layerprobe/layerprobe/internal/probe"
-	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -65,8 +65,8 @@ type Agent struct {
 	procRoot string
 	sysRoot  string
 
-	running   atomic.Bool // a cycle runs (or an API trigger is queued)
-	triggerCh chan string // API triggers (the mode), buffered 1
+	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
+	triggerCh chan measure.Mode // API triggers, buffered 1
 	ready     atomic.Bool
 	snap      atomic.Pointer[metrics.Snapshot]
 	mu        sync.Mutex // guards the engines' published state
@@ -97,7 +97,7 @@ func New(o Options) (*Agent, error) {
 		now:       time.Now,
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
-		triggerCh: make(chan string, 1),
+		triggerCh: make(chan measure.Mode, 1),
 	}
 	a.snap.Store(&metrics.Snapshot{})
 	return a, nil
@@ -202,7 +202,7 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 			return nil
 		case mode := <-a.triggerCh:
 			// TriggerCycle set running already.
-			if mode == report.ModeCold {
+			if mode == measure.ModeCold {
 				a.coldAll(ctx, triggerAPI)
 			} else {
 				a.cycleAll(ctx, triggerAPI)
@@ -294,7 +294,7 @@ func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 	}
 }
 
-const modeSteady = report.ModeSteady
+const modeSteady = measure.ModeSteady
 
 // Confidence of every interval the agent publishes.
-const Confidence = report.DefaultConfidence
+const Confidence = measure.DefaultConfidence

@@ -10,18 +10,18 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probe"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
 // coldState is one engine's published cold-probe state (guarded by
 // Agent.mu like the rest of engineState's published fields).
 type coldState struct {
-	results      []report.Result // windowed cold overheads (host, container; fsync)
-	raw          []report.Sample // samples of the last cold cycle that has any
-	sizes        []report.CopyUpSize
+	results      []measure.Result // windowed cold overheads (host, container; fsync)
+	raw          []measure.Sample // samples of the last cold cycle that has any
+	sizes        []measure.CopyUpSize
 	costPerMiB   *float64
 	reflink      *bool
 	lastCycle    *store.Cycle
@@ -52,7 +52,7 @@ func (a *Agent) firstColdDelay(ctx context.Context) time.Duration {
 	}
 	var newest time.Time
 	for _, e := range a.engines {
-		if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, report.ModeCold, ""); err == nil && c.StartedAt.After(newest) {
+		if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, measure.ModeCold, ""); err == nil && c.StartedAt.After(newest) {
 			newest = c.StartedAt
 		}
 	}
@@ -88,7 +88,7 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 		copyUp += s
 	}
 	for _, j := range prof.Jobs {
-		if j.Workload == fio.Fsync {
+		if j.Workload == measure.Fsync {
 			fsync = j.FileBytes
 		}
 	}
@@ -104,7 +104,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 	prof := fsyncOnly(a.prof)
 	rounds := a.cfg.Agent.ColdRounds
 	start := a.now()
-	c := &store.Cycle{Engine: e.cfg.Name, Mode: report.ModeCold, Profile: a.prof.Name, Trigger: trigger, StartedAt: start.UTC()}
+	c := &store.Cycle{Engine: e.cfg.Name, Mode: measure.ModeCold, Profile: a.prof.Name, Trigger: trigger, StartedAt: start.UTC()}
 	log := a.logger.With("engine", e.cfg.Name, "trigger", trigger)
 
 	finish := func(result, reason, msg string) { a.finish(ctx, e, c, log, result, reason, msg) }
@@ -137,7 +137,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 		return
 	}
 	c.FioVersion = e.sess.FioVersion
-	first, err := a.store.NextRound(ctx, e.cfg.Name, report.ModeCold)
+	first, err := a.store.NextRound(ctx, e.cfg.Name, measure.ModeCold)
 	if err != nil {
 		finish(ResultFailed, "store", err.Error())
 		return
@@ -164,7 +164,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 		finish(ResultFailed, reason, err.Error())
 		return
 	}
-	c.Results = a.windowResults(ctx, e, report.ModeCold, c.Samples)
+	c.Results = a.windowResults(ctx, e, measure.ModeCold, c.Samples)
 
 	result, reason, msg := ResultOK, "", ""
 	if ctx.Err() != nil {
@@ -185,7 +185,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 
 // copyUpFailures counts failed copy-up timings like failureReasons counts
 // failed fio jobs.
-func copyUpFailures(us []report.CopyUpSample) []string {
+func copyUpFailures(us []measure.CopyUpSample) []string {
 	n := 0
 	for _, u := range us {
 		if !u.OK() {
@@ -200,13 +200,13 @@ func copyUpFailures(us []report.CopyUpSample) []string {
 
 // refreshCopyUp recomputes the published copy-up summary from the store's
 // window of cold rounds (the store has the cycle just finished).
-func (a *Agent) refreshCopyUp(ctx context.Context, e *engineState) ([]report.CopyUpSize, *float64) {
+func (a *Agent) refreshCopyUp(ctx context.Context, e *engineState) ([]measure.CopyUpSize, *float64) {
 	us, err := a.store.RecentCopyUp(ctx, e.cfg.Name, a.cfg.Agent.WindowRounds)
 	if err != nil {
 		a.logger.Warn("read recent copy-up rounds", "engine", e.cfg.Name, "err", err)
 		return nil, nil
 	}
-	return report.SummarizeCopyUp(us, Confidence)
+	return measure.SummarizeCopyUp(us, Confidence)
 }
 
 // accountCold updates the published cold state after a cold cycle; the
@@ -228,7 +228,7 @@ func (e *engineState) accountCold(c *store.Cycle) {
 	}
 	for _, u := range c.CopyUp {
 		if u.OK() {
-			if u.Target == report.TargetContainer {
+			if u.Target == measure.TargetContainer {
 				e.written[u.Target] += float64(u.SizeBytes)
 			} else {
 				e.written[u.Target] += 4096
@@ -255,7 +255,7 @@ func (e *engineState) accountCold(c *store.Cycle) {
 // restoreCold loads the last cold results, so cold metrics survive a
 // restart.
 func (a *Agent) restoreCold(ctx context.Context, e *engineState) {
-	c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, report.ModeCold, ResultOK)
+	c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, measure.ModeCold, ResultOK)
 	if err != nil {
 		return
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probe"
-	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -40,7 +40,7 @@ type engineState struct {
 	cfg  config.Engine
 	cli  *engine.Client
 	sess *probe.Session
-	det  map[string]detector.State // target -> detector state
+	det  map[measure.Target]detector.State
 	// lastBytesPerRound estimates the next cycle's writes for the budget.
 	lastBytesPerRound int64
 
@@ -50,9 +50,9 @@ type engineState struct {
 	infoErr      string
 	fioVersion   string
 	warnings     []string
-	targets      []string
-	results      []report.Result // windowed overheads
-	raw          []report.Sample // samples of the last cycle that has any
+	targets      []measure.Target
+	results      []measure.Result // windowed overheads
+	raw          []measure.Sample // samples of the last cycle that has any
 	cold         coldState
 	lastCycle    *store.Cycle // of any mode
 	lastSteadyID int64        // id of the last steady cycle, 0 before one
@@ -60,12 +60,12 @@ type engineState struct {
 	lastDuration float64
 	cycles       map[string]float64
 	skips        map[string]float64
-	written      map[string]float64
+	written      map[measure.Target]float64
 }
 
 func newEngineState(ec config.Engine, cli *engine.Client) *engineState {
-	e := &engineState{cfg: ec, cli: cli, det: map[string]detector.State{},
-		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[string]float64{},
+	e := &engineState{cfg: ec, cli: cli, det: map[measure.Target]detector.State{},
+		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[measure.Target]float64{},
 		lastDuration: math.NaN(), cold: newColdState()}
 	for _, r := range Results {
 		e.cycles[r] = 0
@@ -93,13 +93,13 @@ func (e *engineState) estimateBytes(prof fio.Profile, rounds int) int64 {
 	for _, j := range prof.Jobs {
 		per += j.FileBytes
 	}
-	return per * int64(len(probe.AllTargets)) * int64(rounds)
+	return per * int64(len(measure.Targets)) * int64(rounds)
 }
 
 // restore loads what the store remembers, so metrics and the detector
 // survive a restart.
 func (a *Agent) restore(ctx context.Context, e *engineState) {
-	for _, t := range probe.AllTargets[1:] {
+	for _, t := range measure.Targets[1:] {
 		b, err := a.store.DetectorState(ctx, e.cfg.Name, modeSteady, t)
 		if err != nil {
 			continue
@@ -183,7 +183,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 		log.Error("record cycle start", "err", err)
 		return false
 	}
-	var suspects []string
+	var suspects []measure.Target
 	if trigger == triggerConfirm {
 		// Round by round: the detector decides as soon as the rounds
 		// still missing cannot change the outcome, which saves writes.
@@ -290,7 +290,7 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 
 // windowResults computes the published overheads of a mode over the most
 // recent window of its rounds: the stored ones plus this cycle's.
-func (a *Agent) windowResults(ctx context.Context, e *engineState, mode string, current []report.Sample) []report.Result {
+func (a *Agent) windowResults(ctx context.Context, e *engineState, mode measure.Mode, current []measure.Sample) []measure.Result {
 	window := a.cfg.Agent.WindowRounds
 	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, mode, window)
 	if err != nil {
@@ -308,26 +308,26 @@ func (a *Agent) windowResults(ctx context.Context, e *engineState, mode string, 
 	sort.Ints(keys)
 	if len(keys) > window {
 		cut := keys[len(keys)-window]
-		all = slices.DeleteFunc(all, func(s report.Sample) bool { return s.Round < cut })
+		all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut })
 	}
-	return report.Summarize(all, Confidence)
+	return measure.Summarize(all, Confidence)
 }
 
 // observe feeds this cycle's fsync rounds to the detector of every non-host
 // target, persists the states and returns the targets that became suspect.
-func (a *Agent) observe(ctx context.Context, e *engineState, samples []report.Sample) []string {
+func (a *Agent) observe(ctx context.Context, e *engineState, samples []measure.Sample) []measure.Target {
 	metric := a.cfg.Detector.Metric
 	type key struct {
 		round  int
-		target string
+		target measure.Target
 	}
 	vals := map[key]float64{}
 	roundSet := map[int]bool{}
 	for _, s := range samples {
-		if s.Workload != fio.Fsync || !s.OK() {
+		if s.Workload != measure.Fsync || !s.OK() {
 			continue
 		}
-		vals[key{s.Round, s.Target}] = report.MetricValue(metric, s.Result)
+		vals[key{s.Round, s.Target}] = measure.MetricValue(metric, s.JobResult)
 		roundSet[s.Round] = true
 	}
 	rounds := make([]int, 0, len(roundSet))
@@ -335,12 +335,12 @@ func (a *Agent) observe(ctx context.Context, e *engineState, samples []report.Sa
 		rounds = append(rounds, r)
 	}
 	sort.Ints(rounds)
-	var suspects []string
-	for _, t := range probe.AllTargets[1:] {
+	var suspects []measure.Target
+	for _, t := range measure.Targets[1:] {
 		st, seen := e.det[t]
 		changed := false
 		for _, r := range rounds {
-			h, okH := vals[key{r, probe.Host}]
+			h, okH := vals[key{r, measure.TargetHost}]
 			v, okT := vals[key{r, t}]
 			if !okT {
 				continue
@@ -381,7 +381,7 @@ func (a *Agent) observe(ctx context.Context, e *engineState, samples []report.Sa
 func (a *Agent) account(e *engineState, c *store.Cycle) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if c.Mode == report.ModeCold {
+	if c.Mode == measure.ModeCold {
 		e.accountCold(c)
 		return
 	}
@@ -421,7 +421,7 @@ func (a *Agent) lockPath() string {
 }
 
 // completedRounds counts rounds in which every job ran on every target.
-func completedRounds(samples []report.Sample, perRound int) int {
+func completedRounds(samples []measure.Sample, perRound int) int {
 	n := map[int]int{}
 	for _, s := range samples {
 		n[s.Round]++
@@ -436,7 +436,7 @@ func completedRounds(samples []report.Sample, perRound int) int {
 }
 
 // failureReasons lists the distinct failure reasons with their counts.
-func failureReasons(samples []report.Sample) []string {
+func failureReasons(samples []measure.Sample) []string {
 	count := map[string]int{}
 	for _, s := range samples {
 		if !s.OK() {
@@ -455,6 +455,6 @@ func failureReasons(samples []report.Sample) []string {
 // rounds: only the suspected workload needs fresh evidence.
 func fsyncOnly(p fio.Profile) fio.Profile {
 	q := p
-	q.Jobs = slices.DeleteFunc(slices.Clone(p.Jobs), func(j fio.Job) bool { return j.Workload != fio.Fsync })
+	q.Jobs = slices.DeleteFunc(slices.Clone(p.Jobs), func(j fio.Job) bool { return j.Workload != measure.Fsync })
 	return q
 }

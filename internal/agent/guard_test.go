@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 func TestIOPressure(t *testing.T) {
@@ -53,19 +53,19 @@ func TestDiskUtil(t *testing.T) {
 	}
 }
 
-func sample(round int, target string, job fio.Workload, fail bool) report.Sample {
-	s := report.Sample{Round: round, Target: target, Result: fio.Result{Workload: job}}
+func sample(round int, target measure.Target, job measure.Workload, fail bool) measure.Sample {
+	s := measure.Sample{Round: round, Target: target, JobResult: measure.JobResult{Workload: job}}
 	if fail {
-		s.Failure = &fio.Failure{Reason: fio.ReasonNoSpace, Message: "full"}
+		s.Failure = &measure.Failure{Reason: measure.ReasonNoSpace, Message: "full"}
 	}
 	return s
 }
 
 func TestCompletedRoundsAndFailures(t *testing.T) {
-	var ss []report.Sample
+	var ss []measure.Sample
 	for r := 1; r <= 3; r++ {
-		for _, tg := range []string{"host", "container"} {
-			ss = append(ss, sample(r, tg, fio.Fsync, r == 2 && tg == "container"))
+		for _, tg := range []measure.Target{"host", "container"} {
+			ss = append(ss, sample(r, tg, measure.Fsync, r == 2 && tg == "container"))
 		}
 	}
 	ss = ss[:len(ss)-1] // round 3 cut short
@@ -83,7 +83,7 @@ func TestFsyncOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := fsyncOnly(p)
-	if len(q.Jobs) != 1 || q.Jobs[0].Workload != fio.Fsync {
+	if len(q.Jobs) != 1 || q.Jobs[0].Workload != measure.Fsync {
 		t.Fatalf("fsyncOnly jobs = %+v", q.Jobs)
 	}
 	if len(p.Jobs) != 3 {

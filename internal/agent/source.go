@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
-	"github.com/layerprobe/layerprobe/internal/probe"
-	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/stats"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
@@ -37,15 +36,15 @@ func (a *Agent) publish() {
 		me := metrics.Engine{
 			Name: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 			EngineVersion: e.info.ServerVersion, DataRoot: e.info.DataRoot, FioVersion: e.fioVersion,
-			Regression:        map[string]bool{},
-			CyclesTotal:       copyMap(e.cycles),
-			SkipsTotal:        copyMap(e.skips),
-			WrittenBytesTotal: copyMap(e.written),
+			Regression:        map[measure.Target]bool{},
+			CyclesTotal:       maps.Clone(e.cycles),
+			SkipsTotal:        maps.Clone(e.skips),
+			WrittenBytesTotal: maps.Clone(e.written),
 			LastCycleDuration: e.lastDuration,
 			LastSuccess:       e.lastSuccess,
 			BudgetBytes:       float64(a.cfg.Agent.DailyByteBudget),
 		}
-		for _, t := range probe.AllTargets {
+		for _, t := range measure.Targets {
 			if _, ok := me.WrittenBytesTotal[t]; !ok {
 				me.WrittenBytesTotal[t] = 0
 			}
@@ -59,14 +58,14 @@ func (a *Agent) publish() {
 		}
 		for _, r := range e.results {
 			for m, o := range r.Overhead {
-				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Job: r.Job, Metric: m,
+				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Workload: r.Workload, Metric: m,
 					Mode: modeSteady, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
 			}
 		}
 		for _, r := range e.cold.results {
 			for m, o := range r.Overhead {
-				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Job: r.Job, Metric: m,
-					Mode: report.ModeCold, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
+				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Workload: r.Workload, Metric: m,
+					Mode: measure.ModeCold, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
 			}
 		}
 		a.publishCold(e, &me)
@@ -78,18 +77,18 @@ func (a *Agent) publish() {
 			if x.Target != y.Target {
 				return x.Target < y.Target
 			}
-			if x.Job != y.Job {
-				return x.Job < y.Job
+			if x.Workload != y.Workload {
+				return x.Workload < y.Workload
 			}
 			return x.Metric < y.Metric
 		})
-		me.Raw = append(rawFigures(e.raw, modeSteady), rawFigures(e.cold.raw, report.ModeCold)...)
+		me.Raw = append(rawFigures(e.raw, modeSteady), rawFigures(e.cold.raw, measure.ModeCold)...)
 		targets := e.targets
 		if len(targets) == 0 {
-			targets = probe.AllTargets
+			targets = measure.Targets
 		}
 		for _, t := range targets {
-			if t != probe.Host {
+			if t != measure.TargetHost {
 				me.Regression[t] = e.det[t].Regressed()
 			}
 		}
@@ -100,13 +99,16 @@ func (a *Agent) publish() {
 
 // rawFigures are the medians over a cycle's successful rounds, per target,
 // job and data direction.
-func rawFigures(samples []report.Sample, mode string) []metrics.Raw {
-	type key struct{ target, job string }
-	groups := map[key][]fio.Result{}
+func rawFigures(samples []measure.Sample, mode measure.Mode) []metrics.Raw {
+	type key struct {
+		target   measure.Target
+		workload measure.Workload
+	}
+	groups := map[key][]measure.JobResult{}
 	for _, s := range samples {
 		if s.OK() {
-			k := key{s.Target, string(s.Workload)}
-			groups[k] = append(groups[k], s.Result)
+			k := key{s.Target, s.Workload}
+			groups[k] = append(groups[k], s.JobResult)
 		}
 	}
 	keys := make([]key, 0, len(groups))
@@ -117,13 +119,13 @@ func rawFigures(samples []report.Sample, mode string) []metrics.Raw {
 		if keys[i].target != keys[j].target {
 			return keys[i].target < keys[j].target
 		}
-		return keys[i].job < keys[j].job
+		return keys[i].workload < keys[j].workload
 	})
 	var out []metrics.Raw
 	for _, k := range keys {
 		rs := groups[k]
 		for _, op := range []string{"read", "write", "sync"} {
-			pick := func(r fio.Result) fio.Op {
+			pick := func(r measure.JobResult) measure.Op {
 				switch op {
 				case "read":
 					return r.Read
@@ -139,7 +141,7 @@ func rawFigures(samples []report.Sample, mode string) []metrics.Raw {
 			if ios == 0 {
 				continue
 			}
-			med := func(f func(fio.Op) float64) float64 {
+			med := func(f func(measure.Op) float64) float64 {
 				xs := make([]float64, 0, len(rs))
 				for _, r := range rs {
 					if v := f(pick(r)); !math.IsNaN(v) {
@@ -148,13 +150,13 @@ func rawFigures(samples []report.Sample, mode string) []metrics.Raw {
 				}
 				return stats.Median(xs)
 			}
-			raw := metrics.Raw{Target: k.target, Job: k.job, Op: op, Mode: mode,
-				IOPS:           med(func(o fio.Op) float64 { return o.IOPS }),
-				BandwidthBytes: med(func(o fio.Op) float64 { return o.BandwidthBytes }),
+			raw := metrics.Raw{Target: k.target, Workload: k.workload, Op: op, Mode: mode,
+				IOPS:           med(func(o measure.Op) float64 { return o.IOPS }),
+				BandwidthBytes: med(func(o measure.Op) float64 { return o.BandwidthBytes }),
 				Latency: map[string]float64{
-					"50":   med(func(o fio.Op) float64 { return o.LatencyP50Sec }),
-					"99":   med(func(o fio.Op) float64 { return o.LatencyP99Sec }),
-					"99.9": med(func(o fio.Op) float64 { return o.LatencyP999Sec }),
+					"50":   med(func(o measure.Op) float64 { return o.LatencyP50Sec }),
+					"99":   med(func(o measure.Op) float64 { return o.LatencyP99Sec }),
+					"99.9": med(func(o measure.Op) float64 { return o.LatencyP999Sec }),
 				}}
 			if op == "sync" {
 				// fio reports no rate for syncs, only their latency.
@@ -162,14 +164,6 @@ func rawFigures(samples []report.Sample, mode string) []metrics.Raw {
 			}
 			out = append(out, raw)
 		}
-	}
-	return out
-}
-
-func copyMap(m map[string]float64) map[string]float64 {
-	out := make(map[string]float64, len(m))
-	for k, v := range m {
-		out[k] = v
 	}
 	return out
 }
@@ -183,7 +177,7 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 			Mode: modeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
 		if eo.Results == nil {
-			eo.Results = []report.Result{}
+			eo.Results = []measure.Result{}
 		}
 		eo.LastCycleID = e.lastSteadyID
 		if !e.lastSuccess.IsZero() {
@@ -202,14 +196,14 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 // caller holds a.mu.
 func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
 	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-		Mode: report.ModeCold, Window: a.cfg.Agent.WindowRounds, Results: e.cold.results,
-		CopyUp: &report.CopyUp{Reflink: e.cold.reflink, CostSecondsPerMiB: e.cold.costPerMiB,
-			Sizes: e.cold.sizes, Samples: []report.CopyUpSample{}}}
+		Mode: measure.ModeCold, Window: a.cfg.Agent.WindowRounds, Results: e.cold.results,
+		CopyUp: &measure.CopyUp{Reflink: e.cold.reflink, CostSecondsPerMiB: e.cold.costPerMiB,
+			Sizes: e.cold.sizes, Samples: []measure.CopyUpSample{}}}
 	if eo.Results == nil {
-		eo.Results = []report.Result{}
+		eo.Results = []measure.Result{}
 	}
 	if eo.CopyUp.Sizes == nil {
-		eo.CopyUp.Sizes = []report.CopyUpSize{}
+		eo.CopyUp.Sizes = []measure.CopyUpSize{}
 	}
 	if e.cold.lastCycle != nil {
 		eo.LastCycleID = e.cold.lastCycle.ID
@@ -225,7 +219,7 @@ func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
 // engine's metrics; the caller holds a.mu.
 func (a *Agent) publishCold(e *engineState, me *metrics.Engine) {
 	if a.cfg.Agent.ColdInterval > 0 || e.cold.lastCycle != nil {
-		me.ColdCyclesTotal = copyMap(e.cold.cycles)
+		me.ColdCyclesTotal = maps.Clone(e.cold.cycles)
 	}
 	me.ColdLastCycleDuration = e.cold.lastDuration
 	me.ColdLastSuccess = e.cold.lastSuccess
@@ -236,8 +230,8 @@ func (a *Agent) publishCold(e *engineState, me *metrics.Engine) {
 	}
 	for _, s := range e.cold.sizes {
 		me.CopyUp = append(me.CopyUp,
-			metrics.CopyUp{Target: report.TargetHost, SizeBytes: s.SizeBytes, Seconds: s.HostSeconds},
-			metrics.CopyUp{Target: report.TargetContainer, SizeBytes: s.SizeBytes, Seconds: s.ContainerSeconds})
+			metrics.CopyUp{Target: measure.TargetHost, SizeBytes: s.SizeBytes, Seconds: s.HostSeconds},
+			metrics.CopyUp{Target: measure.TargetContainer, SizeBytes: s.SizeBytes, Seconds: s.ContainerSeconds})
 	}
 }
 
@@ -264,24 +258,24 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 		return api.CycleDetail{}, err
 	}
 	d := api.CycleDetail{Cycle: apiCycle(c), Samples: c.Samples, Results: c.Results}
-	if c.Mode == report.ModeCold {
-		cu := report.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
+	if c.Mode == measure.ModeCold {
+		cu := measure.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
 		// The cycle's own copy-up figures, not the window's: the detail is
 		// the raw record of this cycle.
-		cu.Sizes, cu.CostSecondsPerMiB = report.SummarizeCopyUp(c.CopyUp, Confidence)
+		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, Confidence)
 		if cu.Sizes == nil {
-			cu.Sizes = []report.CopyUpSize{}
+			cu.Sizes = []measure.CopyUpSize{}
 		}
 		if cu.Samples == nil {
-			cu.Samples = []report.CopyUpSample{}
+			cu.Samples = []measure.CopyUpSample{}
 		}
 		d.CopyUp = &cu
 	}
 	if d.Samples == nil {
-		d.Samples = []report.Sample{}
+		d.Samples = []measure.Sample{}
 	}
 	if d.Results == nil {
-		d.Results = []report.Result{}
+		d.Results = []measure.Result{}
 	}
 	return d, nil
 }
@@ -315,7 +309,7 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 			ae.LastCycle = &c
 		}
 		for t, st := range e.det {
-			ae.FsyncRegression[t] = st.Regressed()
+			ae.FsyncRegression[string(t)] = st.Regressed()
 		}
 		out = append(out, ae)
 	}
@@ -326,16 +320,16 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 // engine now. It takes no parameters on purpose: nothing from the API
 // reaches fio, file paths or container configuration.
 func (a *Agent) TriggerCycle(context.Context) ([]string, error) {
-	return a.trigger(report.ModeSteady)
+	return a.trigger(measure.ModeSteady)
 }
 
 // TriggerColdCycle implements httpapi.Source: one cold cycle of every
 // engine now.
 func (a *Agent) TriggerColdCycle(context.Context) ([]string, error) {
-	return a.trigger(report.ModeCold)
+	return a.trigger(measure.ModeCold)
 }
 
-func (a *Agent) trigger(mode string) ([]string, error) {
+func (a *Agent) trigger(mode measure.Mode) ([]string, error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return nil, httpapi.ErrBusy
 	}

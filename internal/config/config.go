@@ -3,7 +3,11 @@
 // problem at once with its location and what is allowed.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
+)
 
 // Config is the whole configuration file. Every field has a default (see
 // Default); a file only needs the keys it changes.
@@ -15,8 +19,8 @@ type Config struct {
 	// Targets to measure besides host (host is always measured: every
 	// overhead is relative to it): container, bind, volume. A file may
 	// list "host" too; Load drops it, so after Load Targets never holds it.
-	Targets []string `yaml:"targets"`
-	Fio     Fio      `yaml:"fio"`
+	Targets []measure.Target `yaml:"targets"`
+	Fio     Fio              `yaml:"fio"`
 	// Engines to measure. Empty means one engine named "default" reached
 	// through DOCKER_HOST or the default socket.
 	Engines   []Engine  `yaml:"engines"`

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // DefaultPath is where the CLI looks for the file when --config is not
@@ -21,7 +22,7 @@ func Default() *Config {
 	return &Config{
 		Profile: fio.DefaultProfile,
 		Rounds:  0,
-		Targets: []string{"container", "bind", "volume"},
+		Targets: []measure.Target{measure.TargetContainer, measure.TargetBind, measure.TargetVolume},
 		Fio:     Fio{Binary: "fio"},
 		FreeSpace: FreeSpace{
 			MinFreeBytes: 1 * GiB,

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // ErrInvalid is wrapped by every error that means "the configuration is
@@ -576,7 +578,7 @@ func levenshtein(a, b string) int {
 // Targets and relative file paths are made relative to the config's
 // directory, as Prometheus does for files a config names.
 func (c *Config) normalize(dir string) {
-	c.Targets = slices.DeleteFunc(c.Targets, func(t string) bool { return t == "host" })
+	c.Targets = slices.DeleteFunc(c.Targets, func(t measure.Target) bool { return t == measure.TargetHost })
 	for _, p := range []*string{&c.Agent.WebConfigFile, &c.Agent.APITokenFile} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // TestLoadBad loads every file of testdata/bad and checks that the error
@@ -151,7 +153,7 @@ func TestLoadFull(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"targets", c.Targets, []string{"volume", "container"}},
+		{"targets", c.Targets, []measure.Target{"volume", "container"}},
 		{"interval", c.Agent.Interval, 15 * time.Minute},
 		{"retention", c.Agent.Retention, 720 * time.Hour},
 		{"churn_quiet_period", c.Agent.ChurnQuietPeriod, 2 * time.Minute},
@@ -182,7 +184,7 @@ func TestLoadAnchorsAndMerge(t *testing.T) {
 	if !reflect.DeepEqual(c.Engines, want) {
 		t.Errorf("engines = %+v, want %+v", c.Engines, want)
 	}
-	if !reflect.DeepEqual(c.Targets, []string{"container", "bind"}) {
+	if !reflect.DeepEqual(c.Targets, []measure.Target{"container", "bind"}) {
 		t.Errorf("targets = %v", c.Targets)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // Limits that Validate enforces; docs/configuration.md states them too.
@@ -33,7 +34,7 @@ const (
 
 // validTargets lists the targets a config may name besides "host", in the
 // order the design lists them.
-var validTargets = []string{"container", "bind", "volume"}
+var validTargets = measure.Targets[1:]
 
 // detectorMetrics lists the metrics the fsync regression detector can
 // watch.
@@ -122,28 +123,37 @@ func (c *Config) check() []problem {
 }
 
 func (c *Config) checkTargets(ch *checker) {
-	seen := map[string]int{}
+	seen := map[measure.Target]int{}
 	measured, invalid := 0, 0
+	names := joinTargets(validTargets)
 	for i, t := range c.Targets {
 		at := fmt.Sprintf("targets[%d]", i)
 		if first, dup := seen[t]; dup {
-			ch.addf(at, "%q is listed twice (first as targets[%d])", short(t), first)
+			ch.addf(at, "%q is listed twice (first as targets[%d])", short(string(t)), first)
 			continue
 		}
 		seen[t] = i
 		switch {
-		case t == "host":
+		case t == measure.TargetHost:
 			// Always measured: every overhead is relative to it.
 		case slices.Contains(validTargets, t):
 			measured++
 		default:
 			invalid++
-			ch.addf(at, "%q is not a target, want one of %s (host is always measured)", short(t), strings.Join(validTargets, ", "))
+			ch.addf(at, "%q is not a target, want one of %s (host is always measured)", short(string(t)), names)
 		}
 	}
 	if measured == 0 && invalid == 0 {
-		ch.addf("targets", "no target besides host, want at least one of %s: overheads are relative to host", strings.Join(validTargets, ", "))
+		ch.addf("targets", "no target besides host, want at least one of %s: overheads are relative to host", names)
 	}
+}
+
+func joinTargets(ts []measure.Target) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (c *Config) checkEngines(ch *checker) {

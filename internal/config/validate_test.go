@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -37,9 +39,9 @@ func TestValidate(t *testing.T) {
 		{"rounds 1001", func(c *Config) { c.Rounds = 1001 }, []string{"rounds: 1001"}},
 		{"profile seed", func(c *Config) { c.Profile = "seed" }, nil},
 		{"profile empty", func(c *Config) { c.Profile = "" }, []string{`profile: "" is not a built-in profile`}},
-		{"targets with host", func(c *Config) { c.Targets = []string{"host", "bind"} }, nil},
+		{"targets with host", func(c *Config) { c.Targets = []measure.Target{"host", "bind"} }, nil},
 		{"targets empty", func(c *Config) { c.Targets = nil }, []string{"targets: no target besides host"}},
-		{"targets duplicate host", func(c *Config) { c.Targets = []string{"host", "bind", "host"} }, []string{`targets[2]: "host" is listed twice`}},
+		{"targets duplicate host", func(c *Config) { c.Targets = []measure.Target{"host", "bind", "host"} }, []string{`targets[2]: "host" is listed twice`}},
 		{"engine ok", func(c *Config) {
 			c.Engines = []Engine{{Name: "a-1_b", Host: "tcp://[::1]:2376", ScratchDir: "/srv/x", ProbeImage: "registry.local:5000/probe/fio@sha256:" + strings.Repeat("a", 64)}}
 		}, nil},
@@ -114,7 +116,7 @@ func TestValidateReportsEverything(t *testing.T) {
 	c := Default()
 	c.Profile = "x"
 	c.Rounds = -1
-	c.Targets = []string{"tmpfs"}
+	c.Targets = []measure.Target{"tmpfs"}
 	c.Engines = []Engine{{Name: "a"}, {Name: "a"}, {Name: "B"}}
 	c.Agent.Jitter = 2
 	c.Agent.StateDir = ""

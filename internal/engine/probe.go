@@ -57,7 +57,7 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 		LabelRole:    "probe",
 		LabelOwner:   spec.Owner,
 		LabelEngine:  spec.Engine,
-		LabelMode:    spec.Mode,
+		LabelMode:    string(spec.Mode),
 	}
 	p = &Probe{Name: name, Image: spec.Image}
 	if !spec.WritableLayerOnly {

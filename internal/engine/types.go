@@ -5,6 +5,8 @@
 // and sweeps everything layerprobe created, found by label.
 package engine
 
+import "github.com/layerprobe/layerprobe/internal/measure"
+
 // Labels set on every container, volume and image layerprobe creates. The
 // sweep finds leftovers by these labels, never by name.
 const (
@@ -58,7 +60,7 @@ type ProbeSpec struct {
 	Image      string            // image reference (ID or name) to run
 	BindSource string            // host directory bind-mounted at ContainerBind
 	Owner      string            // owner token, for the label
-	Mode       string            // "steady" or "cold"
+	Mode       measure.Mode      // the mode label
 	Labels     map[string]string // extra labels
 	// WritableLayerOnly starts the container without the bind mount and
 	// the named volume: the cold probe measures only a fresh container's

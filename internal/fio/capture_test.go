@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // capture rewrites the captured fio outputs in testdata/ by running the real
@@ -37,7 +39,7 @@ type captureCase struct {
 	delay  time.Duration
 }
 
-func quickJob(t testing.TB, w Workload) Job {
+func quickJob(t testing.TB, w measure.Workload) Job {
 	t.Helper()
 	p, err := LookupProfile("quick")
 	if err != nil {
@@ -78,22 +80,22 @@ func mountDir(fstype, opts string) func(t *testing.T, base string) (string, func
 func captureCases(t testing.TB) []captureCase {
 	smallRandWrite := func(extra ...string) Job {
 		return Job{
-			Workload:  RandWrite,
+			Workload:  measure.RandWrite,
 			Options:   append([]string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=4", "size=8M", "number_ios=1000", "randrepeat=1", "runtime=60"}, extra...),
 			FileBytes: 4 * 8 * mib,
 			Timeout:   time.Minute,
 		}
 	}
 	return []captureCase{
-		{name: "quick-seqwrite", job: quickJob(t, SeqWrite)},
-		{name: "quick-randwrite", job: quickJob(t, RandWrite)},
-		{name: "quick-fsync", job: quickJob(t, Fsync)},
+		{name: "quick-seqwrite", job: quickJob(t, measure.SeqWrite)},
+		{name: "quick-randwrite", job: quickJob(t, measure.RandWrite)},
+		{name: "quick-fsync", job: quickJob(t, measure.Fsync)},
 		{
 			// A synchronous engine with iodepth>1: fio prints a note line
 			// before the JSON on stdout.
 			name: "psync-iodepth",
 			job: Job{
-				Workload:  RandWrite,
+				Workload:  measure.RandWrite,
 				Options:   []string{"rw=randwrite", "bs=4k", "ioengine=psync", "iodepth=4", "size=4M", "number_ios=500", "runtime=60"},
 				FileBytes: 4 * mib,
 				Timeout:   time.Minute,
@@ -103,7 +105,7 @@ func captureCases(t testing.TB) []captureCase {
 			// 64 MiB of buffered writes into an 8 MiB tmpfs: ENOSPC.
 			name: "enospc",
 			job: Job{
-				Workload:  SeqWrite,
+				Workload:  measure.SeqWrite,
 				Options:   []string{"rw=write", "bs=1M", "ioengine=psync", "size=64M", "runtime=60"},
 				FileBytes: 64 * mib,
 				Timeout:   time.Minute,
@@ -114,14 +116,14 @@ func captureCases(t testing.TB) []captureCase {
 			// The quick seqwrite job (direct=1) on ramfs, which has no
 			// O_DIRECT (tmpfs gained it in Linux 6.6): EINVAL at open.
 			name: "odirect-ramfs",
-			job:  quickJob(t, SeqWrite),
+			job:  quickJob(t, measure.SeqWrite),
 			dir:  mountDir("ramfs", ""),
 		},
 		{
 			// A directory that does not exist: fio refuses the option and
 			// prints no JSON (exit 1).
 			name: "baddir-missing",
-			job:  quickJob(t, RandWrite),
+			job:  quickJob(t, measure.RandWrite),
 			dir: func(t *testing.T, base string) (string, func()) {
 				return filepath.Join(base, "missing"), func() {}
 			},
@@ -130,7 +132,7 @@ func captureCases(t testing.TB) []captureCase {
 			// An immutable directory (chattr +i): open fails with EPERM,
 			// JSON with "error" : 1 (exit 1).
 			name: "baddir-immutable",
-			job:  quickJob(t, RandWrite),
+			job:  quickJob(t, measure.RandWrite),
 			dir: func(t *testing.T, base string) (string, func()) {
 				dir := filepath.Join(base, "immutable")
 				if err := os.Mkdir(dir, 0o700); err != nil {
@@ -152,7 +154,7 @@ func captureCases(t testing.TB) []captureCase {
 			// SIGKILL mid-run: no JSON at all, exit -1.
 			name: "killed",
 			job: Job{
-				Workload:  SeqWrite,
+				Workload:  measure.SeqWrite,
 				Options:   []string{"rw=write", "bs=4k", "ioengine=psync", "size=64M", "time_based=1", "runtime=30"},
 				FileBytes: 64 * mib,
 				Timeout:   time.Minute,
@@ -165,7 +167,7 @@ func captureCases(t testing.TB) []captureCase {
 			// stops its jobs, prints partial JSON and exits non-zero.
 			name: "sigterm",
 			job: Job{
-				Workload:  SeqWrite,
+				Workload:  measure.SeqWrite,
 				Options:   []string{"rw=write", "bs=4k", "ioengine=psync", "size=64M", "time_based=1", "runtime=30"},
 				FileBytes: 64 * mib,
 				Timeout:   time.Minute,

@@ -30,7 +30,7 @@ import (
 // Command therefore adds --thread: jobs are threads of the one fio process,
 // and a SIGKILL (or the parent-death signal) stops all of them. Send SIGTERM
 // first anyway: fio then stops its jobs, unlinks their files, prints partial
-// JSON and exits 128, which Parse reports as ReasonCrashed (prefer the
+// JSON and exits 128, which Parse reports as measure.ReasonCrashed (prefer the
 // context's reason).
 func Command(binary string, job Job, dir string) []string {
 	argv := make([]string, 0, 8+len(job.Options))
@@ -53,7 +53,7 @@ func Command(binary string, job Job, dir string) []string {
 // Version runs `binary --version` and returns what fio prints, e.g.
 // "fio-3.33". A missing or non-executable binary gives an error that names
 // it and wraps the exec error, so FailureFromRunError classifies it as
-// ReasonFioMissing.
+// measure.ReasonFioMissing.
 func Version(ctx context.Context, binary string) (string, error) {
 	cmd := exec.CommandContext(ctx, binary, "--version")
 	var stderr bytes.Buffer

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 func TestCommand(t *testing.T) {
-	job := Job{Workload: RandWrite, Options: []string{"rw=randwrite", "bs=4k"}}
+	job := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "bs=4k"}}
 	got := Command("/usr/bin/fio", job, "/var/lib/layerprobe/scratch/a:b")
 	want := []string{
 		"/usr/bin/fio",
@@ -81,12 +83,12 @@ func TestVersionErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("Version(missing) = %v, want an error naming %s", err, missing)
 	}
-	if f := FailureFromRunError(err); f.Reason != ReasonFioMissing {
-		t.Errorf("FailureFromRunError(%v) = %v, want %s", err, f, ReasonFioMissing)
+	if f := FailureFromRunError(err); f.Reason != measure.ReasonFioMissing {
+		t.Errorf("FailureFromRunError(%v) = %v, want %s", err, f, measure.ReasonFioMissing)
 	}
 	_, err = Version(ctx, "layerprobe-no-such-fio-binary")
-	if f := FailureFromRunError(err); err == nil || f.Reason != ReasonFioMissing {
-		t.Errorf("Version(not in PATH) = %v, want %s", err, ReasonFioMissing)
+	if f := FailureFromRunError(err); err == nil || f.Reason != measure.ReasonFioMissing {
+		t.Errorf("Version(not in PATH) = %v, want %s", err, measure.ReasonFioMissing)
 	}
 	notExec := filepath.Join(t.TempDir(), "fio")
 	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -94,8 +96,8 @@ func TestVersionErrors(t *testing.T) {
 	}
 	// execve needs an execute bit even for root.
 	_, err = Version(ctx, notExec)
-	if f := FailureFromRunError(err); err == nil || f.Reason != ReasonFioMissing {
-		t.Errorf("Version(not executable) = %v, want %s", err, ReasonFioMissing)
+	if f := FailureFromRunError(err); err == nil || f.Reason != measure.ReasonFioMissing {
+		t.Errorf("Version(not executable) = %v, want %s", err, measure.ReasonFioMissing)
 	}
 	if echo, lerr := exec.LookPath("echo"); lerr == nil {
 		if _, err = Version(ctx, echo); !errors.Is(err, errNotFio) {
@@ -108,17 +110,17 @@ func TestFailureFromRunError(t *testing.T) {
 	exitErr := exec.Command("sh", "-c", "kill -9 $$").Run()
 	for _, c := range []struct {
 		err  error
-		want Reason
+		want measure.Reason
 	}{
-		{context.DeadlineExceeded, ReasonTimeout},
-		{errors.Join(errors.New("signal: killed"), context.DeadlineExceeded), ReasonTimeout},
-		{context.Canceled, ReasonCanceled},
-		{exec.ErrNotFound, ReasonFioMissing},
-		{&exec.Error{Name: "fio", Err: exec.ErrNotFound}, ReasonFioMissing},
-		{os.ErrNotExist, ReasonFioMissing},
-		{os.ErrPermission, ReasonFioMissing},
-		{exitErr, ReasonCrashed},
-		{errors.New("OCI runtime exec failed"), ReasonExec},
+		{context.DeadlineExceeded, measure.ReasonTimeout},
+		{errors.Join(errors.New("signal: killed"), context.DeadlineExceeded), measure.ReasonTimeout},
+		{context.Canceled, measure.ReasonCanceled},
+		{exec.ErrNotFound, measure.ReasonFioMissing},
+		{&exec.Error{Name: "fio", Err: exec.ErrNotFound}, measure.ReasonFioMissing},
+		{os.ErrNotExist, measure.ReasonFioMissing},
+		{os.ErrPermission, measure.ReasonFioMissing},
+		{exitErr, measure.ReasonCrashed},
+		{errors.New("OCI runtime exec failed"), measure.ReasonExec},
 	} {
 		f := FailureFromRunError(c.err)
 		if f == nil || f.Reason != c.want {
@@ -156,8 +158,8 @@ func TestRealFio(t *testing.T) {
 			if res.Failure != nil {
 				t.Fatalf("%s: %v", strings.Join(argv, " "), res.Failure)
 			}
-			ops := map[string]Op{"write": res.Write}
-			if job.Workload == Fsync {
+			ops := map[string]measure.Op{"write": res.Write}
+			if job.Workload == measure.Fsync {
 				ops["read"], ops["sync"] = res.Read, res.Sync
 			}
 			for name, op := range ops {

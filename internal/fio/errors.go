@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io/fs"
 	"os/exec"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // FailureFromRunError classifies an error from starting or waiting for fio
-// (or from Version) as a Failure; nil for a nil error.
+// (or from Version) as a measure.Failure; nil for a nil error.
 //
 //   - context.DeadlineExceeded: ReasonTimeout; context.Canceled:
 //     ReasonCanceled. exec.CommandContext reports a killed process as an
@@ -19,7 +21,9 @@ import (
 //   - *exec.ExitError (fio ran and died, e.g. from a signal): ReasonCrashed.
 //     A non-zero exit with output is better handled by Parse.
 //   - anything else: ReasonExec.
-func FailureFromRunError(err error) *Failure {
+//
+// The reasons are measure's.
+func FailureFromRunError(err error) *measure.Failure {
 	if err == nil {
 		return nil
 	}
@@ -27,13 +31,13 @@ func FailureFromRunError(err error) *Failure {
 	var exitErr *exec.ExitError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return &Failure{Reason: ReasonTimeout, Message: msg}
+		return &measure.Failure{Reason: measure.ReasonTimeout, Message: msg}
 	case errors.Is(err, context.Canceled):
-		return &Failure{Reason: ReasonCanceled, Message: msg}
+		return &measure.Failure{Reason: measure.ReasonCanceled, Message: msg}
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission):
-		return &Failure{Reason: ReasonFioMissing, Message: msg}
+		return &measure.Failure{Reason: measure.ReasonFioMissing, Message: msg}
 	case errors.As(err, &exitErr):
-		return &Failure{Reason: ReasonCrashed, Message: msg}
+		return &measure.Failure{Reason: measure.ReasonCrashed, Message: msg}
 	}
-	return &Failure{Reason: ReasonExec, Message: msg}
+	return &measure.Failure{Reason: measure.ReasonExec, Message: msg}
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // maxMessage bounds Failure.Message: fio can print one error line per
@@ -22,9 +24,9 @@ const maxMessage = 512
 // start of the JSON document, so hostile output cannot make it quadratic.
 const maxCandidates = 16
 
-// Parse turns what one fio execution printed into a Result. It never panics
-// and never returns an error: anything that went wrong is a Result with
-// Failure set.
+// Parse turns what one fio execution printed into a measure.JobResult. It
+// never panics and never returns an error: anything that went wrong is a
+// JobResult with Failure set.
 //
 // stdout may hold informational lines before and after the JSON document
 // (fio writes notes such as "note: both iodepth >= 1 and synchronous I/O
@@ -38,13 +40,14 @@ const maxCandidates = 16
 // number of jobs that failed and still prints JSON with a per-job errno, so
 // both are checked.
 //
-// Classification: errno 28 (ENOSPC) or 122 (EDQUOT) is ReasonNoSpace;
-// EINVAL on a direct=1 job, or fio saying the destination does not support
-// O_DIRECT or that the first direct I/O errored, is ReasonODirectUnsupported;
-// any other job error is ReasonFioError. No JSON with exitCode < 0 or >= 128
-// (signal, crash, killed) is ReasonCrashed, as is JSON with such an exit code
-// (fio was interrupted and its figures are partial); exit code 126 or 127
-// without JSON (the shell or container runtime could not run fio) is
+// Classification (the measure.Reason* values): errno 28 (ENOSPC) or 122
+// (EDQUOT) is ReasonNoSpace; EINVAL on a direct=1 job, or fio saying the
+// destination does not support O_DIRECT or that the first direct I/O
+// errored, is ReasonODirectUnsupported; any other job error is
+// ReasonFioError. No JSON with exitCode < 0 or >= 128 (signal, crash,
+// killed) is ReasonCrashed, as is JSON with such an exit code (fio was
+// interrupted and its figures are partial); exit code 126 or 127 without
+// JSON (the shell or container runtime could not run fio) is
 // ReasonFioMissing; other output without a complete JSON document is
 // ReasonParse or, when fio exited non-zero, ReasonFioError. A caller whose
 // context ended (timeout, cancel) should prefer FailureFromRunError(ctx.Err()).
@@ -65,16 +68,16 @@ const maxCandidates = 16
 // When Failure is set the figures are still filled with what fio reported
 // (BytesWritten in particular counts against the write budget) but they are
 // not measurements and must not be used as such.
-func Parse(job Job, stdout, stderr []byte, exitCode int) (res Result) {
-	res = Result{Workload: job.Workload}
+func Parse(job Job, stdout, stderr []byte, exitCode int) (res measure.JobResult) {
+	res = measure.JobResult{Workload: job.Workload}
 	nan := math.NaN()
-	for _, op := range []*Op{&res.Read, &res.Write, &res.Sync} {
-		*op = Op{LatencyMeanSec: nan, LatencyP50Sec: nan, LatencyP99Sec: nan, LatencyP999Sec: nan}
+	for _, op := range []*measure.Op{&res.Read, &res.Write, &res.Sync} {
+		*op = measure.Op{LatencyMeanSec: nan, LatencyP50Sec: nan, LatencyP99Sec: nan, LatencyP999Sec: nan}
 	}
 	defer func() {
 		// Parse must never take its caller down, whatever fio printed.
 		if r := recover(); r != nil {
-			res.Failure = &Failure{Reason: ReasonParse, Message: trimMessage(fmt.Sprintf("internal error parsing fio output: %v", r))}
+			res.Failure = &measure.Failure{Reason: measure.ReasonParse, Message: trimMessage(fmt.Sprintf("internal error parsing fio output: %v", r))}
 		}
 	}()
 
@@ -104,15 +107,15 @@ func Parse(job Job, stdout, stderr []byte, exitCode int) (res Result) {
 		return res
 	}
 	if len(doc.Jobs) == 0 {
-		res.Failure = &Failure{Reason: ReasonParse, Message: withText("fio output has no jobs", text)}
+		res.Failure = &measure.Failure{Reason: measure.ReasonParse, Message: withText("fio output has no jobs", text)}
 		return res
 	}
 	for _, c := range []struct {
 		name string
-		op   Op
+		op   measure.Op
 	}{{"read", res.Read}, {"write", res.Write}, {"sync", res.Sync}} {
 		if !finiteNonNeg(c.op.IOPS) || !finiteNonNeg(c.op.BandwidthBytes) || c.op.IOs < 0 || c.op.Bytes < 0 {
-			res.Failure = &Failure{Reason: ReasonParse, Message: trimMessage(fmt.Sprintf(
+			res.Failure = &measure.Failure{Reason: measure.ReasonParse, Message: trimMessage(fmt.Sprintf(
 				"fio reported invalid %s figures: iops=%v bandwidth=%v ios=%d bytes=%d",
 				c.name, c.op.IOPS, c.op.BandwidthBytes, c.op.IOs, c.op.Bytes))}
 			return res
@@ -374,7 +377,7 @@ type latStat struct {
 
 type pctPoint struct{ p, v float64 } // percent (0..100], seconds
 
-func fill(res *Result, job Job, doc *fioOutput) {
+func fill(res *measure.JobResult, job Job, doc *fioOutput) {
 	var readLat, writeLat, syncLat []latStat
 	var runtimeMS float64
 	for i := range doc.Jobs {
@@ -429,7 +432,7 @@ func fill(res *Result, job Job, doc *fioOutput) {
 }
 
 // addDir adds one job's direction to op and returns its latency statistic.
-func addDir(op *Op, d *fioDir) *latStat {
+func addDir(op *measure.Op, d *fioDir) *latStat {
 	if d == nil {
 		return nil
 	}
@@ -508,7 +511,7 @@ func latFrom(l *fioLat, div, ios float64) *latStat {
 	return s
 }
 
-func setLat(op *Op, stats []latStat) {
+func setLat(op *measure.Op, stats []latStat) {
 	var w, sum float64
 	for _, s := range stats {
 		if math.IsNaN(s.mean) || math.IsInf(s.mean, 0) {
@@ -656,17 +659,17 @@ var (
 
 // classifyErrno maps a job's errno (0 when unknown) and fio's text to a
 // reason.
-func classifyErrno(errno int, direct bool, text string) Reason {
+func classifyErrno(errno int, direct bool, text string) measure.Reason {
 	lower := strings.ToLower(text)
 	switch {
 	case errno == errnoENOSPC || errno == errnoEDQUOT:
-		return ReasonNoSpace
+		return measure.ReasonNoSpace
 	case containsAny(lower, oDirectText):
-		return ReasonODirectUnsupported
+		return measure.ReasonODirectUnsupported
 	case errno == errnoEINVAL && direct:
-		return ReasonODirectUnsupported
+		return measure.ReasonODirectUnsupported
 	case errno == 0 && containsAny(lower, noSpaceText):
-		return ReasonNoSpace
+		return measure.ReasonNoSpace
 	}
 	if errno == 0 {
 		if m := errnoInText.FindStringSubmatch(text); m != nil {
@@ -675,7 +678,7 @@ func classifyErrno(errno int, direct bool, text string) Reason {
 			}
 		}
 	}
-	return ReasonFioError
+	return measure.ReasonFioError
 }
 
 func containsAny(s string, subs []string) bool {
@@ -688,7 +691,7 @@ func containsAny(s string, subs []string) bool {
 }
 
 // jobErrorFailure reports the first job with a non-zero errno.
-func jobErrorFailure(job Job, doc *fioOutput, text string) *Failure {
+func jobErrorFailure(job Job, doc *fioOutput, text string) *measure.Failure {
 	for i := range doc.Jobs {
 		j := &doc.Jobs[i]
 		e := j.Error.f()
@@ -704,33 +707,33 @@ func jobErrorFailure(job Job, doc *fioOutput, text string) *Failure {
 		if errno > 0 {
 			head += " (" + syscall.Errno(errno).Error() + ")"
 		}
-		return &Failure{Reason: reason, Message: withText(head, text)}
+		return &measure.Failure{Reason: reason, Message: withText(head, text)}
 	}
 	return nil
 }
 
-func noJSONFailure(state extractState, exitCode int, text string) *Failure {
+func noJSONFailure(state extractState, exitCode int, text string) *measure.Failure {
 	what := "no JSON in fio output"
 	if state == jsonTruncated {
 		what = "truncated or invalid JSON in fio output"
 	}
 	switch {
 	case exitCode < 0 || exitCode >= 128:
-		return &Failure{Reason: ReasonCrashed, Message: withText(fmt.Sprintf("fio died (%s) with %s", exitDescription(exitCode), what), text)}
+		return &measure.Failure{Reason: measure.ReasonCrashed, Message: withText(fmt.Sprintf("fio died (%s) with %s", exitDescription(exitCode), what), text)}
 	case exitCode == 126 || exitCode == 127:
-		return &Failure{Reason: ReasonFioMissing, Message: withText(fmt.Sprintf("fio could not be run (exit code %d)", exitCode), text)}
+		return &measure.Failure{Reason: measure.ReasonFioMissing, Message: withText(fmt.Sprintf("fio could not be run (exit code %d)", exitCode), text)}
 	case exitCode == 0:
-		return &Failure{Reason: ReasonParse, Message: withText(what, text)}
+		return &measure.Failure{Reason: measure.ReasonParse, Message: withText(what, text)}
 	}
 	reason := classifyErrno(0, false, text)
-	return &Failure{Reason: reason, Message: withText(fmt.Sprintf("fio exited with code %d and %s", exitCode, what), text)}
+	return &measure.Failure{Reason: reason, Message: withText(fmt.Sprintf("fio exited with code %d and %s", exitCode, what), text)}
 }
 
-func exitFailure(exitCode int, text string) *Failure {
+func exitFailure(exitCode int, text string) *measure.Failure {
 	if exitCode < 0 || exitCode >= 128 {
-		return &Failure{Reason: ReasonCrashed, Message: withText(fmt.Sprintf("fio was interrupted (%s); its figures are partial", exitDescription(exitCode)), text)}
+		return &measure.Failure{Reason: measure.ReasonCrashed, Message: withText(fmt.Sprintf("fio was interrupted (%s); its figures are partial", exitDescription(exitCode)), text)}
 	}
-	return &Failure{Reason: classifyErrno(0, false, text), Message: withText(fmt.Sprintf("fio exited with code %d", exitCode), text)}
+	return &measure.Failure{Reason: classifyErrno(0, false, text), Message: withText(fmt.Sprintf("fio exited with code %d", exitCode), text)}
 }
 
 func exitDescription(exitCode int) string {

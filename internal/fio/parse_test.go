@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // rawFio is an independent, deliberately simple reading of a captured fio
@@ -164,7 +166,7 @@ func near(a, b float64) bool {
 // checkOp asserts op against the raw figures: sums exactly, latency mean
 // as the N-weighted mean, percentiles exactly for one job and within the
 // per-job range for several.
-func checkOp(t *testing.T, name string, got Op, want rawOp) {
+func checkOp(t *testing.T, name string, got measure.Op, want rawOp) {
 	t.Helper()
 	if float64(got.IOs) != want.ios || float64(got.Bytes) != want.bytes {
 		t.Errorf("%s: ios=%d bytes=%d, want %v %v", name, got.IOs, got.Bytes, want.ios, want.bytes)
@@ -215,9 +217,9 @@ func checkOp(t *testing.T, name string, got Op, want rawOp) {
 type parseCase struct {
 	name       string // testdata file stem (or derived file name)
 	job        Job
-	wantReason Reason // "" for success
+	wantReason measure.Reason // "" for success
 	wantMsg    []string
-	check      func(t *testing.T, res Result)
+	check      func(t *testing.T, res measure.JobResult)
 }
 
 func loadCapture(t *testing.T, name string) (stdout, stderr []byte, exit int) {
@@ -252,7 +254,7 @@ func parseCases(t *testing.T) []parseCase {
 		jobs[c.name] = c.job
 	}
 	return []parseCase{
-		{name: "quick-seqwrite", job: jobs["quick-seqwrite"], check: func(t *testing.T, res Result) {
+		{name: "quick-seqwrite", job: jobs["quick-seqwrite"], check: func(t *testing.T, res measure.JobResult) {
 			if res.Write.IOs != 32 || res.Write.Bytes != 32*mib {
 				t.Errorf("write ios=%d bytes=%d, want 32 x 1 MiB", res.Write.IOs, res.Write.Bytes)
 			}
@@ -263,12 +265,12 @@ func parseCases(t *testing.T) []parseCase {
 				t.Errorf("read/sync should be empty with NaN latencies: %+v %+v", res.Read, res.Sync)
 			}
 		}},
-		{name: "quick-randwrite", job: jobs["quick-randwrite"], check: func(t *testing.T, res Result) {
+		{name: "quick-randwrite", job: jobs["quick-randwrite"], check: func(t *testing.T, res measure.JobResult) {
 			if res.Write.IOs != 4000 || res.Write.Bytes != 4000*4096 {
 				t.Errorf("write ios=%d bytes=%d, want 4000 x 4 KiB", res.Write.IOs, res.Write.Bytes)
 			}
 		}},
-		{name: "quick-fsync", job: jobs["quick-fsync"], check: func(t *testing.T, res Result) {
+		{name: "quick-fsync", job: jobs["quick-fsync"], check: func(t *testing.T, res measure.JobResult) {
 			if res.Read.IOs+res.Write.IOs != 4000 {
 				t.Errorf("read+write ios = %d, want 4000", res.Read.IOs+res.Write.IOs)
 			}
@@ -279,25 +281,25 @@ func parseCases(t *testing.T) []parseCase {
 				t.Errorf("sync figures missing: %+v", res.Sync)
 			}
 		}},
-		{name: "psync-iodepth", job: jobs["psync-iodepth"], check: func(t *testing.T, res Result) {
+		{name: "psync-iodepth", job: jobs["psync-iodepth"], check: func(t *testing.T, res measure.JobResult) {
 			if res.Write.IOs != 500 {
 				t.Errorf("write ios = %d, want 500", res.Write.IOs)
 			}
 		}},
-		{name: "enospc", job: jobs["enospc"], wantReason: ReasonNoSpace, wantMsg: []string{"errno 28", "No space left on device"}, check: func(t *testing.T, res Result) {
+		{name: "enospc", job: jobs["enospc"], wantReason: measure.ReasonNoSpace, wantMsg: []string{"errno 28", "No space left on device"}, check: func(t *testing.T, res measure.JobResult) {
 			if res.BytesWritten != 8*mib {
 				t.Errorf("BytesWritten = %d, want the 8 MiB written before ENOSPC", res.BytesWritten)
 			}
 		}},
-		{name: "odirect-ramfs", job: jobs["odirect-ramfs"], wantReason: ReasonODirectUnsupported, wantMsg: []string{"errno 22", "does not support O_DIRECT"}},
-		{name: "baddir-missing", job: jobs["baddir-missing"], wantReason: ReasonFioError, wantMsg: []string{"exited with code 1", "is not a directory"}},
-		{name: "baddir-immutable", job: jobs["baddir-immutable"], wantReason: ReasonFioError, wantMsg: []string{"errno 1 ", "Operation not permitted"}},
-		{name: "numjobs4", job: jobs["numjobs4"], check: func(t *testing.T, res Result) {
+		{name: "odirect-ramfs", job: jobs["odirect-ramfs"], wantReason: measure.ReasonODirectUnsupported, wantMsg: []string{"errno 22", "does not support O_DIRECT"}},
+		{name: "baddir-missing", job: jobs["baddir-missing"], wantReason: measure.ReasonFioError, wantMsg: []string{"exited with code 1", "is not a directory"}},
+		{name: "baddir-immutable", job: jobs["baddir-immutable"], wantReason: measure.ReasonFioError, wantMsg: []string{"errno 1 ", "Operation not permitted"}},
+		{name: "numjobs4", job: jobs["numjobs4"], check: func(t *testing.T, res measure.JobResult) {
 			if res.Write.IOs != 4000 {
 				t.Errorf("write ios = %d, want 4 x 1000", res.Write.IOs)
 			}
 		}},
-		{name: "numjobs4-group", job: jobs["numjobs4-group"], check: func(t *testing.T, res Result) {
+		{name: "numjobs4-group", job: jobs["numjobs4-group"], check: func(t *testing.T, res measure.JobResult) {
 			if res.Write.IOs != 4000 {
 				t.Errorf("write ios = %d, want 4 x 1000", res.Write.IOs)
 			}
@@ -307,13 +309,13 @@ func parseCases(t *testing.T) []parseCase {
 				t.Errorf("Runtime = %v, want the ~60 ms direction runtime, not summed job_runtime", res.Runtime)
 			}
 		}},
-		{name: "killed", job: jobs["killed"], wantReason: ReasonCrashed, wantMsg: []string{"killed by a signal", "no JSON"}},
-		{name: "sigterm", job: jobs["sigterm"], wantReason: ReasonCrashed, wantMsg: []string{"interrupted", "terminating on signal 15"}, check: func(t *testing.T, res Result) {
+		{name: "killed", job: jobs["killed"], wantReason: measure.ReasonCrashed, wantMsg: []string{"killed by a signal", "no JSON"}},
+		{name: "sigterm", job: jobs["sigterm"], wantReason: measure.ReasonCrashed, wantMsg: []string{"interrupted", "terminating on signal 15"}, check: func(t *testing.T, res measure.JobResult) {
 			if res.Write.IOs == 0 || res.BytesWritten == 0 {
 				t.Errorf("partial figures should be kept: %+v", res.Write)
 			}
 		}},
-		{name: "derived-fio31.json", job: jobs["quick-fsync"], check: func(t *testing.T, res Result) {
+		{name: "derived-fio31.json", job: jobs["quick-fsync"], check: func(t *testing.T, res measure.JobResult) {
 			if res.FioVersion != "fio-3.1" {
 				t.Errorf("FioVersion = %q", res.FioVersion)
 			}
@@ -329,7 +331,7 @@ func parseCases(t *testing.T) []parseCase {
 				t.Errorf("Runtime = %v, want %v (direction runtime, no job_runtime needed)", res.Runtime, orig.Runtime)
 			}
 		}},
-		{name: "derived-nan.json", job: jobs["quick-fsync"], check: func(t *testing.T, res Result) {
+		{name: "derived-nan.json", job: jobs["quick-fsync"], check: func(t *testing.T, res measure.JobResult) {
 			if !math.IsNaN(res.Read.LatencyMeanSec) || !math.IsNaN(res.Sync.LatencyMeanSec) {
 				t.Errorf("nan means should read as NaN: read %v sync %v", res.Read.LatencyMeanSec, res.Sync.LatencyMeanSec)
 			}
@@ -338,8 +340,8 @@ func parseCases(t *testing.T) []parseCase {
 				t.Errorf("figures next to nan tokens changed: %+v vs %+v", res, orig)
 			}
 		}},
-		{name: "derived-nopercentiles.json", job: jobs["quick-fsync"], check: func(t *testing.T, res Result) {
-			for _, op := range []Op{res.Read, res.Write, res.Sync} {
+		{name: "derived-nopercentiles.json", job: jobs["quick-fsync"], check: func(t *testing.T, res measure.JobResult) {
+			for _, op := range []measure.Op{res.Read, res.Write, res.Sync} {
 				if !math.IsNaN(op.LatencyP50Sec) || !math.IsNaN(op.LatencyP99Sec) || !math.IsNaN(op.LatencyP999Sec) {
 					t.Errorf("percentiles should be NaN: %+v", op)
 				}
@@ -348,7 +350,7 @@ func parseCases(t *testing.T) []parseCase {
 				}
 			}
 		}},
-		{name: "derived-fio2.json", job: jobs["quick-randwrite"], check: func(t *testing.T, res Result) {
+		{name: "derived-fio2.json", job: jobs["quick-randwrite"], check: func(t *testing.T, res measure.JobResult) {
 			orig := Parse(jobs["quick-randwrite"], mustRead(t, "quick-randwrite.stdout"), nil, 0)
 			if res.Write.Bytes != orig.Write.Bytes || res.Write.IOs != orig.Write.IOs {
 				t.Errorf("fio 2 io_bytes (KiB): bytes=%d ios=%d, want %d %d", res.Write.Bytes, res.Write.IOs, orig.Write.Bytes, orig.Write.IOs)
@@ -422,7 +424,7 @@ func TestParseCaptured(t *testing.T) {
 				}
 			}
 			if res.OK() {
-				for _, op := range []Op{res.Read, res.Write, res.Sync} {
+				for _, op := range []measure.Op{res.Read, res.Write, res.Sync} {
 					if !finiteNonNeg(op.IOPS) || !finiteNonNeg(op.BandwidthBytes) {
 						t.Errorf("non-finite figures in a successful result: %+v", op)
 					}
@@ -460,8 +462,8 @@ func minimal(errno int, extra string) string {
 }
 
 func TestParseEdgeCases(t *testing.T) {
-	direct := Job{Workload: RandWrite, Options: []string{"rw=randwrite", "direct=1"}}
-	buffered := Job{Workload: RandWrite, Options: []string{"rw=randwrite"}}
+	direct := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "direct=1"}}
+	buffered := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}}
 	long := strings.Repeat("fio: io_u error on file /x: No space left on device: write offset=1\n", 1) +
 		strings.Repeat("é", 2000)
 	for _, c := range []struct {
@@ -469,36 +471,36 @@ func TestParseEdgeCases(t *testing.T) {
 		job            Job
 		stdout, stderr string
 		exit           int
-		want           Reason // "" = success
+		want           measure.Reason // "" = success
 		wantMsg        string
 	}{
 		{name: "ok", job: buffered, stdout: minimal(0, "")},
 		{name: "notes before and after", job: buffered, stdout: "note: something {odd}\n" + "{ not json\n" + minimal(0, "") + "fio: trailing note\n"},
 		{name: "indented json", job: buffered, stdout: "  " + minimal(0, "")},
 		{name: "crlf", job: buffered, stdout: strings.ReplaceAll(minimal(0, ""), "\n", "\r\n")},
-		{name: "empty exit 0", job: buffered, want: ReasonParse, wantMsg: "no JSON"},
-		{name: "garbage exit 0", job: buffered, stdout: "hello\nworld\n", want: ReasonParse},
-		{name: "truncated exit 0", job: buffered, stdout: minimal(0, "")[:200], want: ReasonParse, wantMsg: "truncated"},
-		{name: "truncated killed", job: buffered, stdout: minimal(0, "")[:200], exit: -1, want: ReasonCrashed},
-		{name: "no json sigkill 137", job: buffered, exit: 137, want: ReasonCrashed, wantMsg: "signal killed"},
-		{name: "exec 127", job: buffered, stderr: "exec: \"fio\": executable file not found in $PATH", exit: 127, want: ReasonFioMissing},
-		{name: "option error", job: buffered, stderr: "fio: failed parsing bs=x\n", exit: 1, want: ReasonFioError, wantMsg: "failed parsing"},
-		{name: "no json but enospc text", job: buffered, stdout: "fio: pid=1, err=28/file:io_u.c:1, func=io_u error, error=No space left on device\n", exit: 1, want: ReasonNoSpace},
-		{name: "edquot", job: buffered, stdout: minimal(122, ""), exit: 1, want: ReasonNoSpace, wantMsg: "errno 122"},
-		{name: "einval buffered", job: buffered, stdout: minimal(22, ""), exit: 1, want: ReasonFioError},
-		{name: "einval direct", job: direct, stdout: minimal(22, ""), exit: 1, want: ReasonODirectUnsupported},
-		{name: "einval direct from job options", job: buffered, stdout: minimal(22, `"job options" : { "direct" : "1" },`), exit: 1, want: ReasonODirectUnsupported},
-		{name: "first direct io errored", job: buffered, stdout: "fio: first direct IO errored. File system may not support direct IO, or iomem_align= is bad, or invalid block size. Try setting direct=0.\n" + minimal(5, ""), exit: 1, want: ReasonODirectUnsupported},
-		{name: "error with exit 0", job: buffered, stdout: minimal(5, ""), want: ReasonFioError, wantMsg: "input/output error"},
-		{name: "exit 1 without job error", job: buffered, stdout: minimal(0, ""), exit: 1, want: ReasonFioError},
-		{name: "interrupted with json", job: buffered, stdout: minimal(0, ""), exit: 128, want: ReasonCrashed},
-		{name: "nan iops", job: buffered, stdout: strings.Replace(minimal(0, ""), "500.000000", "-nan", 1), want: ReasonParse, wantMsg: "invalid write"},
-		{name: "inf bw", job: buffered, stdout: strings.Replace(minimal(0, ""), `"bw_bytes" : 2048000`, `"bw_bytes" : inf`, 1), want: ReasonParse},
-		{name: "negative iops", job: buffered, stdout: strings.Replace(minimal(0, ""), "500.000000", "-5", 1), want: ReasonParse},
-		{name: "no jobs", job: buffered, stdout: `{"fio version" : "fio-3.33", "jobs" : []}`, want: ReasonParse},
-		{name: "wrong types", job: buffered, stdout: `{"fio version" : 3, "jobs" : "x"}`, want: ReasonParse},
-		{name: "long message", job: buffered, stdout: minimal(28, ""), stderr: long, exit: 1, want: ReasonNoSpace},
-		{name: "invalid utf8", job: buffered, stdout: minimal(5, ""), stderr: "fio: \xff\xfe bad\n", exit: 1, want: ReasonFioError},
+		{name: "empty exit 0", job: buffered, want: measure.ReasonParse, wantMsg: "no JSON"},
+		{name: "garbage exit 0", job: buffered, stdout: "hello\nworld\n", want: measure.ReasonParse},
+		{name: "truncated exit 0", job: buffered, stdout: minimal(0, "")[:200], want: measure.ReasonParse, wantMsg: "truncated"},
+		{name: "truncated killed", job: buffered, stdout: minimal(0, "")[:200], exit: -1, want: measure.ReasonCrashed},
+		{name: "no json sigkill 137", job: buffered, exit: 137, want: measure.ReasonCrashed, wantMsg: "signal killed"},
+		{name: "exec 127", job: buffered, stderr: "exec: \"fio\": executable file not found in $PATH", exit: 127, want: measure.ReasonFioMissing},
+		{name: "option error", job: buffered, stderr: "fio: failed parsing bs=x\n", exit: 1, want: measure.ReasonFioError, wantMsg: "failed parsing"},
+		{name: "no json but enospc text", job: buffered, stdout: "fio: pid=1, err=28/file:io_u.c:1, func=io_u error, error=No space left on device\n", exit: 1, want: measure.ReasonNoSpace},
+		{name: "edquot", job: buffered, stdout: minimal(122, ""), exit: 1, want: measure.ReasonNoSpace, wantMsg: "errno 122"},
+		{name: "einval buffered", job: buffered, stdout: minimal(22, ""), exit: 1, want: measure.ReasonFioError},
+		{name: "einval direct", job: direct, stdout: minimal(22, ""), exit: 1, want: measure.ReasonODirectUnsupported},
+		{name: "einval direct from job options", job: buffered, stdout: minimal(22, `"job options" : { "direct" : "1" },`), exit: 1, want: measure.ReasonODirectUnsupported},
+		{name: "first direct io errored", job: buffered, stdout: "fio: first direct IO errored. File system may not support direct IO, or iomem_align= is bad, or invalid block size. Try setting direct=0.\n" + minimal(5, ""), exit: 1, want: measure.ReasonODirectUnsupported},
+		{name: "error with exit 0", job: buffered, stdout: minimal(5, ""), want: measure.ReasonFioError, wantMsg: "input/output error"},
+		{name: "exit 1 without job error", job: buffered, stdout: minimal(0, ""), exit: 1, want: measure.ReasonFioError},
+		{name: "interrupted with json", job: buffered, stdout: minimal(0, ""), exit: 128, want: measure.ReasonCrashed},
+		{name: "nan iops", job: buffered, stdout: strings.Replace(minimal(0, ""), "500.000000", "-nan", 1), want: measure.ReasonParse, wantMsg: "invalid write"},
+		{name: "inf bw", job: buffered, stdout: strings.Replace(minimal(0, ""), `"bw_bytes" : 2048000`, `"bw_bytes" : inf`, 1), want: measure.ReasonParse},
+		{name: "negative iops", job: buffered, stdout: strings.Replace(minimal(0, ""), "500.000000", "-5", 1), want: measure.ReasonParse},
+		{name: "no jobs", job: buffered, stdout: `{"fio version" : "fio-3.33", "jobs" : []}`, want: measure.ReasonParse},
+		{name: "wrong types", job: buffered, stdout: `{"fio version" : 3, "jobs" : "x"}`, want: measure.ReasonParse},
+		{name: "long message", job: buffered, stdout: minimal(28, ""), stderr: long, exit: 1, want: measure.ReasonNoSpace},
+		{name: "invalid utf8", job: buffered, stdout: minimal(5, ""), stderr: "fio: \xff\xfe bad\n", exit: 1, want: measure.ReasonFioError},
 		{name: "nan in string untouched", job: buffered, stdout: strings.Replace(minimal(0, ""), `"randwrite"`, `"nan inf -nan"`, 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -587,7 +589,7 @@ func TestMixtureQuantile(t *testing.T) {
 }
 
 func TestResultJSONRoundTrip(t *testing.T) {
-	res := Parse(quickJob(t, SeqWrite), mustRead(t, "quick-seqwrite.stdout"), nil, 0)
+	res := Parse(quickJob(t, measure.SeqWrite), mustRead(t, "quick-seqwrite.stdout"), nil, 0)
 	if !math.IsNaN(res.Read.LatencyP99Sec) {
 		t.Fatal("want a NaN latency in the fixture")
 	}
@@ -598,14 +600,14 @@ func TestResultJSONRoundTrip(t *testing.T) {
 	if !bytes.Contains(b, []byte(`"latency_p99_seconds":null`)) || !bytes.Contains(b, []byte(`"bandwidth_bytes_per_second":`)) {
 		t.Errorf("JSON = %s", b)
 	}
-	var back Result
+	var back measure.JobResult
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("Unmarshal: %v", err)
 	}
 	back.Runtime = res.Runtime // not serialized (json:"-")
 	for _, p := range []struct {
 		name      string
-		got, want Op
+		got, want measure.Op
 	}{{"read", back.Read, res.Read}, {"write", back.Write, res.Write}, {"sync", back.Sync, res.Sync}} {
 		if !opEqual(p.got, p.want) {
 			t.Errorf("%s round trip: %+v, want %+v", p.name, p.got, p.want)
@@ -616,7 +618,7 @@ func TestResultJSONRoundTrip(t *testing.T) {
 		t.Errorf("round trip: %+v, want %+v", back, res)
 	}
 
-	failed := Result{Workload: Fsync, Failure: &Failure{Reason: ReasonNoSpace, Message: "x"}, Sync: Op{LatencyMeanSec: math.Inf(1)}}
+	failed := measure.JobResult{Workload: measure.Fsync, Failure: &measure.Failure{Reason: measure.ReasonNoSpace, Message: "x"}, Sync: measure.Op{LatencyMeanSec: math.Inf(1)}}
 	b, err = json.Marshal(failed)
 	if err != nil {
 		t.Fatalf("Marshal failed result: %v", err)
@@ -626,7 +628,7 @@ func TestResultJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func opEqual(a, b Op) bool {
+func opEqual(a, b measure.Op) bool {
 	return a.IOs == b.IOs && a.Bytes == b.Bytes && near(a.IOPS, b.IOPS) && near(a.BandwidthBytes, b.BandwidthBytes) &&
 		near(a.LatencyMeanSec, b.LatencyMeanSec) && near(a.LatencyP50Sec, b.LatencyP50Sec) &&
 		near(a.LatencyP99Sec, b.LatencyP99Sec) && near(a.LatencyP999Sec, b.LatencyP999Sec)
@@ -651,7 +653,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(minimal(0, "")), []byte(nil), 0)
 	f.Add([]byte("{\n"), []byte(nil), -1)
-	job := Job{Workload: Fsync, Options: []string{"rw=randrw", "direct=1"}, FileBytes: 16 * mib}
+	job := Job{Workload: measure.Fsync, Options: []string{"rw=randrw", "direct=1"}, FileBytes: 16 * mib}
 	f.Fuzz(func(t *testing.T, stdout, stderr []byte, exit int) {
 		res := Parse(job, stdout, stderr, exit)
 		if res.Workload != job.Workload {
@@ -663,7 +665,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		for _, op := range []Op{res.Read, res.Write, res.Sync} {
+		for _, op := range []measure.Op{res.Read, res.Write, res.Sync} {
 			if !finiteNonNeg(op.IOPS) || !finiteNonNeg(op.BandwidthBytes) || op.IOs < 0 || op.Bytes < 0 {
 				t.Fatalf("successful result with invalid figures: %+v", op)
 			}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 const mib = 1 << 20
@@ -20,13 +22,13 @@ var profiles = []Profile{
 		DefaultRounds: 10,
 		Jobs: []Job{
 			{
-				Workload:  SeqWrite,
+				Workload:  measure.SeqWrite,
 				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=4", "size=32M", "runtime=60"},
 				FileBytes: 32 * mib,
 				Timeout:   3 * time.Minute,
 			},
 			{
-				Workload:  RandWrite,
+				Workload:  measure.RandWrite,
 				Options:   []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=16", "size=32M", "number_ios=4000", "randrepeat=1", "runtime=60"},
 				FileBytes: 32 * mib,
 				Timeout:   3 * time.Minute,
@@ -35,7 +37,7 @@ var profiles = []Profile{
 				// Buffered writes with an fsync after each one: the path a
 				// database's WAL takes. About 2000 fsyncs per run give a
 				// usable p99 (methodology: >= 2000 samples).
-				Workload:  Fsync,
+				Workload:  measure.Fsync,
 				Options:   []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1", "size=8M", "io_size=16M", "number_ios=4000", "randrepeat=1", "runtime=60"},
 				FileBytes: 8 * mib,
 				Timeout:   3 * time.Minute,
@@ -51,19 +53,19 @@ var profiles = []Profile{
 		DefaultRounds: 6,
 		Jobs: []Job{
 			{
-				Workload:  SeqWrite,
+				Workload:  measure.SeqWrite,
 				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=4", "size=8M", "runtime=30"},
 				FileBytes: 8 * mib,
 				Timeout:   time.Minute,
 			},
 			{
-				Workload:  RandWrite,
+				Workload:  measure.RandWrite,
 				Options:   []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=16", "size=8M", "number_ios=500", "randrepeat=1", "runtime=30"},
 				FileBytes: 8 * mib,
 				Timeout:   time.Minute,
 			},
 			{
-				Workload:  Fsync,
+				Workload:  measure.Fsync,
 				Options:   []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1", "size=2M", "number_ios=400", "randrepeat=1", "runtime=30"},
 				FileBytes: 2 * mib,
 				Timeout:   time.Minute,
@@ -77,19 +79,19 @@ var profiles = []Profile{
 		DefaultRounds: 3,
 		Jobs: []Job{
 			{
-				Workload:  SeqWrite,
+				Workload:  measure.SeqWrite,
 				Options:   []string{"ioengine=libaio", "direct=1", "bs=1M", "size=4G", "numjobs=1", "rw=write", "runtime=60s", "group_reporting=1"},
 				FileBytes: 4096 * mib,
 				Timeout:   15 * time.Minute,
 			},
 			{
-				Workload:  RandWrite,
+				Workload:  measure.RandWrite,
 				Options:   []string{"ioengine=libaio", "direct=1", "bs=4k", "size=2G", "numjobs=4", "rw=randwrite", "runtime=60s", "group_reporting=1"},
 				FileBytes: 4 * 2048 * mib,
 				Timeout:   15 * time.Minute,
 			},
 			{
-				Workload:  Fsync,
+				Workload:  measure.Fsync,
 				Options:   []string{"ioengine=libaio", "direct=1", "fsync=1", "bs=4k", "size=2G", "numjobs=4", "rw=randrw", "runtime=60s", "group_reporting=1"},
 				FileBytes: 4 * 2048 * mib,
 				Timeout:   15 * time.Minute,

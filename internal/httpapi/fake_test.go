@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // t0 is the fixed "now" of the tests.
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // fakeSource serves data built from the real report types: samples with
-// NaN latencies and failed rounds, summarized by report.Summarize, so the
+// NaN latencies and failed rounds, summarized by measure.Summarize, so the
 // API is tested on what the agent will really hand it.
 type fakeSource struct {
 	mu            sync.Mutex
@@ -119,7 +118,7 @@ func (f *fakeSource) Ready() error {
 // reached: nil lists and maps, no last cycle).
 func newFakeSource() *fakeSource {
 	samples := fakeSamples()
-	results := report.Summarize(samples, report.DefaultConfidence)
+	results := measure.Summarize(samples, measure.DefaultConfidence)
 	lastSuccess := t0.Add(-10 * time.Minute)
 
 	ok := api.Cycle{
@@ -145,7 +144,7 @@ func newFakeSource() *fakeSource {
 	return &fakeSource{
 		overhead: api.OverheadResponse{
 			GeneratedAt: t0,
-			Confidence:  report.DefaultConfidence,
+			Confidence:  measure.DefaultConfidence,
 			Engines: []api.EngineOverhead{
 				{Engine: "default", Driver: "overlay2", BackingFS: "extfs", Mode: "steady", LastCycleID: 42,
 					LastSuccess: &lastSuccess, Window: 6, Results: results},
@@ -170,29 +169,29 @@ func newFakeSource() *fakeSource {
 // fakeSamples are six rounds of the fsync and seqwrite jobs on host,
 // container and volume. Volume's fsync fails every round (no pair: NaN
 // overheads), container fails one round, and fio reported no p99.9 (NaN).
-func fakeSamples() []report.Sample {
-	var out []report.Sample
+func fakeSamples() []measure.Sample {
+	var out []measure.Sample
 	start := t0.Add(-20 * time.Minute)
 	for round := 1; round <= 6; round++ {
-		order := []string{report.TargetContainer, report.TargetHost, report.TargetVolume}
+		order := []measure.Target{measure.TargetContainer, measure.TargetHost, measure.TargetVolume}
 		if round%2 == 0 {
 			slices.Reverse(order)
 		}
 		for i, target := range order {
-			for _, job := range []fio.Workload{fio.SeqWrite, fio.Fsync} {
-				slow := map[string]float64{report.TargetHost: 1, report.TargetContainer: 1.12 + 0.01*float64(round), report.TargetVolume: 1.02}[target]
-				s := report.Sample{
+			for _, job := range []measure.Workload{measure.SeqWrite, measure.Fsync} {
+				slow := map[measure.Target]float64{measure.TargetHost: 1, measure.TargetContainer: 1.12 + 0.01*float64(round), measure.TargetVolume: 1.02}[target]
+				s := measure.Sample{
 					Round: round, Order: i + 1, Target: target,
 					StartedAt: start.Add(time.Duration(round*10+i) * time.Second), DurationSeconds: 5.25,
-					Result: fakeResult(job, slow),
+					JobResult: fakeResult(job, slow),
 				}
 				switch {
-				case target == report.TargetVolume && job == fio.Fsync:
-					s.Result = fio.Result{Workload: job, FioVersion: "fio-3.33", Read: nanOp(), Write: nanOp(), Sync: nanOp(),
-						Failure: &fio.Failure{Reason: fio.ReasonNoSpace, Message: "fio: No space left on device"}}
-				case target == report.TargetContainer && job == fio.Fsync && round == 3:
-					s.Result = fio.Result{Workload: job, Read: nanOp(), Write: nanOp(), Sync: nanOp(),
-						Failure: &fio.Failure{Reason: fio.ReasonTimeout, Message: "job exceeded its 2m0s timeout"}}
+				case target == measure.TargetVolume && job == measure.Fsync:
+					s.JobResult = measure.JobResult{Workload: job, FioVersion: "fio-3.33", Read: nanOp(), Write: nanOp(), Sync: nanOp(),
+						Failure: &measure.Failure{Reason: measure.ReasonNoSpace, Message: "fio: No space left on device"}}
+				case target == measure.TargetContainer && job == measure.Fsync && round == 3:
+					s.JobResult = measure.JobResult{Workload: job, Read: nanOp(), Write: nanOp(), Sync: nanOp(),
+						Failure: &measure.Failure{Reason: measure.ReasonTimeout, Message: "job exceeded its 2m0s timeout"}}
 				}
 				out = append(out, s)
 			}
@@ -201,27 +200,27 @@ func fakeSamples() []report.Sample {
 	return out
 }
 
-func fakeResult(job fio.Workload, slow float64) fio.Result {
-	r := fio.Result{Workload: job, FioVersion: "fio-3.33", Read: nanOp(), Sync: nanOp()}
+func fakeResult(job measure.Workload, slow float64) measure.JobResult {
+	r := measure.JobResult{Workload: job, FioVersion: "fio-3.33", Read: nanOp(), Sync: nanOp()}
 	r.Read.IOs, r.Read.IOPS, r.Read.BandwidthBytes, r.Sync.IOPS, r.Sync.BandwidthBytes = 0, 0, 0, 0, 0
 	switch job {
-	case fio.SeqWrite:
-		r.Write = fio.Op{IOs: 256, IOPS: 400 / slow, BandwidthBytes: 400 << 20 / slow, Bytes: 256 << 20,
+	case measure.SeqWrite:
+		r.Write = measure.Op{IOs: 256, IOPS: 400 / slow, BandwidthBytes: 400 << 20 / slow, Bytes: 256 << 20,
 			LatencyMeanSec: 0.0025 * slow, LatencyP50Sec: 0.002 * slow, LatencyP99Sec: 0.009 * slow, LatencyP999Sec: math.NaN()}
 		r.BytesWritten = 256 << 20
-	case fio.Fsync:
-		r.Read = fio.Op{IOs: 500, IOPS: 250 / slow, BandwidthBytes: 250 * 4096 / slow, Bytes: 500 * 4096,
+	case measure.Fsync:
+		r.Read = measure.Op{IOs: 500, IOPS: 250 / slow, BandwidthBytes: 250 * 4096 / slow, Bytes: 500 * 4096,
 			LatencyMeanSec: 0.0001, LatencyP50Sec: 0.00008, LatencyP99Sec: 0.0004, LatencyP999Sec: math.NaN()}
-		r.Write = fio.Op{IOs: 500, IOPS: 250 / slow, BandwidthBytes: 250 * 4096 / slow, Bytes: 500 * 4096,
+		r.Write = measure.Op{IOs: 500, IOPS: 250 / slow, BandwidthBytes: 250 * 4096 / slow, Bytes: 500 * 4096,
 			LatencyMeanSec: 0.00002, LatencyP50Sec: 0.00001, LatencyP99Sec: 0.00005 * slow, LatencyP999Sec: math.NaN()}
-		r.Sync = fio.Op{IOs: 500, LatencyMeanSec: 0.003 * slow, LatencyP50Sec: 0.0025 * slow, LatencyP99Sec: 0.011 * slow, LatencyP999Sec: math.NaN()}
+		r.Sync = measure.Op{IOs: 500, LatencyMeanSec: 0.003 * slow, LatencyP50Sec: 0.0025 * slow, LatencyP99Sec: 0.011 * slow, LatencyP999Sec: math.NaN()}
 		r.BytesWritten = 2 * 500 * 4096
 	}
 	return r
 }
 
 // nanOp is an Op fio reported nothing for.
-func nanOp() fio.Op {
+func nanOp() measure.Op {
 	n := math.NaN()
-	return fio.Op{IOPS: n, BandwidthBytes: n, LatencyMeanSec: n, LatencyP50Sec: n, LatencyP99Sec: n, LatencyP999Sec: n}
+	return measure.Op{IOPS: n, BandwidthBytes: n, LatencyMeanSec: n, LatencyP50Sec: n, LatencyP99Sec: n, LatencyP999Sec: n}
 }

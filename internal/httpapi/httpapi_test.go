@@ -19,7 +19,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/report"
 )
 
 // testServer is a handler over a fake source, with the log captured.
@@ -552,7 +551,7 @@ func TestModeParameter(t *testing.T) {
 
 	ts.src.overhead.Engines = []api.EngineOverhead{
 		{Engine: "default", Mode: "steady"},
-		{Engine: "default", Mode: "cold", CopyUp: &report.CopyUp{}},
+		{Engine: "default", Mode: "cold", CopyUp: &api.CopyUp{}},
 	}
 	for mode, want := range map[string][]string{"": {"steady", "cold"}, "steady": {"steady"}, "cold": {"cold"}} {
 		target := "/api/v1/overhead"
@@ -566,7 +565,7 @@ func TestModeParameter(t *testing.T) {
 		}
 		var got []string
 		for _, e := range resp.Engines {
-			got = append(got, e.Mode)
+			got = append(got, string(e.Mode))
 		}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("%s: modes %v, want %v", target, got, want)

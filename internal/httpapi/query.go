@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // Limits of GET /api/v1/cycles?limit=.
@@ -80,12 +82,9 @@ func parseQuery(raw string, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
-// Modes are the values of the mode query parameter.
-var modes = []string{"steady", "cold"}
-
 // parseMode validates a query whose only parameter is an optional mode
 // (steady or cold); "" means not given.
-func parseMode(raw string) (string, error) {
+func parseMode(raw string) (measure.Mode, error) {
 	q, err := parseQuery(raw, "mode")
 	if err != nil {
 		return "", err
@@ -94,10 +93,11 @@ func parseMode(raw string) (string, error) {
 	if !ok {
 		return "", nil
 	}
-	if !slices.Contains(modes, vs[0]) {
+	mode := measure.Mode(vs[0])
+	if !slices.Contains(measure.Modes, mode) {
 		return "", badParam("invalid value %s for query parameter \"mode\": must be steady or cold", quote(vs[0]))
 	}
-	return vs[0], nil
+	return mode, nil
 }
 
 // parseCycleQuery validates the query of GET /api/v1/cycles. now anchors a

@@ -25,8 +25,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 const testToken = "t0k3n-for-tests-5f1c9a"
@@ -478,13 +477,13 @@ func TestSpecMatchesGoTypes(t *testing.T) {
 		{"Engine", reflect.TypeFor[api.Engine]()},
 		{"EnginesResponse", reflect.TypeFor[api.EnginesResponse]()},
 		{"TriggerResponse", reflect.TypeFor[api.TriggerResponse]()},
-		{"Result", reflect.TypeFor[report.Result]()},
-		{"Raw", reflect.TypeFor[report.Raw]()},
-		{"Overhead", reflect.TypeFor[report.Overhead]()},
-		{"Failure", reflect.TypeFor[report.Failure]()},
-		{"Sample", reflect.TypeFor[report.Sample]()},
-		{"Op", reflect.TypeFor[fio.Op]()},
-		{"FioFailure", reflect.TypeFor[fio.Failure]()},
+		{"Result", reflect.TypeFor[api.Result]()},
+		{"Raw", reflect.TypeFor[api.Raw]()},
+		{"Overhead", reflect.TypeFor[api.Overhead]()},
+		{"Failure", reflect.TypeFor[api.FailedRound]()},
+		{"Sample", reflect.TypeFor[api.Sample]()},
+		{"Op", reflect.TypeFor[api.Op]()},
+		{"FioFailure", reflect.TypeFor[api.Failure]()},
 	}
 	for _, p := range pairs {
 		t.Run(p.schema, func(t *testing.T) {
@@ -600,15 +599,9 @@ func TestSpecEnums(t *testing.T) {
 		}
 		return out
 	}
-	var jobs []string
-	for _, w := range fio.Workloads {
-		jobs = append(jobs, string(w))
-	}
-	reasons := []string{}
-	for _, r := range []fio.Reason{fio.ReasonFioMissing, fio.ReasonODirectUnsupported, fio.ReasonNoSpace, fio.ReasonTimeout,
-		fio.ReasonCanceled, fio.ReasonFioError, fio.ReasonCrashed, fio.ReasonParse, fio.ReasonExec} {
-		reasons = append(reasons, string(r))
-	}
+	jobs := strs(measure.Workloads)
+	reasons := strs([]measure.Reason{measure.ReasonFioMissing, measure.ReasonODirectUnsupported, measure.ReasonNoSpace, measure.ReasonTimeout,
+		measure.ReasonCanceled, measure.ReasonFioError, measure.ReasonCrashed, measure.ReasonParse, measure.ReasonExec})
 	var metrics []string
 	for name := range doc.Components.Schemas["Result"].Value.Properties["overhead"].Value.Properties {
 		metrics = append(metrics, name)
@@ -618,13 +611,22 @@ func TestSpecEnums(t *testing.T) {
 		got, want []string
 	}{
 		{"Job", enum("Job"), jobs},
-		{"Target", enum("Target"), []string{report.TargetHost, report.TargetContainer, report.TargetBind, report.TargetVolume}},
+		{"Target", enum("Target"), strs(measure.Targets)},
 		{"FailureReason", enum("FailureReason"), reasons},
-		{"Result.overhead keys", metrics, report.Metrics},
+		{"Result.overhead keys", metrics, measure.Metrics},
 	} {
 		got, want := slices.Sorted(slices.Values(c.got)), slices.Sorted(slices.Values(c.want))
 		if !slices.Equal(got, want) {
 			t.Errorf("%s = %v, want %v", c.what, got, want)
 		}
 	}
+}
+
+// strs converts a list of typed names to strings.
+func strs[T ~string](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // tokenCheck holds the SHA-256 of the API token, never the token itself,
@@ -62,7 +63,7 @@ func (s *server) trigger(c *gin.Context) {
 		return
 	}
 	start := s.src.TriggerCycle
-	if mode == "cold" {
+	if mode == measure.ModeCold {
 		start = s.src.TriggerColdCycle
 	}
 	// One trigger at a time from the rate check to the commit, so that
@@ -80,7 +81,7 @@ func (s *server) trigger(c *gin.Context) {
 		return
 	}
 	s.limiter.Allow() // commit: allow saw a whole token, and only we take tokens
-	s.logger.Info("measurement cycle triggered over the API", "engines", engines, "mode", cmp.Or(mode, "steady"), "remote_addr", c.ClientIP())
+	s.logger.Info("measurement cycle triggered over the API", "engines", engines, "mode", cmp.Or(mode, measure.ModeSteady), "remote_addr", c.ClientIP())
 	writeJSON(c, s.logger, http.StatusAccepted, api.TriggerResponse{Status: "accepted", Engines: nonNil(engines)})
 }
 

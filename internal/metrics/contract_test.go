@@ -9,10 +9,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// contract is DESIGN.md's "Metrics" section (plus the series the agent
-// brief added: skips and budget), copied by hand on purpose: dashboards and
-// alert rules depend on these names and label sets, so a rename in the
-// code must fail here and be a deliberate decision, not a refactoring.
+// contract is the series docs/metrics.md documents, copied by hand on
+// purpose: dashboards and alert rules depend on these names and label
+// sets, so a rename in the code must fail here and be a deliberate
+// decision, not a refactoring.
 var contract = []contractEntry{
 	{"layerprobe_overhead_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
 	{"layerprobe_overhead_ci_low_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
@@ -30,7 +30,7 @@ var contract = []contractEntry{
 	{"layerprobe_daily_budget_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_budget_used_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_build_info", dto.MetricType_GAUGE, "goversion,revision,version"},
-	// The cold probe (DESIGN.md: results labelled steady or cold).
+	// The cold probe (results labelled steady or cold).
 	{"layerprobe_copyup_latency_seconds", dto.MetricType_GAUGE, "driver,engine,size_bytes,target"},
 	{"layerprobe_copyup_cost_seconds_per_byte", dto.MetricType_GAUGE, "driver,engine"},
 	{"layerprobe_backing_fs_reflink", dto.MetricType_GAUGE, "backing_fs,engine"},
@@ -42,7 +42,7 @@ type contractEntry struct {
 	labels string // label names, sorted, comma-separated
 }
 
-// Label values DESIGN.md fixes; a series outside these sets would break
+// Label values docs/metrics.md fixes; a series outside these sets would break
 // dashboards that select on them.
 var contractValues = map[string][]string{
 	"target":     {"host", "container", "bind", "volume"},

@@ -9,8 +9,8 @@
 // engines that no longer exist disappear by themselves, and keep concurrent
 // scrapes free of shared mutable state.
 //
-// Metric names and labels are a contract (DESIGN.md, "Metrics"); dashboards
-// and alert rules depend on them. Extend, do not rename.
+// Metric names and labels are a contract (docs/metrics.md); dashboards and
+// alert rules depend on them. Extend, do not rename.
 package metrics
 
 import (
@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // Snapshot is the immutable state the collector exposes; the agent builds a
@@ -43,7 +45,7 @@ type Engine struct {
 	// Regression maps a target to whether the fsync regression detector
 	// says it regressed. Every non-host target present is exported as 0 or
 	// 1; "host" is ignored because it is the baseline itself.
-	Regression map[string]bool
+	Regression map[measure.Target]bool
 	// CyclesTotal maps a cycle result (ok, failed, skipped, interrupted)
 	// to its count. The four known results are exported as 0 when absent;
 	// other keys are exported as they are.
@@ -54,7 +56,7 @@ type Engine struct {
 	SkipsTotal map[string]float64
 	// WrittenBytesTotal maps a target to the bytes written there since the
 	// agent started.
-	WrittenBytesTotal map[string]float64
+	WrittenBytesTotal map[measure.Target]float64
 	// LastCycleDuration is in seconds; NaN means no cycle yet and omits
 	// the series.
 	LastCycleDuration float64
@@ -82,7 +84,7 @@ type Engine struct {
 // CopyUp is the median time of the first 4 KiB write + fsync to a file of
 // SizeBytes on Target (host, or container where the write pays the copy-up).
 type CopyUp struct {
-	Target    string
+	Target    measure.Target
 	SizeBytes int64
 	Seconds   float64
 }
@@ -90,8 +92,10 @@ type CopyUp struct {
 // Overhead is one paired median overhead versus the host with its
 // confidence interval, as ratios (0.08 = 8% slower than the host).
 type Overhead struct {
-	Target, Job, Metric  string
-	Mode                 string // "steady" ("" reads as steady) or "cold"
+	Target               measure.Target
+	Workload             measure.Workload // the job label
+	Metric               string
+	Mode                 measure.Mode // "" reads as steady
 	Ratio, CILow, CIHigh float64
 }
 
@@ -99,8 +103,10 @@ type Overhead struct {
 // read, write or sync). Latency maps a percentile ("50", "99", "99.9") to
 // seconds.
 type Raw struct {
-	Target, Job, Op      string
-	Mode                 string // "steady" ("" reads as steady) or "cold"
+	Target               measure.Target
+	Workload             measure.Workload // the job label
+	Op                   string
+	Mode                 measure.Mode // "" reads as steady
 	IOPS, BandwidthBytes float64
 	Latency              map[string]float64
 }
@@ -243,7 +249,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion)
 
 	for _, o := range e.Overheads {
-		lv := []string{e.Name, e.Driver, o.Target, o.Job, o.Metric, modeOf(o.Mode)}
+		lv := []string{e.Name, e.Driver, string(o.Target), string(o.Workload), o.Metric, modeOf(o.Mode)}
 		gauge(descOverhead, o.Ratio, lv...)
 		gauge(descCILow, o.CILow, lv...)
 		gauge(descCIHigh, o.CIHigh, lv...)
@@ -251,22 +257,23 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 
 	for _, r := range e.Raw {
 		m := modeOf(r.Mode)
-		gauge(descIOPS, r.IOPS, e.Name, e.Driver, r.Target, r.Job, r.Op, m)
-		gauge(descBandwidth, r.BandwidthBytes, e.Name, e.Driver, r.Target, r.Job, r.Op, m)
+		t, w := string(r.Target), string(r.Workload)
+		gauge(descIOPS, r.IOPS, e.Name, e.Driver, t, w, r.Op, m)
+		gauge(descBandwidth, r.BandwidthBytes, e.Name, e.Driver, t, w, r.Op, m)
 		for p, v := range r.Latency {
-			gauge(descLatency, v, e.Name, e.Driver, r.Target, r.Job, r.Op, m, p)
+			gauge(descLatency, v, e.Name, e.Driver, t, w, r.Op, m, p)
 		}
 	}
 
 	for t, regressed := range e.Regression {
-		if t == "host" {
+		if t == measure.TargetHost {
 			continue // the baseline every other target is compared with
 		}
 		v := 0.0
 		if regressed {
 			v = 1
 		}
-		gauge(descRegression, v, e.Name, e.Driver, t)
+		gauge(descRegression, v, e.Name, e.Driver, string(t))
 	}
 
 	for k, v := range withDefaults(e.CyclesTotal, cycleResults) {
@@ -282,7 +289,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		}
 	}
 	for _, u := range e.CopyUp {
-		gauge(descCopyUp, u.Seconds, e.Name, e.Driver, u.Target, strconv.FormatInt(u.SizeBytes, 10))
+		gauge(descCopyUp, u.Seconds, e.Name, e.Driver, string(u.Target), strconv.FormatInt(u.SizeBytes, 10))
 	}
 	if len(e.CopyUp) > 0 {
 		// Without copy-up figures the zero value would read as free.
@@ -299,7 +306,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		counter(descSkips, v, e.Name, k)
 	}
 	for t, v := range e.WrittenBytesTotal {
-		counter(descWritten, v, e.Name, t)
+		counter(descWritten, v, e.Name, string(t))
 	}
 
 	gauge(descDuration, e.LastCycleDuration, e.Name, modeSteady)
@@ -316,15 +323,15 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 
 // Values of the mode label.
 const (
-	modeSteady = "steady"
-	modeCold   = "cold"
+	modeSteady = string(measure.ModeSteady)
+	modeCold   = string(measure.ModeCold)
 )
 
-func modeOf(m string) string {
+func modeOf(m measure.Mode) string {
 	if m == "" {
 		return modeSteady
 	}
-	return m
+	return string(m)
 }
 
 // unixSeconds keeps whole and fractional seconds apart: UnixNano()/1e9

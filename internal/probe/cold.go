@@ -16,14 +16,14 @@ import (
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/helper"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/report"
 )
 
 // ColdRun is what RunCold measured.
 type ColdRun struct {
-	Samples []report.Sample       // the fsync job on host and container
-	CopyUp  []report.CopyUpSample // first writes on host and container
+	Samples []measure.Sample       // the fsync job on host and container
+	CopyUp  []measure.CopyUpSample // first writes on host and container
 	// CopyUpBytes is what the copy-up part wrote: the host's reference
 	// files and the copies the engine made (fio's bytes are in Samples).
 	CopyUpBytes int64
@@ -66,7 +66,7 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 	}
 
 	total, done, start := n*2, 0, time.Now()
-	step := func(r int, target string) {
+	step := func(r int, target measure.Target) {
 		if progress != nil {
 			progress(s.progress(r, first+n-1, target, job.Workload, done, total, start))
 		}
@@ -76,19 +76,19 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 		hostFirst := rng.IntN(2) == 0
 		order := 1
 		if hostFirst {
-			step(r, Host)
-			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, Host, job))
+			step(r, measure.TargetHost)
+			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job))
 			order++
 		}
-		step(r, Container)
+		step(r, measure.TargetContainer)
 		cs, cu, bytes := s.coldContainerRound(ctx, r, order, job, hostFiles, rng)
 		run.Samples = append(run.Samples, cs)
 		run.CopyUp = append(run.CopyUp, cu...)
 		run.CopyUpBytes += bytes
 		order++
 		if !hostFirst && ctx.Err() == nil {
-			step(r, Host)
-			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, Host, job))
+			step(r, measure.TargetHost)
+			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job))
 		}
 	}
 	if progress != nil {
@@ -99,7 +99,7 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 
 func fsyncJob(prof fio.Profile) (fio.Job, bool) {
 	for _, j := range prof.Jobs {
-		if j.Workload == fio.Fsync {
+		if j.Workload == measure.Fsync {
 			return j, true
 		}
 	}
@@ -166,10 +166,10 @@ func writeSynced(path string, size int64) (int64, error) {
 
 // coldContainerRound starts a fresh container, runs the fsync job in its
 // writable layer, times the copy-ups and removes the container.
-func (s *Session) coldContainerRound(ctx context.Context, round, order int, job fio.Job, hostFiles map[int64]string, rng *rand.Rand) (report.Sample, []report.CopyUpSample, int64) {
+func (s *Session) coldContainerRound(ctx context.Context, round, order int, job fio.Job, hostFiles map[int64]string, rng *rand.Rand) (measure.Sample, []measure.CopyUpSample, int64) {
 	started := time.Now()
 	spec := engine.ProbeSpec{Engine: s.opts.EngineName, Image: s.coldRef, Owner: s.owner,
-		Mode: report.ModeCold, WritableLayerOnly: true}
+		Mode: measure.ModeCold, WritableLayerOnly: true}
 	if s.opts.DeviceWriteIOPS > 0 {
 		if dev, err := engine.DeviceOf(s.Info.DataRoot); err == nil {
 			spec.DeviceWriteIOPS, spec.DevicePath = s.opts.DeviceWriteIOPS, dev
@@ -180,12 +180,12 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 
 	p, err := s.eng.StartProbe(ctx, spec)
 	if err != nil {
-		f := &fio.Failure{Reason: fio.ReasonExec, Message: "start a fresh probe container: " + err.Error()}
-		sample := report.Sample{Round: round, Order: order, Target: Container, StartedAt: started.UTC(),
-			DurationSeconds: time.Since(started).Seconds(), Result: fio.Result{Workload: job.Workload, Failure: f}}
-		var cu []report.CopyUpSample
+		f := &measure.Failure{Reason: measure.ReasonExec, Message: "start a fresh probe container: " + err.Error()}
+		sample := measure.Sample{Round: round, Order: order, Target: measure.TargetContainer, StartedAt: started.UTC(),
+			DurationSeconds: time.Since(started).Seconds(), JobResult: measure.JobResult{Workload: job.Workload, Failure: f}}
+		var cu []measure.CopyUpSample
 		for _, size := range sizes {
-			cu = append(cu, report.CopyUpSample{Round: round, Target: Container, SizeBytes: size, Error: f.Message})
+			cu = append(cu, measure.CopyUpSample{Round: round, Target: measure.TargetContainer, SizeBytes: size, Error: f.Message})
 		}
 		s.logger.Warn("cold round: fresh container did not start", "round", round, "err", err)
 		return sample, cu, 0
@@ -199,7 +199,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 	}()
 	// The sample's clock starts at container creation: the cold penalty
 	// includes whatever the start itself costs the first writes.
-	sample := s.runJob(ctx, p, round, order, Container, job)
+	sample := s.runJob(ctx, p, round, order, measure.TargetContainer, job)
 	sample.StartedAt = started.UTC()
 	sample.DurationSeconds = time.Since(started).Seconds()
 	if ctx.Err() != nil {
@@ -215,7 +215,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 	// copies are still being written back the same way they would be for
 	// an application.
 	for _, size := range sizes {
-		hs := report.CopyUpSample{Round: round, Target: Host, SizeBytes: size}
+		hs := measure.CopyUpSample{Round: round, Target: measure.TargetHost, SizeBytes: size}
 		if d, err := helper.FirstWrite(hostFiles[size]); err != nil {
 			hs.Error = err.Error()
 		} else {
@@ -230,7 +230,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 // containerCopyUp runs the helper's copyup verb in the fresh container and
 // turns its JSON lines into samples; a file the helper did not report is a
 // failed sample.
-func (s *Session) containerCopyUp(ctx context.Context, p *engine.Probe, round int, sizes []int64, paths []string) ([]report.CopyUpSample, int64) {
+func (s *Session) containerCopyUp(ctx context.Context, p *engine.Probe, round int, sizes []int64, paths []string) ([]measure.CopyUpSample, int64) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	argv := append([]string{engine.ContainerHelper, "probe-helper", "copyup"}, paths...)
@@ -245,10 +245,10 @@ func (s *Session) containerCopyUp(ctx context.Context, p *engine.Probe, round in
 			}
 		}
 	}
-	var out []report.CopyUpSample
+	var out []measure.CopyUpSample
 	var copied int64
 	for i, size := range sizes {
-		cs := report.CopyUpSample{Round: round, Target: Container, SizeBytes: size}
+		cs := measure.CopyUpSample{Round: round, Target: measure.TargetContainer, SizeBytes: size}
 		l, ok := lines[paths[i]]
 		switch {
 		case err != nil:

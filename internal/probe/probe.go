@@ -20,21 +20,9 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/report"
 )
-
-// Targets, in display order. Every overhead is relative to Host. The names
-// belong to the report package, which owns the output schema.
-const (
-	Host      = report.TargetHost
-	Container = report.TargetContainer
-	Bind      = report.TargetBind
-	Volume    = report.TargetVolume
-)
-
-// AllTargets lists every target in display order.
-var AllTargets = []string{Host, Container, Bind, Volume}
 
 // Engine is what a session needs from a Docker engine (*engine.Client).
 type Engine interface {
@@ -52,11 +40,11 @@ type Engine interface {
 // Options configure a session.
 type Options struct {
 	EngineName string
-	FioBinary  string   // host fio: name in PATH or absolute path
-	ProbeImage string   // user-named image; "" builds one from FioBinary
-	ScratchDir string   // "" = <data root>/layerprobe-scratch
-	Targets    []string // non-host targets to measure
-	Mode       string   // "steady"
+	FioBinary  string           // host fio: name in PATH or absolute path
+	ProbeImage string           // user-named image; "" builds one from FioBinary
+	ScratchDir string           // "" = <data root>/layerprobe-scratch
+	Targets    []measure.Target // non-host targets to measure
+	Mode       measure.Mode     // "" is steady
 	// Free-space guard on the data root's file system.
 	MinFreeBytes int64
 	MinFreeRatio float64
@@ -97,7 +85,7 @@ type Session struct {
 	scratch  string // scratch root
 	hostDir  string // <scratch>/<owner>: host target, and bind target through the mount
 	probe    *engine.Probe
-	targets  []string // host first, then the measurable non-host targets
+	targets  []measure.Target // host first, then the measurable non-host targets
 	imageRef string
 	image    *probeimage.Image // the built probe image; nil for a user-named one
 	coldRef  string            // the cold image, imported on first use
@@ -112,7 +100,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		return nil, fail("host", err, "identify this process: %v", err)
 	}
 	if opts.Mode == "" {
-		opts.Mode = "steady"
+		opts.Mode = measure.ModeSteady
 	}
 	s := &Session{eng: eng, opts: opts, logger: logger.With("engine", opts.EngineName), owner: owner.String()}
 
@@ -266,17 +254,17 @@ func (s *Session) checkFioVersions(ctx context.Context) error {
 
 // checkTargets keeps the requested targets that live on the data root's file
 // system. A volume or writable layer elsewhere would measure another device.
-func (s *Session) checkTargets(requested []string) []string {
-	targets := []string{Host}
-	for _, t := range AllTargets[1:] {
+func (s *Session) checkTargets(requested []measure.Target) []measure.Target {
+	targets := []measure.Target{measure.TargetHost}
+	for _, t := range measure.Targets[1:] {
 		if !slices.Contains(requested, t) {
 			continue
 		}
 		var p string
 		switch t {
-		case Volume:
+		case measure.TargetVolume:
 			p = s.probe.VolumeHostPath
-		case Container:
+		case measure.TargetContainer:
 			p = s.probe.UpperDir
 		}
 		if p != "" {
@@ -292,7 +280,7 @@ func (s *Session) checkTargets(requested []string) []string {
 }
 
 // Targets returns the targets this session measures, host first.
-func (s *Session) Targets() []string { return s.targets }
+func (s *Session) Targets() []measure.Target { return s.targets }
 
 // Close removes the probe container, its volume and this process's scratch
 // directory. It uses its own timeout so it also works after cancellation.
@@ -330,8 +318,8 @@ type Progress struct {
 	Engine       string
 	Round        int
 	Rounds       int
-	Target       string
-	Job          fio.Workload
+	Target       measure.Target
+	Workload     measure.Workload
 	Done, Total  int
 	Elapsed, ETA time.Duration
 }
@@ -340,14 +328,14 @@ type Progress struct {
 // target. Within a round each job runs on every target once, in a fresh
 // random order, so drift over time cancels out of the paired ratios. It stops
 // early only when ctx ends; failed jobs are recorded and the run goes on.
-func (s *Session) RunRounds(ctx context.Context, prof fio.Profile, first, n int, rng *rand.Rand, progress func(Progress)) []report.Sample {
+func (s *Session) RunRounds(ctx context.Context, prof fio.Profile, first, n int, rng *rand.Rand, progress func(Progress)) []measure.Sample {
 	total := n * len(prof.Jobs) * len(s.targets)
 	done := 0
 	start := time.Now()
-	var samples []report.Sample
+	var samples []measure.Sample
 	for r := first; r < first+n; r++ {
 		for _, job := range prof.Jobs {
-			order := append([]string(nil), s.targets...)
+			order := append([]measure.Target(nil), s.targets...)
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			for i, t := range order {
 				if ctx.Err() != nil {
@@ -367,19 +355,19 @@ func (s *Session) RunRounds(ctx context.Context, prof fio.Profile, first, n int,
 	return samples
 }
 
-func (s *Session) progress(round, rounds int, target string, job fio.Workload, done, total int, start time.Time) Progress {
+func (s *Session) progress(round, rounds int, target measure.Target, w measure.Workload, done, total int, start time.Time) Progress {
 	el := time.Since(start)
 	var eta time.Duration
 	if done > 0 {
 		eta = time.Duration(float64(el) / float64(done) * float64(total-done))
 	}
-	return Progress{Engine: s.opts.EngineName, Round: round, Rounds: rounds, Target: target, Job: job,
+	return Progress{Engine: s.opts.EngineName, Round: round, Rounds: rounds, Target: target, Workload: w,
 		Done: done, Total: total, Elapsed: el, ETA: eta}
 }
 
 // runJob runs one job on one target (in container p unless the target is
 // the host) and always returns a sample: failures are data.
-func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target string, job fio.Job) report.Sample {
+func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target measure.Target, job fio.Job) measure.Sample {
 	started := time.Now()
 	res := s.execute(ctx, p, target, job)
 	res.Workload = job.Workload
@@ -387,21 +375,21 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 		s.logger.Warn("fio job failed", "target", target, "job", job.Workload, "round", round,
 			"reason", res.Failure.Reason, "err", res.Failure.Message)
 	}
-	return report.Sample{Round: round, Order: order, Target: target, StartedAt: started.UTC(),
-		DurationSeconds: time.Since(started).Seconds(), Result: res}
+	return measure.Sample{Round: round, Order: order, Target: target, StartedAt: started.UTC(),
+		DurationSeconds: time.Since(started).Seconds(), JobResult: res}
 }
 
-func (s *Session) execute(ctx context.Context, p *engine.Probe, target string, job fio.Job) fio.Result {
+func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job) measure.JobResult {
 	if f := s.checkSpace(job); f != nil {
-		return fio.Result{Failure: f}
+		return measure.JobResult{Failure: f}
 	}
 	jctx, cancel := context.WithTimeout(ctx, job.Timeout)
 	defer cancel()
 
-	var res fio.Result
-	if target == Host {
+	var res measure.JobResult
+	if target == measure.TargetHost {
 		if s.fioPath == "" {
-			return fio.Result{Failure: &fio.Failure{Reason: fio.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
+			return measure.JobResult{Failure: &measure.Failure{Reason: measure.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
 		}
 		stdout, stderr, code, err := runHost(jctx, fio.Command(s.fioPath, job, s.hostDir))
 		res = resultOf(jctx, job, stdout, stderr, code, err)
@@ -427,11 +415,11 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target string, j
 	return res
 }
 
-func (s *Session) containerDir(target string) string {
+func (s *Session) containerDir(target measure.Target) string {
 	switch target {
-	case Container:
+	case measure.TargetContainer:
 		return engine.ContainerLayer
-	case Bind:
+	case measure.TargetBind:
 		return path.Join(engine.ContainerBind, s.owner)
 	default:
 		return engine.ContainerVolume
@@ -441,10 +429,10 @@ func (s *Session) containerDir(target string) string {
 // checkSpace refuses a job that would leave the data root's file system with
 // less than the configured reserve: a monitoring tool must never fill the
 // disk it watches.
-func (s *Session) checkSpace(job fio.Job) *fio.Failure {
+func (s *Session) checkSpace(job fio.Job) *measure.Failure {
 	sp, err := hostfs.FreeSpace(s.Info.DataRoot)
 	if err != nil {
-		return &fio.Failure{Reason: fio.ReasonNoSpace, Message: "free-space check: " + err.Error()}
+		return &measure.Failure{Reason: measure.ReasonNoSpace, Message: "free-space check: " + err.Error()}
 	}
 	reserve := uint64(max(s.opts.MinFreeBytes, 0))
 	if r := uint64(float64(sp.Total) * s.opts.MinFreeRatio); r > reserve {
@@ -452,19 +440,19 @@ func (s *Session) checkSpace(job fio.Job) *fio.Failure {
 	}
 	need := uint64(job.FileBytes) + uint64(job.FileBytes)/10
 	if sp.Avail < need+reserve {
-		return &fio.Failure{Reason: fio.ReasonNoSpace, Message: fmt.Sprintf(
+		return &measure.Failure{Reason: measure.ReasonNoSpace, Message: fmt.Sprintf(
 			"free-space check refused the job: %d MiB free, the job needs %d MiB and %d MiB must stay free",
 			sp.Avail>>20, need>>20, reserve>>20)}
 	}
 	return nil
 }
 
-func resultOf(ctx context.Context, job fio.Job, stdout, stderr []byte, code int, err error) fio.Result {
+func resultOf(ctx context.Context, job fio.Job, stdout, stderr []byte, code int, err error) measure.JobResult {
 	switch {
 	case ctx.Err() != nil:
-		return fio.Result{Failure: fio.FailureFromRunError(ctx.Err())}
+		return measure.JobResult{Failure: fio.FailureFromRunError(ctx.Err())}
 	case err != nil:
-		return fio.Result{Failure: fio.FailureFromRunError(err)}
+		return measure.JobResult{Failure: fio.FailureFromRunError(err)}
 	}
 	return fio.Parse(job, stdout, stderr, code)
 }

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
@@ -29,10 +29,10 @@ func WriteJSON(w io.Writer, r Run) error {
 			e.Warnings = []string{}
 		}
 		if e.Results == nil {
-			e.Results = []Result{}
+			e.Results = []measure.Result{}
 		}
 		if e.Samples == nil {
-			e.Samples = []Sample{}
+			e.Samples = []measure.Sample{}
 		}
 	}
 	enc := json.NewEncoder(w)
@@ -170,8 +170,8 @@ func writeCold(ew *errWriter, c *Cold, conf float64) bool {
 	return low
 }
 
-func writeCopyUpFailures(ew *errWriter, samples []CopyUpSample) {
-	var failed []CopyUpSample
+func writeCopyUpFailures(ew *errWriter, samples []measure.CopyUpSample) {
+	var failed []measure.CopyUpSample
 	for _, s := range samples {
 		if s.Error != "" {
 			failed = append(failed, s)
@@ -189,12 +189,12 @@ func writeCopyUpFailures(ew *errWriter, samples []CopyUpSample) {
 // writeResults writes the table, grouped by job with the host row first as
 // the baseline of the rows below it. It reports whether any interval was
 // marked as under-covered.
-func writeResults(ew *errWriter, results []Result, conf float64) bool {
+func writeResults(ew *errWriter, results []measure.Result, conf float64) bool {
 	rows := slices.Clone(results)
-	slices.SortStableFunc(rows, func(a, b Result) int {
+	slices.SortStableFunc(rows, func(a, b measure.Result) int {
 		return cmp.Or(
-			compareOrdered(workloadNames(), a.Job, b.Job),
-			compareOrdered(targetOrder, a.Target, b.Target),
+			measure.CompareWorkloads(a.Workload, b.Workload),
+			measure.CompareTargets(a.Target, b.Target),
 		)
 	})
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
@@ -203,13 +203,13 @@ func writeResults(ew *errWriter, results []Result, conf float64) bool {
 	lowCoverage := false
 	for _, res := range rows {
 		pct := "baseline"
-		if res.Target != TargetHost {
+		if res.Target != measure.TargetHost {
 			var low bool
-			pct, low = formatOverhead(res.Overhead, HeadlineMetric(fio.Workload(res.Job)), conf)
+			pct, low = formatOverhead(res.Overhead, measure.HeadlineMetric(res.Workload), conf)
 			lowCoverage = lowCoverage || low
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\n",
-			res.Target, res.Job, pct,
+			res.Target, res.Workload, pct,
 			formatIOPS(res.Raw.IOPS), formatBandwidth(res.Raw.BandwidthBytes),
 			formatLatency(res.Raw.LatencyP99), formatLatency(res.Raw.FsyncP99),
 			res.RoundsOK, res.RoundsFailed)
@@ -220,7 +220,7 @@ func writeResults(ew *errWriter, results []Result, conf float64) bool {
 	return lowCoverage
 }
 
-func writeFailures(ew *errWriter, results []Result) {
+func writeFailures(ew *errWriter, results []measure.Result) {
 	var n int
 	for _, res := range results {
 		n += len(res.Failures)
@@ -231,14 +231,14 @@ func writeFailures(ew *errWriter, results []Result) {
 	ew.printf("\n  Failures (%d):\n", n)
 	for _, res := range results {
 		for _, f := range res.Failures {
-			ew.printf("    round %d, %s %s: %s: %s\n", f.Round, res.Target, res.Job, f.Reason, oneLine(f.Message))
+			ew.printf("    round %d, %s %s: %s: %s\n", f.Round, res.Target, res.Workload, f.Reason, oneLine(f.Message))
 		}
 	}
 }
 
 // formatOverhead renders the headline overhead as "92% [88–95]", marked when
 // the interval's coverage is below conf. It reports whether it marked it.
-func formatOverhead(overhead map[string]Overhead, metric string, conf float64) (string, bool) {
+func formatOverhead(overhead map[string]measure.Overhead, metric string, conf float64) (string, bool) {
 	o, ok := overhead[metric]
 	if !ok || o.N == 0 || math.IsNaN(o.PercentOfHost) {
 		return "n/a (no paired rounds)", false
@@ -252,41 +252,41 @@ func formatOverhead(overhead map[string]Overhead, metric string, conf float64) (
 }
 
 func headlineFootnote() string {
-	parts := make([]string, len(fio.Workloads))
-	for i, w := range fio.Workloads {
-		parts[i] = metricTitle(HeadlineMetric(w)) + " for " + string(w)
+	parts := make([]string, len(measure.Workloads))
+	for i, w := range measure.Workloads {
+		parts[i] = metricTitle(measure.HeadlineMetric(w)) + " for " + string(w)
 	}
 	return strings.Join(parts, ", ")
 }
 
 func metricTitle(metric string) string {
 	switch metric {
-	case MetricIOPS:
+	case measure.MetricIOPS:
 		return "IOPS"
-	case MetricBandwidth:
+	case measure.MetricBandwidth:
 		return "bandwidth"
-	case MetricLatencyP50:
+	case measure.MetricLatencyP50:
 		return "write p50 latency"
-	case MetricLatencyP99:
+	case measure.MetricLatencyP99:
 		return "write p99 latency"
-	case MetricFsyncP99:
+	case measure.MetricFsyncP99:
 		return "fsync p99 latency"
 	}
 	return metric
 }
 
-func modeText(mode string) string {
+func modeText(mode measure.Mode) string {
 	switch mode {
-	case ModeSteady:
+	case measure.ModeSteady:
 		return "steady state"
-	case ModeCold:
+	case measure.ModeCold:
 		return "cold (fresh containers, copy-up)"
-	case ModeBoth:
+	case measure.ModeBoth:
 		return "steady state and cold"
 	case "":
 		return "-"
 	}
-	return mode
+	return string(mode)
 }
 
 // formatPercentPlain renders a percentage without decimals: "92%". The

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/measure/measuretest"
 )
 
 // tableRun builds a run whose table figures can be worked out by hand.
@@ -21,18 +22,18 @@ import (
 // volume randwrite: only 4 rounds -> interval below 95% coverage, marked.
 func tableRun() Run {
 	ratios := []float64{0.94, 0.86, 0.96, 0.90, 0.88, 0.92} // shuffled over rounds
-	var samples []Sample
+	var samples []measure.Sample
 	for r := 1; r <= 6; r++ {
-		for _, job := range fio.Workloads {
-			h := hostFig(r)
-			samples = append(samples, mkSample(r, TargetHost, job, h))
-			c := scaled(h, ratios[r-1], 1.25)
-			if job == fio.RandWrite && r == 4 {
-				c = fig{failed: fio.ReasonODirectUnsupported, failedDetail: "fio: O_DIRECT\nnot supported here"}
+		for _, job := range measure.Workloads {
+			h := measuretest.HostFig(r)
+			samples = append(samples, measuretest.Sample(r, measure.TargetHost, job, h))
+			c := h.Scaled(ratios[r-1], 1.25)
+			if job == measure.RandWrite && r == 4 {
+				c = measuretest.Fig{Failed: measure.ReasonODirectUnsupported, Detail: "fio: O_DIRECT\nnot supported here"}
 			}
-			samples = append(samples, mkSample(r, TargetContainer, job, c))
-			if job == fio.RandWrite && r <= 4 {
-				samples = append(samples, mkSample(r, TargetVolume, job, scaled(h, 0.5, 2)))
+			samples = append(samples, measuretest.Sample(r, measure.TargetContainer, job, c))
+			if job == measure.RandWrite && r <= 4 {
+				samples = append(samples, measuretest.Sample(r, measure.TargetVolume, job, h.Scaled(0.5, 2)))
 			}
 		}
 	}
@@ -48,12 +49,12 @@ func tableRun() Run {
 				ImageStore: "graphdriver", FioVersion: "fio-3.33",
 				Warnings:     []string{"the host was busy during round 2"},
 				BytesWritten: 3 << 30, DurationSeconds: 83,
-				Results: Summarize(samples, 0.95), Samples: samples,
+				Results: measure.Summarize(samples, 0.95), Samples: samples,
 			},
 			{
 				Name: "btrfs", Endpoint: "unix:///run/btrfs.sock",
 				Error:    &Error{Code: "unreachable", Message: "cannot connect to the Docker daemon"},
-				Warnings: []string{}, Results: []Result{}, Samples: []Sample{},
+				Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{},
 			},
 		},
 	}
@@ -140,13 +141,13 @@ func TestWriteTable(t *testing.T) {
 func TestWriteTableNoMarkerWithEnoughRounds(t *testing.T) {
 	r := tableRun()
 	e := &r.Engines[0]
-	var kept []Sample
+	var kept []measure.Sample
 	for _, s := range e.Samples {
-		if s.Target != TargetVolume && !(s.Workload == fio.RandWrite && s.Target == TargetContainer) {
+		if s.Target != measure.TargetVolume && !(s.Workload == measure.RandWrite && s.Target == measure.TargetContainer) {
 			kept = append(kept, s)
 		}
 	}
-	e.Results = Summarize(kept, 0.95)
+	e.Results = measure.Summarize(kept, 0.95)
 	var buf bytes.Buffer
 	if err := WriteTable(&buf, r); err != nil {
 		t.Fatal(err)
@@ -182,11 +183,11 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 	// Make sure NaN reaches every nullable place: a missing raw figure,
 	// an overhead without pairs, a sample latency fio did not report.
 	e := &run.Engines[0]
-	e.Results = append(e.Results, Result{
-		Target: TargetBind, Job: "seqwrite", RoundsFailed: 1,
-		Raw:      Raw{IOPS: math.NaN(), BandwidthBytes: math.Inf(1), LatencyP50: math.NaN(), LatencyP99: math.NaN(), FsyncP99: math.NaN()},
-		Overhead: map[string]Overhead{MetricIOPS: fromStatsNaN()},
-		Failures: []Failure{{Round: 1, Reason: "timeout", Message: "killed"}},
+	e.Results = append(e.Results, measure.Result{
+		Target: measure.TargetBind, Workload: "seqwrite", RoundsFailed: 1,
+		Raw:      measure.Raw{IOPS: math.NaN(), BandwidthBytes: math.Inf(1), LatencyP50: math.NaN(), LatencyP99: math.NaN(), FsyncP99: math.NaN()},
+		Overhead: map[string]measure.Overhead{measure.MetricIOPS: fromStatsNaN()},
+		Failures: []measure.FailedRound{{Round: 1, Reason: "timeout", Message: "killed"}},
 	})
 
 	var buf bytes.Buffer
@@ -210,15 +211,15 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 		t.Fatalf("decode: %v", err)
 	}
 	got := back.Engines[0].Results[len(back.Engines[0].Results)-1]
-	if !math.IsNaN(got.Raw.IOPS) || !math.IsNaN(got.Raw.BandwidthBytes) || !math.IsNaN(got.Overhead[MetricIOPS].Ratio) {
+	if !math.IsNaN(got.Raw.IOPS) || !math.IsNaN(got.Raw.BandwidthBytes) || !math.IsNaN(got.Overhead[measure.MetricIOPS].Ratio) {
 		t.Errorf("null did not read back as NaN: %+v", got)
 	}
 	c := back.Engines[0].Results[3] // container seqwrite
-	if c.Target != TargetContainer || c.Job != "seqwrite" || math.Abs(c.Overhead[MetricBandwidth].PercentOfHost-100*math.Sqrt(0.90*0.92)) > 1e-9 {
+	if c.Target != measure.TargetContainer || c.Workload != "seqwrite" || math.Abs(c.Overhead[measure.MetricBandwidth].PercentOfHost-100*math.Sqrt(0.90*0.92)) > 1e-9 {
 		t.Errorf("decoded container seqwrite = %+v", c)
 	}
 	s := back.Engines[0].Samples[0]
-	if s.Round != 1 || s.Target != TargetHost || s.Workload != fio.SeqWrite || !s.StartedAt.Equal(run.Engines[0].Samples[0].StartedAt) {
+	if s.Round != 1 || s.Target != measure.TargetHost || s.Workload != measure.SeqWrite || !s.StartedAt.Equal(run.Engines[0].Samples[0].StartedAt) {
 		t.Errorf("decoded sample %+v, want round 1 host seqwrite", s)
 	}
 	if !math.IsNaN(s.Read.LatencyP99Sec) {
@@ -236,9 +237,9 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func fromStatsNaN() Overhead {
+func fromStatsNaN() measure.Overhead {
 	nan := math.NaN()
-	return Overhead{Ratio: nan, CILow: nan, CIHigh: nan, PercentOfHost: nan, PercentLow: nan, PercentHigh: nan, Coverage: nan}
+	return measure.Overhead{Ratio: nan, CILow: nan, CIHigh: nan, PercentOfHost: nan, PercentLow: nan, PercentHigh: nan, Coverage: nan}
 }
 
 func TestWriteJSONEmptyLists(t *testing.T) {
@@ -262,27 +263,5 @@ func TestWriteJSONEmptyLists(t *testing.T) {
 	buf.Reset()
 	if err := WriteJSON(&buf, Run{}); err != nil || !strings.Contains(buf.String(), `"engines": []`) {
 		t.Errorf("WriteJSON(Run{}) = %q, %v; want engines []", buf.String(), err)
-	}
-}
-
-// TestNullableMissingFields checks that absent figures decode as NaN, not
-// as a zero that would pass for a measurement.
-func TestNullableMissingFields(t *testing.T) {
-	var r Raw
-	if err := json.Unmarshal([]byte(`{"iops": 5}`), &r); err != nil {
-		t.Fatal(err)
-	}
-	if r.IOPS != 5 || !math.IsNaN(r.BandwidthBytes) || !math.IsNaN(r.FsyncP99) {
-		t.Errorf("Raw from partial JSON = %+v", r)
-	}
-	var o Overhead
-	if err := json.Unmarshal([]byte(`{"ratio": 0.1, "rounds": 7}`), &o); err != nil {
-		t.Fatal(err)
-	}
-	if o.Ratio != 0.1 || o.N != 7 || !math.IsNaN(o.CILow) || !math.IsNaN(o.Coverage) {
-		t.Errorf("Overhead from partial JSON = %+v", o)
-	}
-	if err := json.Unmarshal([]byte(`{"iops": "fast"}`), &r); err == nil {
-		t.Errorf("a string iops decoded without error")
 	}
 }

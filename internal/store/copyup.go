@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // insertCopyUp stores a cold cycle's copy-up timings; a failed write keeps
@@ -37,15 +37,15 @@ func insertCopyUp(ctx context.Context, tx *sql.Tx, c *Cycle) error {
 // ORDER BY clause in which copyup_samples is aliased u).
 func queryCopyUp(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, from string, args ...any) ([]report.CopyUpSample, error) {
+}, from string, args ...any) ([]measure.CopyUpSample, error) {
 	rows, err := q.QueryContext(ctx, `SELECT u.round, u.target, u.size_bytes, u.seconds, u.error `+from, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read copy-up samples: %w", err)
 	}
 	defer rows.Close()
-	var out []report.CopyUpSample
+	var out []measure.CopyUpSample
 	for rows.Next() {
-		var u report.CopyUpSample
+		var u measure.CopyUpSample
 		var secs sql.NullFloat64
 		if err := rows.Scan(&u.Round, &u.Target, &u.SizeBytes, &secs, &u.Error); err != nil {
 			return nil, fmt.Errorf("read copy-up samples: %w", err)
@@ -69,7 +69,7 @@ WHERE u.engine = ? AND c.mode = 'cold'
 
 // RecentCopyUp returns the copy-up samples of the last rounds distinct cold
 // rounds of engine, oldest first.
-func (s *Store) RecentCopyUp(ctx context.Context, engine string, rounds int) ([]report.CopyUpSample, error) {
+func (s *Store) RecentCopyUp(ctx context.Context, engine string, rounds int) ([]measure.CopyUpSample, error) {
 	if rounds <= 0 {
 		return nil, nil
 	}

@@ -5,22 +5,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 func coldCycle(t *testing.T, s *Store, start time.Time, first, n int, result string, reflink *bool) Cycle {
 	t.Helper()
 	ctx := context.Background()
-	c := &Cycle{Engine: "e", Mode: report.ModeCold, Profile: "quick", Trigger: "schedule", StartedAt: start}
+	c := &Cycle{Engine: "e", Mode: measure.ModeCold, Profile: "quick", Trigger: "schedule", StartedAt: start}
 	if err := s.StartCycle(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	c.FirstRound, c.Rounds, c.Result, c.Reflink = first, n, result, reflink
 	for r := first; r < first+n; r++ {
 		c.CopyUp = append(c.CopyUp,
-			report.CopyUpSample{Round: r, Target: report.TargetContainer, SizeBytes: 1 << 20, Seconds: 0.004 + float64(r)/1000},
-			report.CopyUpSample{Round: r, Target: report.TargetHost, SizeBytes: 1 << 20, Seconds: 0.0005},
-			report.CopyUpSample{Round: r, Target: report.TargetContainer, SizeBytes: 64 << 20, Error: "permission denied"})
+			measure.CopyUpSample{Round: r, Target: measure.TargetContainer, SizeBytes: 1 << 20, Seconds: 0.004 + float64(r)/1000},
+			measure.CopyUpSample{Round: r, Target: measure.TargetHost, SizeBytes: 1 << 20, Seconds: 0.0005},
+			measure.CopyUpSample{Round: r, Target: measure.TargetContainer, SizeBytes: 64 << 20, Error: "permission denied"})
 	}
 	c.FinishedAt = start.Add(time.Minute)
 	if err := s.FinishCycle(ctx, c); err != nil {
@@ -70,7 +70,7 @@ func TestCopyUpRoundTripAndWindow(t *testing.T) {
 		t.Errorf("RecentCopyUp rounds = %v, want %v", roundsSeen, want)
 	}
 
-	latest, err := s.LatestCycleOf(ctx, "e", report.ModeCold, "ok")
+	latest, err := s.LatestCycleOf(ctx, "e", measure.ModeCold, "ok")
 	if err != nil || latest.ID != c.ID {
 		t.Errorf("LatestCycleOf(cold, ok) = %d, %v; want %d", latest.ID, err, c.ID)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // cycleColumns are the columns scanCycle reads, in its order.
@@ -257,7 +257,7 @@ func (s *Store) LatestCycle(ctx context.Context, engine string, result string) (
 }
 
 // LatestCycleOf is LatestCycle restricted to one mode ("" = any mode).
-func (s *Store) LatestCycleOf(ctx context.Context, engine, mode, result string) (Cycle, error) {
+func (s *Store) LatestCycleOf(ctx context.Context, engine string, mode measure.Mode, result string) (Cycle, error) {
 	query := `SELECT ` + cycleColumns + `, results_json FROM cycles WHERE 1`
 	var args []any
 	if engine != "" {
@@ -391,8 +391,8 @@ func scanCycle(sc scanner, results *string) (Cycle, error) {
 // Results are stored as one JSON array per cycle (results_json), in the
 // same form as `layerprobe run --output json`: they are always read whole
 // with their cycle, sqlite3 users reach into them with json_each and
-// json_extract, and report.Result can gain fields without a migration.
-func encodeResults(rs []report.Result) (string, error) {
+// json_extract, and measure.Result can gain fields without a migration.
+func encodeResults(rs []measure.Result) (string, error) {
 	if len(rs) == 0 {
 		return "[]", nil
 	}
@@ -403,8 +403,8 @@ func encodeResults(rs []report.Result) (string, error) {
 	return string(b), nil
 }
 
-func decodeResults(s string) ([]report.Result, error) {
-	var rs []report.Result
+func decodeResults(s string) ([]measure.Result, error) {
+	var rs []measure.Result
 	if err := json.Unmarshal([]byte(s), &rs); err != nil {
 		return nil, fmt.Errorf("decode results: %w", err)
 	}

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // SaveDetectorState stores the regression detector's state for engine,
 // mode and target, replacing the previous one. The store does not interpret
 // it, but it must be JSON: the column is text that sqlite3 users read.
-func (s *Store) SaveDetectorState(ctx context.Context, engine, mode, target string, state []byte) error {
+func (s *Store) SaveDetectorState(ctx context.Context, engine string, mode measure.Mode, target measure.Target, state []byte) error {
 	if !json.Valid(state) {
 		return fmt.Errorf("save detector state of %s/%s/%s: state is not valid JSON", engine, mode, target)
 	}
@@ -31,7 +33,7 @@ ON CONFLICT (engine, mode, target) DO UPDATE SET state_json = excluded.state_jso
 
 // DetectorState returns the state SaveDetectorState stored for engine, mode
 // and target, or ErrNotFound.
-func (s *Store) DetectorState(ctx context.Context, engine, mode, target string) ([]byte, error) {
+func (s *Store) DetectorState(ctx context.Context, engine string, mode measure.Mode, target measure.Target) ([]byte, error) {
 	var state string
 	err := s.db.QueryRowContext(ctx,
 		`SELECT state_json FROM detector_state WHERE engine = ? AND mode = ? AND target = ?`,

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // TestDocsQueries keeps docs/store.md honest: every ```sql example runs
@@ -33,14 +32,14 @@ func TestDocsQueries(t *testing.T) {
 	}
 	ok.Result, ok.FirstRound, ok.Rounds, ok.BytesWritten = ResultOK, 1, 2, 1<<20
 	ok.Samples = append(roundSamples(1, now), roundSamples(2, now)...)
-	ok.Samples = append(ok.Samples, report.Sample{Round: 2, Order: 3, Target: report.TargetVolume, StartedAt: now,
-		Result: fio.Result{Workload: fio.Fsync, Failure: &fio.Failure{Reason: fio.ReasonTimeout, Message: "killed"}}})
+	ok.Samples = append(ok.Samples, measure.Sample{Round: 2, Order: 3, Target: measure.TargetVolume, StartedAt: now,
+		JobResult: measure.JobResult{Workload: measure.Fsync, Failure: &measure.Failure{Reason: measure.ReasonTimeout, Message: "killed"}}})
 	nan := math.NaN()
-	ok.Results = []report.Result{{Target: report.TargetContainer, Job: "fsync", RoundsOK: 2,
-		Raw: report.Raw{IOPS: 100, BandwidthBytes: 4e5, LatencyP50: 0.001, LatencyP99: 0.002, FsyncP99: 0.01},
-		Overhead: map[string]report.Overhead{
-			report.MetricFsyncP99: {Ratio: 0.2, CILow: 0.1, CIHigh: 0.3, PercentOfHost: 83, PercentLow: nan, PercentHigh: nan, N: 2, Coverage: 0.5},
-			report.MetricIOPS:     {Ratio: 0.05, CILow: nan, CIHigh: nan, PercentOfHost: 95, PercentLow: nan, PercentHigh: nan, N: 2, Coverage: nan},
+	ok.Results = []measure.Result{{Target: measure.TargetContainer, Workload: "fsync", RoundsOK: 2,
+		Raw: measure.Raw{IOPS: 100, BandwidthBytes: 4e5, LatencyP50: 0.001, LatencyP99: 0.002, FsyncP99: 0.01},
+		Overhead: map[string]measure.Overhead{
+			measure.MetricFsyncP99: {Ratio: 0.2, CILow: 0.1, CIHigh: 0.3, PercentOfHost: 83, PercentLow: nan, PercentHigh: nan, N: 2, Coverage: 0.5},
+			measure.MetricIOPS:     {Ratio: 0.05, CILow: nan, CIHigh: nan, PercentOfHost: 95, PercentLow: nan, PercentHigh: nan, N: 2, Coverage: nan},
 		}}}
 	if err := s.FinishCycle(ctx, ok); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // sampleRow is one samples row, encoded before the write transaction
@@ -43,17 +43,17 @@ func encodeSamples(c *Cycle) ([]sampleRow, error) {
 			return nil, fmt.Errorf("encode sample %d (round %d, %s, %s): %w", i, sm.Round, sm.Target, sm.Workload, err)
 		}
 		r := sampleRow{
-			seq: i, round: sm.Round, ord: sm.Order, target: sm.Target, job: string(sm.Workload),
+			seq: i, round: sm.Round, ord: sm.Order, target: string(sm.Target), job: string(sm.Workload),
 			ok: sm.OK(), startedAt: formatTime(sm.StartedAt), duration: duration,
 			runtimeNS: int64(sm.Runtime), bytesWritten: sm.BytesWritten,
 			// MetricValue is the definition the metrics and summaries use,
 			// and NaN (NULL) for a failed job: a zero would read as a
 			// measurement.
-			iops:      nullFloat(report.MetricValue(report.MetricIOPS, sm.Result)),
-			bandwidth: nullFloat(report.MetricValue(report.MetricBandwidth, sm.Result)),
-			p99:       nullFloat(report.MetricValue(report.MetricLatencyP99, sm.Result)),
-			fsync:     nullFloat(report.MetricValue(report.MetricFsyncP99, sm.Result)),
-			json:      string(b), engine: c.Engine, mode: c.Mode,
+			iops:      nullFloat(measure.MetricValue(measure.MetricIOPS, sm.JobResult)),
+			bandwidth: nullFloat(measure.MetricValue(measure.MetricBandwidth, sm.JobResult)),
+			p99:       nullFloat(measure.MetricValue(measure.MetricLatencyP99, sm.JobResult)),
+			fsync:     nullFloat(measure.MetricValue(measure.MetricFsyncP99, sm.JobResult)),
+			json:      string(b), engine: c.Engine, mode: string(c.Mode),
 		}
 		if sm.Failure != nil {
 			r.failureReason = sql.NullString{String: string(sm.Failure.Reason), Valid: true}
@@ -90,13 +90,13 @@ func insertSamples(ctx context.Context, tx *sql.Tx, cycleID int64, rows []sample
 // BY clause in which the samples table is aliased s).
 func querySamples(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, from string, args ...any) ([]report.Sample, error) {
+}, from string, args ...any) ([]measure.Sample, error) {
 	rows, err := q.QueryContext(ctx, `SELECT s.result_json, s.duration_seconds, s.runtime_ns `+from, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read samples: %w", err)
 	}
 	defer rows.Close()
-	var out []report.Sample
+	var out []measure.Sample
 	for rows.Next() {
 		var js string
 		var duration sql.NullFloat64
@@ -104,7 +104,7 @@ func querySamples(ctx context.Context, q interface {
 		if err := rows.Scan(&js, &duration, &runtime); err != nil {
 			return nil, fmt.Errorf("read samples: %w", err)
 		}
-		var sm report.Sample
+		var sm measure.Sample
 		if err := json.Unmarshal([]byte(js), &sm); err != nil {
 			return nil, fmt.Errorf("decode sample: %w", err)
 		}
@@ -140,7 +140,7 @@ WHERE s.engine = ? AND s.mode = ?
 // numbers of engine and mode that hold usable samples (see usableSamples:
 // ok cycles, and completed rounds of interrupted ones), oldest first: by
 // round, then in the order each cycle recorded them.
-func (s *Store) RecentSamples(ctx context.Context, engine, mode string, rounds int) ([]report.Sample, error) {
+func (s *Store) RecentSamples(ctx context.Context, engine string, mode measure.Mode, rounds int) ([]measure.Sample, error) {
 	if rounds <= 0 {
 		return nil, nil
 	}
@@ -158,7 +158,7 @@ ORDER BY s.round, s.cycle_id, s.seq`, engine, mode, engine, mode, rounds)
 // counts, whatever its cycle's result, so that a number never names two
 // rounds; so do the rounds a finished cycle declares (first_round, rounds)
 // when it kept no samples of them.
-func (s *Store) NextRound(ctx context.Context, engine, mode string) (int, error) {
+func (s *Store) NextRound(ctx context.Context, engine string, mode measure.Mode) (int, error) {
 	var last int
 	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(m), 0) FROM (
 	SELECT MAX(round) AS m FROM samples WHERE engine = ? AND mode = ?

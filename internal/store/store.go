@@ -38,7 +38,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // Errors callers test with errors.Is.
@@ -87,7 +87,7 @@ const busyTimeout = 10 * time.Second
 type Cycle struct {
 	ID                                           int64
 	Engine                                       string
-	Mode                                         string // "steady" or "cold"
+	Mode                                         measure.Mode
 	Profile                                      string
 	Trigger                                      string // schedule, api, confirm
 	Driver, BackingFS, EngineVersion, FioVersion string
@@ -100,11 +100,11 @@ type Cycle struct {
 	FirstRound   int
 	Rounds       int // rounds completed
 	BytesWritten int64
-	Samples      []report.Sample // raw fio figures, one per (round, target, job)
-	Results      []report.Result // overheads computed at the end of the cycle
+	Samples      []measure.Sample // raw fio figures, one per (round, target, job)
+	Results      []measure.Result // overheads computed at the end of the cycle
 	// Cold cycles only: the copy-up timings, and whether the data root's
 	// file system shares extents (nil: unknown).
-	CopyUp  []report.CopyUpSample
+	CopyUp  []measure.CopyUpSample
 	Reflink *bool
 }
 

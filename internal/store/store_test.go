@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -49,29 +48,29 @@ func openStore(t *testing.T, dir string) *Store {
 
 // sample builds a successful sample with distinct figures per round and
 // target, so that mix-ups show.
-func sample(round, order int, target string, job fio.Workload, start time.Time) report.Sample {
+func sample(round, order int, target measure.Target, job measure.Workload, start time.Time) measure.Sample {
 	base := float64(round*100 + order)
-	r := fio.Result{
+	r := measure.JobResult{
 		Workload:     job,
 		FioVersion:   "fio-3.38",
-		Write:        fio.Op{IOs: 1000, IOPS: base, BandwidthBytes: base * 4096, Bytes: 4096000, LatencyMeanSec: 0.001, LatencyP50Sec: 0.0009, LatencyP99Sec: 0.002, LatencyP999Sec: 0.004},
-		Read:         fio.Op{LatencyMeanSec: math.NaN(), LatencyP50Sec: math.NaN(), LatencyP99Sec: math.NaN(), LatencyP999Sec: math.NaN()},
-		Sync:         fio.Op{LatencyMeanSec: math.NaN(), LatencyP50Sec: math.NaN(), LatencyP99Sec: math.NaN(), LatencyP999Sec: math.NaN()},
+		Write:        measure.Op{IOs: 1000, IOPS: base, BandwidthBytes: base * 4096, Bytes: 4096000, LatencyMeanSec: 0.001, LatencyP50Sec: 0.0009, LatencyP99Sec: 0.002, LatencyP999Sec: 0.004},
+		Read:         measure.Op{LatencyMeanSec: math.NaN(), LatencyP50Sec: math.NaN(), LatencyP99Sec: math.NaN(), LatencyP999Sec: math.NaN()},
+		Sync:         measure.Op{LatencyMeanSec: math.NaN(), LatencyP50Sec: math.NaN(), LatencyP99Sec: math.NaN(), LatencyP999Sec: math.NaN()},
 		Runtime:      1234567890 * time.Nanosecond,
 		BytesWritten: 4096000,
 	}
-	if job == fio.Fsync {
-		r.Sync = fio.Op{IOs: 1000, LatencyMeanSec: 0.003, LatencyP50Sec: 0.003, LatencyP99Sec: 0.01 + base/1e6, LatencyP999Sec: 0.02}
+	if job == measure.Fsync {
+		r.Sync = measure.Op{IOs: 1000, LatencyMeanSec: 0.003, LatencyP50Sec: 0.003, LatencyP99Sec: 0.01 + base/1e6, LatencyP999Sec: 0.02}
 	}
-	return report.Sample{Round: round, Order: order, Target: target, StartedAt: start.Add(time.Duration(round) * time.Minute),
-		DurationSeconds: 1.5, Result: r}
+	return measure.Sample{Round: round, Order: order, Target: target, StartedAt: start.Add(time.Duration(round) * time.Minute),
+		DurationSeconds: 1.5, JobResult: r}
 }
 
 // roundSamples is one full round: every target, jobs fsync and seqwrite.
-func roundSamples(round int, start time.Time) []report.Sample {
-	var out []report.Sample
-	for _, job := range []fio.Workload{fio.SeqWrite, fio.Fsync} {
-		for i, tg := range []string{report.TargetBind, report.TargetHost, report.TargetContainer} {
+func roundSamples(round int, start time.Time) []measure.Sample {
+	var out []measure.Sample
+	for _, job := range []measure.Workload{measure.SeqWrite, measure.Fsync} {
+		for i, tg := range []measure.Target{measure.TargetBind, measure.TargetHost, measure.TargetContainer} {
 			out = append(out, sample(round, i+1, tg, job, start))
 		}
 	}
@@ -143,19 +142,19 @@ func TestCycleRoundTrip(t *testing.T) {
 	// A latency fio did not report, a NaN duration, and a failed job.
 	c.Samples[0].Write.LatencyP99Sec = math.NaN()
 	c.Samples[1].DurationSeconds = math.NaN()
-	failed := report.Sample{Round: 7, Order: 3, Target: report.TargetContainer, StartedAt: t0.Add(time.Second).In(time.FixedZone("CET", 3600)),
-		DurationSeconds: 0.2, Result: fio.Result{Workload: fio.RandWrite, Failure: &fio.Failure{Reason: fio.ReasonNoSpace, Message: "ENOSPC"},
-			Read: fio.Op{LatencyP99Sec: math.NaN()}, Write: fio.Op{LatencyP99Sec: math.NaN()}, Sync: fio.Op{LatencyP99Sec: math.NaN()}}}
+	failed := measure.Sample{Round: 7, Order: 3, Target: measure.TargetContainer, StartedAt: t0.Add(time.Second).In(time.FixedZone("CET", 3600)),
+		DurationSeconds: 0.2, JobResult: measure.JobResult{Workload: measure.RandWrite, Failure: &measure.Failure{Reason: measure.ReasonNoSpace, Message: "ENOSPC"},
+			Read: measure.Op{LatencyP99Sec: math.NaN()}, Write: measure.Op{LatencyP99Sec: math.NaN()}, Sync: measure.Op{LatencyP99Sec: math.NaN()}}}
 	c.Samples = append(c.Samples, failed)
 	c.Rounds, c.BytesWritten = 1, 12345
 	c.Result, c.Reason, c.Message = "failed", "fio_failures", "failed fio jobs: no_space x1"
 	c.FinishedAt = t0.Add(5 * time.Minute)
-	c.Results = []report.Result{
-		{Target: report.TargetHost, Job: "fsync", RoundsOK: 1, Raw: report.Raw{IOPS: 100, BandwidthBytes: 409600, LatencyP50: 0.001, LatencyP99: math.NaN(), FsyncP99: 0.01}},
-		{Target: report.TargetContainer, Job: "fsync", RoundsOK: 1, RoundsFailed: 1,
-			Raw:      report.Raw{IOPS: 90, BandwidthBytes: 368640, LatencyP50: 0.0011, LatencyP99: 0.002, FsyncP99: 0.012},
-			Overhead: map[string]report.Overhead{"fsync_p99": {Ratio: 0.2, CILow: math.NaN(), CIHigh: math.NaN(), PercentOfHost: 83.3, PercentLow: math.NaN(), PercentHigh: math.NaN(), N: 1, Coverage: math.NaN()}},
-			Failures: []report.Failure{{Round: 7, Reason: "no_space", Message: "ENOSPC"}}},
+	c.Results = []measure.Result{
+		{Target: measure.TargetHost, Workload: "fsync", RoundsOK: 1, Raw: measure.Raw{IOPS: 100, BandwidthBytes: 409600, LatencyP50: 0.001, LatencyP99: math.NaN(), FsyncP99: 0.01}},
+		{Target: measure.TargetContainer, Workload: "fsync", RoundsOK: 1, RoundsFailed: 1,
+			Raw:      measure.Raw{IOPS: 90, BandwidthBytes: 368640, LatencyP50: 0.0011, LatencyP99: 0.002, FsyncP99: 0.012},
+			Overhead: map[string]measure.Overhead{"fsync_p99": {Ratio: 0.2, CILow: math.NaN(), CIHigh: math.NaN(), PercentOfHost: 83.3, PercentLow: math.NaN(), PercentHigh: math.NaN(), N: 1, Coverage: math.NaN()}},
+			Failures: []measure.FailedRound{{Round: 7, Reason: "no_space", Message: "ENOSPC"}}},
 	}
 	if err := s.FinishCycle(ctx, c); err != nil {
 		t.Fatalf("FinishCycle: %v", err)
@@ -202,8 +201,8 @@ func TestCycleRoundTrip(t *testing.T) {
 		t.Errorf("NaN latencies came back as %v, %v", got.Samples[0].Write.LatencyP99Sec, got.Samples[0].Read.LatencyP50Sec)
 	}
 	last := got.Samples[len(got.Samples)-1]
-	if last.OK() || last.Failure.Reason != fio.ReasonNoSpace || last.Failure.Message != "ENOSPC" {
-		t.Errorf("failed sample came back as %+v", last.Result)
+	if last.OK() || last.Failure.Reason != measure.ReasonNoSpace || last.Failure.Message != "ENOSPC" {
+		t.Errorf("failed sample came back as %+v", last.JobResult)
 	}
 
 	// The plain columns: NULL for NaN and for a failed job, fsync p99 only
@@ -350,7 +349,7 @@ func TestLatestCycleAndCounts(t *testing.T) {
 	}
 	ok := finished(t, s, "e", t0, 1, 2, "ok")
 	okc, _ := s.Cycle(ctx, ok.ID)
-	okc.Results = []report.Result{{Target: "host", Job: "fsync", RoundsOK: 2, Raw: report.Raw{IOPS: 1, BandwidthBytes: math.NaN(), LatencyP50: math.NaN(), LatencyP99: math.NaN(), FsyncP99: math.NaN()}}}
+	okc.Results = []measure.Result{{Target: "host", Workload: "fsync", RoundsOK: 2, Raw: measure.Raw{IOPS: 1, BandwidthBytes: math.NaN(), LatencyP50: math.NaN(), LatencyP99: math.NaN(), FsyncP99: math.NaN()}}}
 	// Results are written by FinishCycle; record another ok cycle with
 	// results to check LatestCycle returns them.
 	c := &Cycle{Engine: "e", Mode: "steady", StartedAt: t0.Add(time.Hour)}
@@ -396,7 +395,7 @@ func TestLatestCycleAndCounts(t *testing.T) {
 	}
 }
 
-func rounds(samples []report.Sample) []int {
+func rounds(samples []measure.Sample) []int {
 	var out []int
 	for i, s := range samples {
 		if i == 0 || s.Round != samples[i-1].Round {
@@ -465,7 +464,7 @@ func TestRecentSamplesAndNextRound(t *testing.T) {
 			t.Errorf("RecentSamples(%d): %d samples for %d rounds, want %d per round", tc.n, len(got), len(rounds(got)), perRound)
 		}
 		for _, sm := range got {
-			if sm.Round == 8 && sm.Target == report.TargetBind && sm.Workload == fio.SeqWrite && sm.Order != 1 {
+			if sm.Round == 8 && sm.Target == measure.TargetBind && sm.Workload == measure.SeqWrite && sm.Order != 1 {
 				t.Errorf("sample of round 8 with wrong order %d", sm.Order)
 			}
 		}
@@ -630,7 +629,7 @@ func TestDetectorState(t *testing.T) {
 	}
 	check := func(s *Store) {
 		t.Helper()
-		for target, want := range map[string][]byte{"container": st2, "bind": st1} {
+		for target, want := range map[measure.Target][]byte{"container": st2, "bind": st1} {
 			got, err := s.DetectorState(ctx, "e", "steady", target)
 			if err != nil || string(got) != string(want) {
 				t.Errorf("DetectorState(%s) = %s, %v; want %s", target, got, err, want)

@@ -198,7 +198,7 @@ func checkNoScratchFiles(t *testing.T, dataRoot string) {
 	})
 }
 
-// checkContractSeries asserts every DESIGN contract series for every target
+// checkContractSeries asserts every contract series (docs/metrics.md) for every target
 // and job is present in a scrape taken after a successful cycle.
 func checkContractSeries(t *testing.T, series map[string][]sample, driver, backing string) {
 	t.Helper()

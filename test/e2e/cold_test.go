@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 )
@@ -47,7 +48,7 @@ func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
 			if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
 				t.Fatalf("decode output: %v\n%s", err, res.stdout)
 			}
-			if run.Mode != report.ModeCold || len(run.Engines) != 1 {
+			if run.Mode != measure.ModeCold || len(run.Engines) != 1 {
 				t.Fatalf("mode %q, %d engines; want cold, 1", run.Mode, len(run.Engines))
 			}
 			e := run.Engines[0]
@@ -83,10 +84,10 @@ func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
 	}
 }
 
-func fmtRatio(rs []report.Result) string {
+func fmtRatio(rs []measure.Result) string {
 	for _, r := range rs {
-		if r.Target == report.TargetContainer {
-			o := r.Overhead[report.MetricFsyncP99]
+		if r.Target == measure.TargetContainer {
+			o := r.Overhead[measure.MetricFsyncP99]
 			return formatFloat(o.Ratio) + " [" + formatFloat(o.CILow) + ", " + formatFloat(o.CIHigh) + "]"
 		}
 	}
@@ -110,14 +111,14 @@ func formatFloat(v float64) string {
 // latencies on both sides, and the reflink answer matches the file system.
 func checkCold(t *testing.T, c *report.Cold, wantReflink bool) {
 	t.Helper()
-	byTarget := map[string]report.Result{}
+	byTarget := map[measure.Target]measure.Result{}
 	for _, r := range c.Results {
-		if r.Job != "fsync" {
-			t.Errorf("cold result for job %s; the cold probe runs fsync only", r.Job)
+		if r.Workload != "fsync" {
+			t.Errorf("cold result for job %s; the cold probe runs fsync only", r.Workload)
 		}
 		byTarget[r.Target] = r
 	}
-	for _, tg := range []string{report.TargetHost, report.TargetContainer} {
+	for _, tg := range []measure.Target{measure.TargetHost, measure.TargetContainer} {
 		r, ok := byTarget[tg]
 		if !ok || r.RoundsOK != coldRounds || r.RoundsFailed != 0 {
 			t.Errorf("cold %s: present %v, %d ok, %d failed; want %d ok", tg, ok, r.RoundsOK, r.RoundsFailed, coldRounds)
@@ -126,7 +127,7 @@ func checkCold(t *testing.T, c *report.Cold, wantReflink bool) {
 	if len(byTarget) != 2 {
 		t.Errorf("cold targets %v, want host and container", byTarget)
 	}
-	o, ok := byTarget[report.TargetContainer].Overhead[report.MetricFsyncP99]
+	o, ok := byTarget[measure.TargetContainer].Overhead[measure.MetricFsyncP99]
 	if !ok || o.N != coldRounds || !finite(o.Ratio, o.CILow, o.CIHigh) || o.CILow > o.Ratio || o.CIHigh < o.Ratio {
 		t.Errorf("cold container fsync_p99 overhead %+v; want %d rounds and a finite interval around the ratio", o, coldRounds)
 	}
@@ -175,7 +176,7 @@ func checkCold(t *testing.T, c *report.Cold, wantReflink bool) {
 // copies 64 times the bytes of a 1 MiB one. The margins are wide (the
 // copy of 63 MiB more takes tens of milliseconds on any disk) so that noise
 // cannot fail the test while a copy-up that is not happening would.
-func checkCopyUpGrows(t *testing.T, cu report.CopyUp) {
+func checkCopyUpGrows(t *testing.T, cu measure.CopyUp) {
 	t.Helper()
 	if len(cu.Sizes) != 3 {
 		return // checkCold reported it

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 )
@@ -87,7 +88,7 @@ func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) 
 	// Every round holds each target exactly once per job, in some order.
 	seen := map[string]int{}
 	for _, s := range e.Samples {
-		seen[string(s.Workload)+"/"+s.Target]++
+		seen[string(s.Workload)+"/"+string(s.Target)]++
 		if !s.OK() {
 			t.Errorf("round %d %s/%s failed: %+v", s.Round, s.Target, s.Workload, s.Failure)
 		}
@@ -99,9 +100,9 @@ func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) 
 			}
 		}
 	}
-	byKey := map[string]report.Result{}
+	byKey := map[string]measure.Result{}
 	for _, r := range e.Results {
-		byKey[r.Target+"/"+r.Job] = r
+		byKey[string(r.Target)+"/"+string(r.Workload)] = r
 	}
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {

@@ -1,23 +1,25 @@
-package report
+package measure_test
 
 import (
 	"math"
 	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 func TestSummarizeCopyUp(t *testing.T) {
 	const mib = 1 << 20
-	var samples []CopyUpSample
+	var samples []measure.CopyUpSample
 	// Container latency grows 2 ms per MiB over a host that stays at 1 ms;
 	// round 3's container failed for the 16 MiB file and round 2's host
 	// for the 64 MiB file: those pairs must be dropped, not zeroed.
 	for r := 1; r <= 6; r++ {
 		for _, size := range []int64{1 * mib, 16 * mib, 64 * mib} {
-			h := CopyUpSample{Round: r, Target: TargetHost, SizeBytes: size, Seconds: 0.001}
-			c := CopyUpSample{Round: r, Target: TargetContainer, SizeBytes: size,
+			h := measure.CopyUpSample{Round: r, Target: measure.TargetHost, SizeBytes: size, Seconds: 0.001}
+			c := measure.CopyUpSample{Round: r, Target: measure.TargetContainer, SizeBytes: size,
 				Seconds: 0.001 + 0.002*float64(size/mib) + 0.0001*float64(r)}
 			if r == 3 && size == 16*mib {
-				c = CopyUpSample{Round: r, Target: TargetContainer, SizeBytes: size, Error: "open: permission denied"}
+				c = measure.CopyUpSample{Round: r, Target: measure.TargetContainer, SizeBytes: size, Error: "open: permission denied"}
 			}
 			if r == 2 && size == 64*mib {
 				h.Seconds, h.Error = 0, "fsync: input/output error"
@@ -25,7 +27,7 @@ func TestSummarizeCopyUp(t *testing.T) {
 			samples = append(samples, h, c)
 		}
 	}
-	sizes, cost := SummarizeCopyUp(samples, 0.95)
+	sizes, cost := measure.SummarizeCopyUp(samples, 0.95)
 	if len(sizes) != 3 {
 		t.Fatalf("%d sizes, want 3: %+v", len(sizes), sizes)
 	}
@@ -49,11 +51,11 @@ func TestSummarizeCopyUp(t *testing.T) {
 		t.Errorf("cost per MiB = %v, want about 0.002", cost)
 	}
 
-	one, cost := SummarizeCopyUp(samples[:2], 0.95)
+	one, cost := measure.SummarizeCopyUp(samples[:2], 0.95)
 	if len(one) != 1 || cost != nil {
 		t.Errorf("one size: %d sizes, cost %v; want 1 size and no cost (a slope needs two sizes)", len(one), cost)
 	}
-	if none, cost := SummarizeCopyUp(nil, 0.95); len(none) != 0 || cost != nil {
+	if none, cost := measure.SummarizeCopyUp(nil, 0.95); len(none) != 0 || cost != nil {
 		t.Errorf("no samples: %v, %v", none, cost)
 	}
 }

@@ -1,4 +1,4 @@
-package report
+package measure
 
 import (
 	"cmp"
@@ -6,24 +6,6 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
-
-// Mode values: Run.Mode, the store's mode column, the API's mode field and
-// the metrics' mode label.
-const (
-	ModeSteady = "steady" // the long-lived probe container
-	ModeCold   = "cold"   // a fresh container per round, and copy-up
-	ModeBoth   = "both"   // Run.Mode only: steady and cold in one run
-)
-
-// Cold is one engine's cold-path measurement: in every round a fresh probe
-// container is started and its first seconds are measured.
-type Cold struct {
-	// Results hold the fsync job on host and container (the fresh
-	// container's writable layer), summarised as steady results are.
-	Results []Result `json:"results"`
-	Samples []Sample `json:"samples"`
-	CopyUp  CopyUp   `json:"copy_up"`
-}
 
 // CopyUp is the cost of the first small write to a file that lives in a
 // lower image layer, which overlay2 copies up whole before it changes.
@@ -59,7 +41,7 @@ type CopyUpSize struct {
 // (host or container) in one round.
 type CopyUpSample struct {
 	Round     int     `json:"round"`
-	Target    string  `json:"target"`
+	Target    Target  `json:"target"`
 	SizeBytes int64   `json:"size_bytes"`
 	Seconds   float64 `json:"seconds"` // 0 when Error is set
 	Error     string  `json:"error,omitempty"`
@@ -112,24 +94,4 @@ func SummarizeCopyUp(samples []CopyUpSample, confidence float64) (sizes []CopyUp
 		}
 	}
 	return sizes, costPerMiB
-}
-
-// NewCold summarises a cold measurement; lists are never nil.
-func NewCold(samples []Sample, copyUp []CopyUpSample, reflink *bool, confidence float64) *Cold {
-	c := &Cold{Results: Summarize(samples, confidence), Samples: samples,
-		CopyUp: CopyUp{Reflink: reflink, Samples: copyUp}}
-	c.CopyUp.Sizes, c.CopyUp.CostSecondsPerMiB = SummarizeCopyUp(copyUp, confidence)
-	if c.Results == nil {
-		c.Results = []Result{}
-	}
-	if c.Samples == nil {
-		c.Samples = []Sample{}
-	}
-	if c.CopyUp.Sizes == nil {
-		c.CopyUp.Sizes = []CopyUpSize{}
-	}
-	if c.CopyUp.Samples == nil {
-		c.CopyUp.Samples = []CopyUpSample{}
-	}
-	return c
 }

@@ -1,0 +1,66 @@
+// Package measure is layerprobe's measurement data model: what is measured
+// (targets, workloads, modes), what one fio job produced (JobResult), the
+// raw samples a measurement keeps, and the summaries computed from them
+// (Result, Raw, Overhead, CopyUp) with the functions that compute them.
+//
+// These types are the stable schema of everything layerprobe stores and
+// writes: the JSON document of `layerprobe run` (docs/output.md), the REST
+// API's wire types (api/), the store's sample records (docs/store.md) and
+// the label values of the metrics. Within one schema version fields are
+// only ever added. Figures a measurement could not produce (a latency fio
+// did not report, an overhead without a single valid round pair) are NaN
+// in Go and null in JSON, because encoding/json refuses NaN and a zero
+// would read as a real measurement.
+package measure
+
+// Target is where a job runs. TargetHost is the reference: every overhead
+// is relative to it. The values are the `target` label of the metrics and
+// the `target` field of the JSON output.
+type Target string
+
+// Targets.
+const (
+	TargetHost      Target = "host"      // a host directory, fio run natively
+	TargetContainer Target = "container" // the probe container's writable layer
+	TargetBind      Target = "bind"      // the host directory bind-mounted into the probe container
+	TargetVolume    Target = "volume"    // a named volume mounted into the probe container
+)
+
+// Targets lists every target in display order, host first.
+var Targets = []Target{TargetHost, TargetContainer, TargetBind, TargetVolume}
+
+// Workload names one of the three measured workloads. The values are the
+// `job` label of every metric and the `job` field of the JSON output.
+type Workload string
+
+// The workloads, in the order tables show them.
+const (
+	SeqWrite  Workload = "seqwrite"  // sequential 1 MiB writes
+	RandWrite Workload = "randwrite" // 4 KiB random writes
+	Fsync     Workload = "fsync"     // 4 KiB random read/write, fsync after every write
+)
+
+// Workloads lists every workload in display order.
+var Workloads = []Workload{SeqWrite, RandWrite, Fsync}
+
+// Mode says how a measurement treats the probe container. The values are
+// the store's mode column, the API's mode field and the metrics' mode
+// label.
+type Mode string
+
+// Modes.
+const (
+	ModeSteady Mode = "steady" // the long-lived probe container
+	ModeCold   Mode = "cold"   // a fresh container per round, and copy-up
+	// ModeBoth is a `layerprobe run` that measures steady and cold; no
+	// single measurement has it.
+	ModeBoth Mode = "both"
+)
+
+// Modes lists the modes a measurement (a cycle, a sample) can have.
+var Modes = []Mode{ModeSteady, ModeCold}
+
+// DefaultConfidence is the confidence of every interval layerprobe
+// publishes: the table and JSON of `layerprobe run`, the agent's metrics
+// and REST API.
+const DefaultConfidence = 0.95

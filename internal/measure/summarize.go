@@ -1,0 +1,149 @@
+package measure
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/layerprobe/layerprobe/internal/stats"
+)
+
+// Summarize groups samples by target and workload and summarizes each
+// group: rounds that succeeded and failed, the failures, medians of the raw
+// figures over successful rounds, and, for every target but host, the
+// paired overhead relative to host with intervals at the given confidence.
+//
+// Results come in a stable order: targets host, container, bind, volume
+// (then any other, by name), and within a target the workloads seqwrite,
+// randwrite, fsync (then any other). Combinations without samples are
+// skipped.
+//
+// A target's round r is paired with the host's round r of the same
+// workload, and only when both succeeded: the pairing cancels whatever the
+// host was doing during that round. NaN figures (a percentile fio did not
+// report) are left out of medians and pairs rather than poisoning them.
+//
+// confidence must be in (0, 1) (see stats.MedianCI).
+func Summarize(samples []Sample, confidence float64) []Result {
+	type key struct {
+		target   Target
+		workload Workload
+	}
+	groups := map[key][]Sample{}
+	for _, s := range samples {
+		k := key{s.Target, s.Workload}
+		groups[k] = append(groups[k], s)
+	}
+	keys := make([]key, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(
+			CompareTargets(a.target, b.target),
+			CompareWorkloads(a.workload, b.workload),
+		)
+	})
+
+	out := make([]Result, 0, len(keys))
+	for _, k := range keys {
+		group := groups[k]
+		res := Result{Target: k.target, Workload: k.workload}
+		var ok []JobResult
+		for _, s := range group {
+			if s.OK() {
+				res.RoundsOK++
+				ok = append(ok, s.JobResult)
+				continue
+			}
+			res.RoundsFailed++
+			res.Failures = append(res.Failures, FailedRound{Round: s.Round, Reason: s.Failure.Reason, Message: s.Failure.Message})
+		}
+		slices.SortStableFunc(res.Failures, func(a, b FailedRound) int { return cmp.Compare(a.Round, b.Round) })
+		res.Raw = Raw{
+			IOPS:           medianOf(ok, MetricIOPS),
+			BandwidthBytes: medianOf(ok, MetricBandwidth),
+			LatencyP50:     medianOf(ok, MetricLatencyP50),
+			LatencyP99:     medianOf(ok, MetricLatencyP99),
+			FsyncP99:       medianOf(ok, MetricFsyncP99),
+		}
+		if k.target != TargetHost {
+			res.Overhead = overheads(groups[key{TargetHost, k.workload}], group, k.workload, confidence)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// overheads pairs target samples with host samples of the same round and
+// computes the overhead of every metric that applies to the workload. A
+// metric without a single valid pair is still present, with N = 0 and NaN
+// figures, so consumers see that it was attempted.
+func overheads(host, target []Sample, w Workload, confidence float64) map[string]Overhead {
+	hostByRound := map[int]JobResult{}
+	for _, s := range host {
+		if _, dup := hostByRound[s.Round]; s.OK() && !dup {
+			hostByRound[s.Round] = s.JobResult
+		}
+	}
+	var hs, ts []JobResult
+	for _, s := range target {
+		h, found := hostByRound[s.Round]
+		if !found || !s.OK() {
+			continue
+		}
+		hs = append(hs, h)
+		ts = append(ts, s.JobResult)
+	}
+	out := map[string]Overhead{}
+	for _, m := range MetricsFor(w) {
+		hv := make([]float64, len(hs))
+		tv := make([]float64, len(ts))
+		for i := range hs {
+			hv[i] = MetricValue(m, hs[i])
+			tv[i] = MetricValue(m, ts[i])
+		}
+		out[m] = fromStats(stats.PairedOverhead(hv, tv, MetricDirection(m), confidence))
+	}
+	return out
+}
+
+func fromStats(o stats.Overhead) Overhead {
+	return Overhead{
+		Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh,
+		PercentOfHost: o.PercentOfHost, PercentLow: o.PercentLow, PercentHigh: o.PercentHigh,
+		N: o.N, Coverage: o.Coverage,
+	}
+}
+
+// medianOf is the median of metric over results, NaN values left out.
+func medianOf(results []JobResult, metric string) float64 {
+	vs := make([]float64, 0, len(results))
+	for _, r := range results {
+		if v := MetricValue(metric, r); !math.IsNaN(v) {
+			vs = append(vs, v)
+		}
+	}
+	return stats.Median(vs)
+}
+
+// compareOrdered orders a and b by their position in order; names not in
+// order come after it, alphabetically.
+func compareOrdered[T ~string](order []T, a, b T) int {
+	ia, ib := slices.Index(order, a), slices.Index(order, b)
+	if ia < 0 {
+		ia = len(order)
+	}
+	if ib < 0 {
+		ib = len(order)
+	}
+	return cmp.Or(cmp.Compare(ia, ib), cmp.Compare(a, b))
+}
+
+// CompareTargets orders targets for display: host, container, bind,
+// volume, then any other by name.
+func CompareTargets(a, b Target) int { return compareOrdered(Targets, a, b) }
+
+// CompareWorkloads orders workloads for display: seqwrite, randwrite,
+// fsync, then any other by name.
+func CompareWorkloads(a, b Workload) int { return compareOrdered(Workloads, a, b) }

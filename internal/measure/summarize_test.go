@@ -1,0 +1,232 @@
+package measure_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/measure/measuretest"
+)
+
+func find(t *testing.T, results []measure.Result, target measure.Target, job measure.Workload) measure.Result {
+	t.Helper()
+	i := slices.IndexFunc(results, func(r measure.Result) bool { return r.Target == target && r.Workload == job })
+	if i < 0 {
+		t.Fatalf("no result for %s/%s in %+v", target, job, results)
+	}
+	return results[i]
+}
+
+func TestSummarize(t *testing.T) {
+	const rounds = 8
+	var samples []measure.Sample
+	for r := 1; r <= rounds; r++ {
+		for _, job := range measure.Workloads {
+			h := measuretest.HostFig(r)
+			if r == 3 && job == measure.RandWrite {
+				h = measuretest.Fig{Failed: measure.ReasonTimeout, Detail: "killed after 3m"}
+			}
+			samples = append(samples, measuretest.Sample(r, measure.TargetHost, job, h))
+
+			// container: 20% less throughput, 25% more latency, every round.
+			c := measuretest.HostFig(r).Scaled(0.8, 1.25)
+			if r == 5 && job == measure.RandWrite {
+				c = measuretest.Fig{Failed: measure.ReasonNoSpace, Detail: "ENOSPC"}
+			}
+			if r == 2 {
+				c.P99 = math.NaN() // fio did not report it this round
+			}
+			samples = append(samples, measuretest.Sample(r, measure.TargetContainer, job, c))
+			samples = append(samples, measuretest.Sample(r, measure.TargetBind, job, measuretest.HostFig(r)))
+		}
+	}
+	// Order must not matter: summaries pair by round, not by position.
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
+
+	results := measure.Summarize(samples, 0.95)
+
+	var order []string
+	for _, r := range results {
+		order = append(order, string(r.Target)+"/"+string(r.Workload))
+	}
+	wantOrder := []string{
+		"host/seqwrite", "host/randwrite", "host/fsync",
+		"container/seqwrite", "container/randwrite", "container/fsync",
+		"bind/seqwrite", "bind/randwrite", "bind/fsync",
+	}
+	if !slices.Equal(order, wantOrder) {
+		t.Errorf("result order = %v, want %v", order, wantOrder)
+	}
+
+	t.Run("host has raw figures and no overhead", func(t *testing.T) {
+		h := find(t, results, measure.TargetHost, measure.SeqWrite)
+		if h.Overhead != nil {
+			t.Errorf("host overhead = %v, want none", h.Overhead)
+		}
+		if h.RoundsOK != rounds || h.RoundsFailed != 0 {
+			t.Errorf("host rounds = %d/%d, want %d/0", h.RoundsOK, h.RoundsFailed, rounds)
+		}
+		// Scales over rounds 1..8 are 3 5 2 4 1 3 5 2: sorted 1 2 2 3 3 4 5 5, median 3.
+		if h.Raw.IOPS != 3000 || h.Raw.BandwidthBytes != 300e6 {
+			t.Errorf("host raw iops, bandwidth = %v, %v; want 3000, 3e8 (read + write)", h.Raw.IOPS, h.Raw.BandwidthBytes)
+		}
+		if !math.IsNaN(h.Raw.FsyncP99) {
+			t.Errorf("seqwrite fsync_p99 = %v, want NaN (fsync job only)", h.Raw.FsyncP99)
+		}
+		hf := find(t, results, measure.TargetHost, measure.Fsync)
+		// fsync99 = 8 ms / scale: sorted scales 1 2 2 3 | 3 4 5 5 -> (8/3 + 8/3)/2 ms.
+		if want := 8e-3 / 3; math.Abs(hf.Raw.FsyncP99-want) > 1e-15 {
+			t.Errorf("host fsync p99 = %v, want %v", hf.Raw.FsyncP99, want)
+		}
+	})
+
+	t.Run("failures are counted and listed", func(t *testing.T) {
+		c := find(t, results, measure.TargetContainer, measure.RandWrite)
+		if c.RoundsOK != rounds-1 || c.RoundsFailed != 1 {
+			t.Errorf("container randwrite rounds = %d/%d, want %d/1", c.RoundsOK, c.RoundsFailed, rounds-1)
+		}
+		want := []measure.FailedRound{{Round: 5, Reason: "no_space", Message: "ENOSPC"}}
+		if !slices.Equal(c.Failures, want) {
+			t.Errorf("failures = %+v, want %+v", c.Failures, want)
+		}
+		h := find(t, results, measure.TargetHost, measure.RandWrite)
+		if h.RoundsFailed != 1 || len(h.Failures) != 1 || h.Failures[0].Reason != "timeout" {
+			t.Errorf("host randwrite = %+v, want one timeout failure", h)
+		}
+	})
+
+	t.Run("overhead pairs by round", func(t *testing.T) {
+		for _, job := range measure.Workloads {
+			c := find(t, results, measure.TargetContainer, job)
+			wantMetrics := []string{measure.MetricIOPS, measure.MetricBandwidth, measure.MetricLatencyP50, measure.MetricLatencyP99}
+			if job == measure.Fsync {
+				wantMetrics = append(wantMetrics, measure.MetricFsyncP99)
+			}
+			for _, m := range wantMetrics {
+				o, ok := c.Overhead[m]
+				if !ok {
+					t.Errorf("%s: no %s overhead", job, m)
+					continue
+				}
+				want := 0.2 // throughput down 20%
+				if measure.MetricDirection(m) != measure.MetricDirection(measure.MetricIOPS) {
+					want = 0.25 // latency up 25%
+				}
+				if math.Abs(o.Ratio-want) > 1e-9 || math.Abs(o.CILow-want) > 1e-9 || math.Abs(o.CIHigh-want) > 1e-9 {
+					t.Errorf("%s %s: overhead %+v, want exactly %v in every round", job, m, o, want)
+				}
+			}
+			if len(c.Overhead) != len(wantMetrics) {
+				t.Errorf("%s: overhead metrics %v, want %v", job, c.Overhead, wantMetrics)
+			}
+			b := find(t, results, measure.TargetBind, job)
+			if o := b.Overhead[measure.HeadlineMetric(job)]; o.Ratio != 0 || o.PercentOfHost != 100 {
+				t.Errorf("bind %s identical to host: overhead %+v, want 0 / 100%%", job, o)
+			}
+		}
+	})
+
+	t.Run("round counts of pairs", func(t *testing.T) {
+		c := find(t, results, measure.TargetContainer, measure.RandWrite)
+		// Host round 3 and container round 5 failed: 6 pairs. Round 2 has
+		// no container p99: 5 pairs for latency_p99.
+		if n := c.Overhead[measure.MetricIOPS].N; n != 6 {
+			t.Errorf("randwrite iops pairs = %d, want 6", n)
+		}
+		if n := c.Overhead[measure.MetricLatencyP99].N; n != 5 {
+			t.Errorf("randwrite latency_p99 pairs = %d, want 5 (NaN round dropped)", n)
+		}
+		if n := c.Overhead[measure.MetricLatencyP50].N; n != 6 {
+			t.Errorf("randwrite latency_p50 pairs = %d, want 6", n)
+		}
+	})
+
+	t.Run("NaN does not poison medians", func(t *testing.T) {
+		c := find(t, results, measure.TargetContainer, measure.SeqWrite)
+		// container p99 = 1.25·4 ms / scale over rounds without round 2
+		// (scale 5): scales 3 2 4 1 3 5 2 -> sorted 1 2 2 3 3 4 5, median 3.
+		if want := 1.25 * 4e-3 / 3; math.Abs(c.Raw.LatencyP99-want) > 1e-15 {
+			t.Errorf("container p99 median = %v, want %v", c.Raw.LatencyP99, want)
+		}
+	})
+}
+
+func TestSummarizeWithoutHost(t *testing.T) {
+	samples := []measure.Sample{
+		measuretest.Sample(1, measure.TargetContainer, measure.SeqWrite, measuretest.HostFig(1)),
+		measuretest.Sample(2, measure.TargetContainer, measure.SeqWrite, measuretest.HostFig(2)),
+		measuretest.Sample(1, "tmpfs", measure.SeqWrite, measuretest.HostFig(1)),
+		measuretest.Sample(1, measure.TargetVolume, measure.SeqWrite, measuretest.HostFig(1)),
+	}
+	results := measure.Summarize(samples, 0.95)
+	if len(results) != 3 || results[0].Target != measure.TargetContainer || results[1].Target != measure.TargetVolume || results[2].Target != "tmpfs" {
+		t.Fatalf("results %+v, want container, volume, then unknown target tmpfs", results)
+	}
+	o, ok := results[0].Overhead[measure.MetricBandwidth]
+	if !ok || o.N != 0 || !math.IsNaN(o.Ratio) || !math.IsNaN(o.PercentOfHost) {
+		t.Errorf("overhead without host = %+v (present %v), want present with N 0 and NaN figures", o, ok)
+	}
+	if got := measure.Summarize(nil, 0.95); len(got) != 0 {
+		t.Errorf("Summarize(nil) = %v, want empty", got)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	r := measure.JobResult{
+		Workload: measure.Fsync,
+		Read:     measure.Op{IOPS: 10, BandwidthBytes: 4096 * 10},
+		Write:    measure.Op{IOPS: 30, BandwidthBytes: 4096 * 30, LatencyP50Sec: 1e-4, LatencyP99Sec: 2e-3},
+		Sync:     measure.Op{LatencyP99Sec: 5e-3},
+	}
+	want := map[string]float64{
+		measure.MetricIOPS: 40, measure.MetricBandwidth: 4096 * 40, measure.MetricLatencyP50: 1e-4, measure.MetricLatencyP99: 2e-3, measure.MetricFsyncP99: 5e-3,
+	}
+	for _, m := range measure.Metrics {
+		if got := measure.MetricValue(m, r); got != want[m] {
+			t.Errorf("MetricValue(%s) = %v, want %v", m, got, want[m])
+		}
+	}
+	nonFsync := r
+	nonFsync.Workload = measure.RandWrite
+	if got := measure.MetricValue(measure.MetricFsyncP99, nonFsync); !math.IsNaN(got) {
+		t.Errorf("fsync_p99 of a randwrite job = %v, want NaN", got)
+	}
+	failed := r
+	failed.Failure = &measure.Failure{Reason: measure.ReasonFioError, Message: "boom"}
+	for _, m := range measure.Metrics {
+		if got := measure.MetricValue(m, failed); !math.IsNaN(got) {
+			t.Errorf("MetricValue(%s) of a failed job = %v, want NaN", m, got)
+		}
+	}
+	if got := measure.MetricValue("nope", r); !math.IsNaN(got) {
+		t.Errorf("unknown metric = %v, want NaN", got)
+	}
+}
+
+func TestMetricHelpers(t *testing.T) {
+	for _, m := range measure.Metrics {
+		measure.MetricDirection(m) // must not panic for any exported metric
+	}
+	for _, job := range measure.Workloads {
+		if !slices.Contains(measure.MetricsFor(job), measure.HeadlineMetric(job)) {
+			t.Errorf("headline metric %s of %s is not among its metrics %v", measure.HeadlineMetric(job), job, measure.MetricsFor(job))
+		}
+	}
+	if slices.Contains(measure.MetricsFor(measure.SeqWrite), measure.MetricFsyncP99) || !slices.Contains(measure.MetricsFor(measure.Fsync), measure.MetricFsyncP99) {
+		t.Errorf("fsync_p99 must apply to the fsync job only")
+	}
+	// measure.MetricsFor must return a copy: callers may append.
+	a := measure.MetricsFor(measure.Fsync)
+	a[0] = "changed"
+	if measure.Metrics[0] != measure.MetricIOPS {
+		t.Errorf("MetricsFor exposed the package's slice")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("MetricDirection of an unknown metric did not panic")
+		}
+	}()
+	measure.MetricDirection("nope")
+}

@@ -1,0 +1,33 @@
+package report
+
+import "github.com/layerprobe/layerprobe/internal/measure"
+
+// Cold is one engine's cold-path measurement: in every round a fresh probe
+// container is started and its first seconds are measured.
+type Cold struct {
+	// Results hold the fsync job on host and container (the fresh
+	// container's writable layer), summarised as steady results are.
+	Results []measure.Result `json:"results"`
+	Samples []measure.Sample `json:"samples"`
+	CopyUp  measure.CopyUp   `json:"copy_up"`
+}
+
+// NewCold summarises a cold measurement; lists are never nil.
+func NewCold(samples []measure.Sample, copyUp []measure.CopyUpSample, reflink *bool, confidence float64) *Cold {
+	c := &Cold{Results: measure.Summarize(samples, confidence), Samples: samples,
+		CopyUp: measure.CopyUp{Reflink: reflink, Samples: copyUp}}
+	c.CopyUp.Sizes, c.CopyUp.CostSecondsPerMiB = measure.SummarizeCopyUp(copyUp, confidence)
+	if c.Results == nil {
+		c.Results = []measure.Result{}
+	}
+	if c.Samples == nil {
+		c.Samples = []measure.Sample{}
+	}
+	if c.CopyUp.Sizes == nil {
+		c.CopyUp.Sizes = []measure.CopyUpSize{}
+	}
+	if c.CopyUp.Samples == nil {
+		c.CopyUp.Samples = []measure.CopyUpSample{}
+	}
+	return c
+}
