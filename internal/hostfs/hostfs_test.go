@@ -149,8 +149,13 @@ func TestTryLockExcludes(t *testing.T) {
 	}
 	// flock is per open file description: a second TryLock in the same
 	// process conflicts, like another process would.
-	if _, err := TryLock(p); !errors.Is(err, ErrLocked) {
+	_, err = TryLock(p)
+	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second TryLock = %v; want ErrLocked", err)
+	}
+	var held *LockedError
+	if want := "held by pid " + strconv.Itoa(os.Getpid()); !errors.As(err, &held) || held.Holder != want || held.Path != p {
+		t.Errorf("second TryLock = %#v; want a LockedError naming %s and %q", err, p, want)
 	}
 	b, _ := os.ReadFile(p)
 	if want := strconv.Itoa(os.Getpid()) + "\n"; string(b) != want {

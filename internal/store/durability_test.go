@@ -253,6 +253,6 @@ func expectCorrupt(t *testing.T, dir string, content []byte) {
 	if lerr != nil {
 		t.Errorf("lock still held after the failed Open: %v", lerr)
 	} else {
-		_ = l.release()
+		_ = l.Unlock()
 	}
 }

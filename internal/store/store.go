@@ -38,6 +38,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
@@ -120,7 +121,7 @@ type Store struct {
 	dir    string
 	path   string
 	db     *sql.DB
-	lock   *dirLock
+	lock   *hostfs.Lock
 	logger *slog.Logger
 
 	// writeMu serialises this process's write transactions, so that they
@@ -156,7 +157,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	path := filepath.Join(dir, DBFile)
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
-		lock.release()
+		lock.Unlock()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// A handful of connections is plenty: one writer at a time (writeMu)
@@ -167,7 +168,7 @@ func Open(dir string, logger *slog.Logger) (*Store, error) {
 	s := &Store{dir: dir, path: path, db: db, lock: lock, logger: logger.With("store", path)}
 	if err := s.init(context.Background()); err != nil {
 		_ = db.Close()
-		lock.release()
+		lock.Unlock()
 		return nil, err
 	}
 	return s, nil
@@ -297,6 +298,18 @@ func (s *Store) recoverRunning(ctx context.Context) (int64, error) {
 	return res.RowsAffected()
 }
 
+// lockDir takes the state directory's lock without waiting. While another
+// process holds it, the error wraps ErrLocked and names the lock file and
+// the holder's pid.
+func lockDir(dir string) (*hostfs.Lock, error) {
+	l, err := hostfs.TryLock(filepath.Join(dir, LockFile))
+	var held *hostfs.LockedError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("%w (%s, lock file %s)", ErrLocked, held.Holder, held.Path)
+	}
+	return l, err
+}
+
 // Path is the database file's path.
 func (s *Store) Path() string { return s.path }
 
@@ -312,7 +325,7 @@ func (s *Store) Close() error {
 		}
 		// Release the lock only after the database is closed: a new agent
 		// must not open it while this one may still be checkpointing.
-		if lerr := s.lock.release(); lerr != nil {
+		if lerr := s.lock.Unlock(); lerr != nil {
 			err = errors.Join(err, fmt.Errorf("close store: release lock: %w", lerr))
 		}
 		s.closeErr = err
