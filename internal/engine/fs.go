@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
 
 // fsNames maps statfs f_type magic numbers to the names Docker uses for
@@ -71,10 +69,11 @@ func DeviceOf(path string) (string, error) {
 	if dev, err := blockDevice(uint64(st.Dev)); err == nil {
 		return dev, nil
 	}
-	src, err := mountSource(path)
+	m, err := hostfs.MountOf(path)
 	if err != nil {
 		return "", fmt.Errorf("device of %s: %w", path, err)
 	}
+	src := m.Source
 	var sst syscall.Stat_t
 	if err := syscall.Stat(src, &sst); err != nil || sst.Mode&syscall.S_IFMT != syscall.S_IFBLK {
 		return "", fmt.Errorf("device of %s: mount source %s is not a block device", path, src)
@@ -107,66 +106,4 @@ func blockDevice(dev uint64) (string, error) {
 		return "", fmt.Errorf("%s is not a block device", name)
 	}
 	return name, nil
-}
-
-// mountSource returns the source of the mount holding path, from
-// /proc/self/mountinfo.
-func mountSource(path string) (string, error) {
-	p, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", err
-	}
-	p, err = filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	best, source := "", ""
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		fields, postFields := strings.Fields(pre), strings.Fields(post)
-		if len(fields) < 5 || len(postFields) < 2 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if (p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
-			best, source = mp, unescapeMountinfo(postFields[1])
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	if best == "" {
-		return "", errors.New("no mount found")
-	}
-	return source, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -32,11 +32,11 @@ func SameFilesystem(a, b string) (bool, error) {
 	if sa.Dev == sb.Dev {
 		return true, nil
 	}
-	ma, err := mountOf(a)
+	ma, err := MountOf(a)
 	if err != nil {
 		return false, err
 	}
-	mb, err := mountOf(b)
+	mb, err := MountOf(b)
 	if err != nil {
 		return false, err
 	}
@@ -48,10 +48,15 @@ func SameFilesystem(a, b string) (bool, error) {
 	return ma.FSType == "btrfs" && ma.Source == mb.Source && ma.Source != "", nil
 }
 
-// mountOf returns the mount holding path (the longest mount point prefix).
-func mountOf(path string) (*mountinfo.Info, error) {
+// MountOf returns the mount holding path, from /proc/self/mountinfo: the
+// one with the longest mount point above path and, of several stacked on
+// that point, the most recent.
+func MountOf(path string) (*mountinfo.Info, error) {
 	p, err := filepath.EvalSymlinks(path)
 	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", path, err)
+	}
+	if p, err = filepath.Abs(p); err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", path, err)
 	}
 	mounts, err := mountinfo.GetMounts(mountinfo.ParentsFilter(p))

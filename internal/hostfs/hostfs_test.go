@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -187,5 +188,22 @@ func TestReflinkAnswersOnTheTestFileSystem(t *testing.T) {
 	}
 	if _, err := Reflink(filepath.Join(dir, "missing")); err == nil {
 		t.Error("Reflink in a missing directory: no error")
+	}
+}
+
+func TestMountOf(t *testing.T) {
+	dir := t.TempDir()
+	m, err := MountOf(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Mountpoint != "/" && !strings.HasPrefix(dir+"/", m.Mountpoint+"/") {
+		t.Errorf("MountOf(%s) = mount point %s, not above it", dir, m.Mountpoint)
+	}
+	if m.FSType == "" || m.Source == "" {
+		t.Errorf("MountOf(%s) = %+v, want a file system type and a source", dir, m)
+	}
+	if _, err := MountOf(filepath.Join(dir, "missing")); err == nil {
+		t.Error("MountOf of a missing path: no error")
 	}
 }

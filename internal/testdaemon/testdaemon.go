@@ -16,7 +16,6 @@
 package testdaemon
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -33,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Options choose the daemon's storage.
@@ -557,51 +558,19 @@ func unmountUnder(dir string) error {
 // mountsUnder lists the mount points at or below dir, deepest first and, at
 // equal depth, the most recent first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var points []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMountPath(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
-		}
+	points := make([]string, len(mounts))
+	for i, m := range mounts {
+		points[i] = m.Mountpoint
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	slices.Reverse(points) // most recent first
+	slices.Reverse(points) // mountinfo lists mounts oldest first
 	slices.SortStableFunc(points, func(a, b string) int {
 		return strings.Count(b, "/") - strings.Count(a, "/")
 	})
 	return slices.Compact(points), nil
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // logTail returns the end of the daemon's log without the gRPC connection

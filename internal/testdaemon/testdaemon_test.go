@@ -3,6 +3,8 @@ package testdaemon
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -127,8 +129,38 @@ func procsNaming(dir string) []int {
 	return pids
 }
 
-func TestUnescapeMountPath(t *testing.T) {
-	if got := unescapeMountPath(`/tmp/a\040b/c`); got != "/tmp/a b/c" {
-		t.Errorf("unescapeMountPath = %q", got)
+// TestMountsUnderAndUnmount stacks tmpfs mounts under a directory whose
+// name mountinfo escapes (a space) and checks that mountsUnder lists them
+// deepest first, unescaped, and that unmountUnder removes them all.
+func TestMountsUnderAndUnmount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "mounting needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "a b")
+	inner := filepath.Join(dir, "inner")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unmountUnder(dir) })
+	for _, p := range []string{dir, inner} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", p, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatalf("mount tmpfs on %s: %v", p, err)
+		}
+	}
+	got, err := mountsUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{inner, dir}; !slices.Equal(got, want) {
+		t.Errorf("mountsUnder = %q, want %q", got, want)
+	}
+	if err := unmountUnder(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mountsUnder(dir); err != nil || len(got) != 0 {
+		t.Errorf("after unmountUnder: %q, %v", got, err)
 	}
 }
