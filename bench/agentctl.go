@@ -4,27 +4,21 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // agentToken is the trigger token of the agents the benchmark starts.
@@ -82,98 +76,46 @@ func (a agentDir) cloneState(dir string) (agentDir, error) {
 	return n, nil
 }
 
-// syncBuffer collects a child's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // benchAgent is a running `layerprobe agent`. Its scheduled cycles are an
 // hour away (LAYERPROBE_TEST_FIRST_CYCLE_DELAY, interval 1h): every cycle
 // the benchmark counts is started with POST /api/v1/cycles, one after the
 // other, so the cycles are back to back and none is missed or doubled.
 type benchAgent struct {
-	cmd     *exec.Cmd
+	*testharness.Proc
 	base    string
-	log     *syncBuffer
-	done    chan struct{}
 	http    *http.Client
 	started time.Time
 }
 
 func startBenchAgent(ctx context.Context, bin string, d agentDir, host, lockFile string, env ...string) (*benchAgent, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testharness.FreePort()
 	if err != nil {
-		return nil, fmt.Errorf("free port: %w", err)
+		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{"agent", "--config", filepath.Join(d.dir, "config.yml"), "--web.listen-address", addr,
 		"--api-token-file", filepath.Join(d.dir, "token"), "--state-dir", filepath.Join(d.dir, "state"),
 		"--log.format", "json"}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(lpBaseEnv(host, lockFile), "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=24h"), env...)
-	a := &benchAgent{cmd: cmd, base: "http://" + addr, log: &syncBuffer{}, done: make(chan struct{}),
-		http: &http.Client{Timeout: 30 * time.Second}, started: time.Now()}
-	cmd.Stdout, cmd.Stderr = a.log, a.log
-	if err := cmd.Start(); err != nil {
+	p, err := testharness.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start agent: %w", err)
 	}
-	go func() { _ = cmd.Wait(); close(a.done) }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := a.http.Get(a.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a, nil
-			}
-		}
-		select {
-		case <-a.done:
-			return nil, fmt.Errorf("agent exited at start:\n%s", lastLines(a.log.String(), 30))
-		case <-ctx.Done():
-			a.stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			a.stop()
-			return nil, fmt.Errorf("agent not ready within a minute:\n%s", lastLines(a.log.String(), 30))
-		}
+	a := &benchAgent{Proc: p, base: "http://" + addr, http: &http.Client{Timeout: 30 * time.Second}, started: time.Now()}
+	if err := testharness.WaitHTTP(ctx, a.base+"/readyz", time.Minute, a.Done()); err != nil {
+		a.stop()
+		return nil, fmt.Errorf("agent at start: %w\n%s", err, testharness.Tail(a.Log.String(), 30))
 	}
+	return a, nil
 }
 
 // stop ends the agent with SIGTERM (it stops fio and removes its probe
-// container) and SIGKILL after a minute; it keeps the log at logPath.
-func (a *benchAgent) stop() {
-	select {
-	case <-a.done:
-	default:
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.done:
-		case <-time.After(time.Minute):
-			_ = a.cmd.Process.Kill()
-			<-a.done
-		}
-	}
-}
+// container) and SIGKILL after a minute.
+func (a *benchAgent) stop() { a.Stop(time.Minute) }
 
 func (a *benchAgent) saveLog(path string) {
-	_ = os.WriteFile(path, []byte(a.log.String()), 0o600)
+	_ = os.WriteFile(path, []byte(a.Log.String()), 0o600)
 }
 
 func (a *benchAgent) getJSON(ctx context.Context, path string, v any) error {
@@ -199,75 +141,10 @@ func (a *benchAgent) getJSON(ctx context.Context, path string, v any) error {
 	return nil
 }
 
-// scrape returns the layerprobe_ families of /metrics.
-func (a *benchAgent) scrape(ctx context.Context) (map[string]*familyView, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/metrics", nil)
-	if err != nil {
-		return nil, fmt.Errorf("scrape: %w", err)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape: %w", err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape: parse: %w", err)
-	}
-	out := map[string]*familyView{}
-	for name, f := range fams {
-		fv := &familyView{}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			v := math.NaN()
-			switch {
-			case m.GetGauge() != nil:
-				v = m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				v = m.GetCounter().GetValue()
-			case m.GetUntyped() != nil:
-				v = m.GetUntyped().GetValue()
-			}
-			fv.series = append(fv.series, seriesView{labels, v})
-		}
-		out[name] = fv
-	}
-	return out, nil
-}
-
-type seriesView struct {
-	labels map[string]string
-	value  float64
-}
-
-type familyView struct{ series []seriesView }
-
-// sum adds every series of the family.
-func (f *familyView) sum() float64 {
-	if f == nil {
-		return 0
-	}
-	var s float64
-	for _, x := range f.series {
-		s += x.value
-	}
-	return s
-}
-
-// byLabel maps one label's values to the series' values.
-func (f *familyView) byLabel(label string) map[string]float64 {
-	out := map[string]float64{}
-	if f == nil {
-		return out
-	}
-	for _, x := range f.series {
-		out[x.labels[label]] = x.value
-	}
-	return out
+// scrape returns the series of /metrics.
+func (a *benchAgent) scrape(ctx context.Context) (testharness.Metrics, error) {
+	_, ms, err := testharness.Scrape(ctx, a.http, a.base+"/metrics")
+	return ms, err
 }
 
 // trigger starts a cycle: POST /api/v1/cycles until it is accepted. 409
@@ -300,8 +177,8 @@ func (a *benchAgent) trigger(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-a.done:
-			return fmt.Errorf("agent exited:\n%s", lastLines(a.log.String(), 30))
+		case <-a.Done():
+			return fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -323,7 +200,7 @@ func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycl
 	if err != nil {
 		return nil, err
 	}
-	before := fams["layerprobe_cycles_total"].sum()
+	before := fams.Sum("layerprobe_cycles_total")
 	var listed api.CyclesResponse
 	if err := a.getJSON(ctx, "/api/v1/cycles?limit=1", &listed); err != nil {
 		return nil, err
@@ -340,22 +217,22 @@ func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycl
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-a.done:
-			return nil, fmt.Errorf("agent exited:\n%s", lastLines(a.log.String(), 30))
+		case <-a.Done():
+			return nil, fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
 		case <-time.After(500 * time.Millisecond):
 		}
 		fams, err = a.scrape(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if fams["layerprobe_cycles_total"].sum() > before {
+		if fams.Sum("layerprobe_cycles_total") > before {
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("cycle not over within %s:\n%s", timeout, lastLines(a.log.String(), 20))
+			return nil, fmt.Errorf("cycle not over within %s:\n%s", timeout, testharness.Tail(a.Log.String(), 20))
 		}
 	}
-	out := &cycleOutcome{regression: fams["layerprobe_fsync_regression"].byLabel("target")}
+	out := &cycleOutcome{regression: fams.ByLabel("layerprobe_fsync_regression", "target")}
 	if err := a.getJSON(ctx, "/api/v1/cycles?limit=10", &listed); err != nil {
 		return nil, err
 	}
@@ -380,7 +257,7 @@ func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycl
 // events parses the detector events out of the agent's JSON log.
 func (a *benchAgent) events() []eventObs {
 	var out []eventObs
-	sc := bufio.NewScanner(strings.NewReader(a.log.String()))
+	sc := bufio.NewScanner(strings.NewReader(a.Log.String()))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		var l struct {

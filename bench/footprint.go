@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
@@ -12,14 +11,12 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +27,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // The footprint measurement: the agent's memory and CPU while idle and
@@ -143,9 +142,6 @@ type agentVariant struct {
 	load              bool // run the latency attacks on this variant
 }
 
-// buildTagsNote is how the agent's release build is made smaller.
-const buildTagsNote = "nomsgpack"
-
 // footprintVariants are measured in this order. "before" is the agent as it
 // was before its memory work: built without the nomsgpack tag, so gin's
 // MessagePack codec (about 6 MiB of code and tables) is mapped, and run
@@ -153,11 +149,11 @@ const buildTagsNote = "nomsgpack"
 // both figures in one run on one daemon.
 func footprintVariants(agentBin, beforeBin string, short bool) []agentVariant {
 	vs := []agentVariant{{name: "before",
-		description: "built without `-tags " + buildTagsNote + "`, memory tuning off (`LAYERPROBE_TEST_MEMORY_TUNING=off`)",
+		description: "built without `-tags " + testharness.ReleaseTags + "`, memory tuning off (`LAYERPROBE_TEST_MEMORY_TUNING=off`)",
 		env:         []string{"LAYERPROBE_TEST_MEMORY_TUNING=off"}, bin: beforeBin, load: true}}
 	if !short {
 		vs = append(vs, agentVariant{name: "tuning only",
-			description: "built without `-tags " + buildTagsNote + "`, memory tuning on", bin: beforeBin})
+			description: "built without `-tags " + testharness.ReleaseTags + "`, memory tuning on", bin: beforeBin})
 	}
 	return append(vs, agentVariant{name: "after", description: "the binary under test (`make build`), memory tuning on",
 		bin: agentBin, load: true})
@@ -171,8 +167,10 @@ func measureFootprint(ctx context.Context, t testing.TB, agentBin, dockerHost, w
 	res := &footprintResult{Short: short, Profile: plan.profile, IdleSeconds: plan.idle.Seconds(),
 		SettleSeconds: plan.settle.Seconds(), LoadSeconds: plan.load.Seconds(), Rates: plan.rates}
 	beforeBin := filepath.Join(workDir, "layerprobe-before")
-	if err := buildBefore(ctx, beforeBin); err != nil {
-		return nil, err
+	// The agent as it was built before the release tags, from this
+	// module's source.
+	if err := testharness.Build(ctx, beforeBin, ""); err != nil {
+		return nil, fmt.Errorf("build the before binary: %w", err)
 	}
 	for _, v := range footprintVariants(agentBin, beforeBin, short) {
 		t.Logf("footprint: agent variant %s", v.name)
@@ -189,23 +187,6 @@ func measureFootprint(ctx context.Context, t testing.TB, agentBin, dockerHost, w
 	}
 	res.NodeExporter, res.NodeExpIdle, res.NodeExporterV = ne, idle, version
 	return res, nil
-}
-
-// buildBefore builds the agent from this module's source the way it was
-// built before the nomsgpack tag.
-func buildBefore(ctx context.Context, out string) error {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("locate the module: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./cmd/layerprobe")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the before binary: %w: %s", err, b)
-	}
-	return nil
 }
 
 // dropPageCache writes back and evicts path's pages from the page cache.
@@ -253,11 +234,9 @@ func binaryInfo(path string) (size, mapped int64, tags string, err error) {
 
 // proc is a started process whose footprint is sampled.
 type proc struct {
-	cmd     *exec.Cmd
+	*testharness.Proc
 	pid     int
 	started time.Time
-	done    chan struct{}
-	log     *lockedBuffer
 
 	mu       sync.Mutex
 	samples  []procSample
@@ -267,34 +246,15 @@ type proc struct {
 	sampDone chan struct{}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func startProc(name string, args, env []string) (*proc, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
-	p := &proc{cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{}), phase: "start",
-		interval: time.Second, stopSamp: make(chan struct{}), sampDone: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	tp, err := testharness.Start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	p.pid, p.started = cmd.Process.Pid, time.Now()
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := &proc{Proc: tp, pid: cmd.Process.Pid, started: time.Now(), phase: "start",
+		interval: time.Second, stopSamp: make(chan struct{}), sampDone: make(chan struct{})}
 	go p.sampleLoop()
 	return p, nil
 }
@@ -316,7 +276,7 @@ func (p *proc) sampleLoop() {
 		select {
 		case <-p.stopSamp:
 			return
-		case <-p.done:
+		case <-p.Done():
 			return
 		case <-time.After(every):
 			p.sample()
@@ -356,17 +316,7 @@ func readProc(pid int) (procSample, error) {
 
 // stop ends the process with SIGTERM (SIGKILL after 30 s) and the sampler.
 func (p *proc) stop() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	}
+	p.Stop(30 * time.Second)
 	close(p.stopSamp)
 	<-p.sampDone
 }
@@ -385,15 +335,6 @@ func cpuPercent(a, b procSample) float64 {
 	return 100 * (b.CPUTotal - a.CPUTotal) / (b.T - a.T)
 }
 
-func freeLocalPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // sleepCtx waits d or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	select {
@@ -402,39 +343,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-// waitHTTP waits until url answers 200 or the process exits.
-func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited at start:\n%s", tail(p.log.String(), 40))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer within %s:\n%s", url, timeout, tail(p.log.String(), 40))
-		}
-		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func footprintConfig(plan footprintPlan) string {
@@ -468,7 +376,7 @@ func measureAgent(ctx context.Context, t testing.TB, bin, host, dir string, v ag
 	if err := os.WriteFile(tokenFile, []byte(footprintToken+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("token: %w", err)
 	}
-	port, err := freeLocalPort()
+	port, err := testharness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -492,12 +400,12 @@ func measureAgent(ctx context.Context, t testing.TB, bin, host, dir string, v ag
 	}
 	defer func() {
 		p.stop()
-		if err := os.WriteFile(filepath.Join(dir, "agent.log"), []byte(p.log.String()), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "agent.log"), []byte(p.Log.String()), 0o600); err != nil {
 			t.Logf("footprint: keep agent log: %v", err)
 		}
 	}()
-	if err := waitHTTP(ctx, p, base+"/readyz", time.Minute); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	if err := testharness.WaitHTTP(ctx, base+"/readyz", time.Minute, p.Done()); err != nil {
+		return nil, fmt.Errorf("agent: %w\n%s", err, testharness.Tail(p.Log.String(), 40))
 	}
 	vr := &variantResult{Name: v.name, Description: v.description, Env: v.env}
 	if vr.BinaryBytes, vr.MappedBytes, vr.BuildTags, err = binaryInfo(bin); err != nil {
@@ -516,7 +424,7 @@ func measureAgent(ctx context.Context, t testing.TB, bin, host, dir string, v ag
 	c0 := p.sample()
 	for i := 0; i < plan.cycles; i++ {
 		if err := runCycle(ctx, base, 15*time.Minute); err != nil {
-			return nil, fmt.Errorf("cycle %d: %w\n%s", i+1, err, tail(p.log.String(), 40))
+			return nil, fmt.Errorf("cycle %d: %w\n%s", i+1, err, testharness.Tail(p.Log.String(), 40))
 		}
 	}
 	c1 := p.sample()
@@ -692,7 +600,7 @@ func measureNodeExporter(ctx context.Context, t testing.TB, workDir string, plan
 		return nil, procSample{}, "", fmt.Errorf("%s --version: %w: %s", nodeExporterBin, err, out)
 	}
 	version := strings.SplitN(string(out), "\n", 2)[0]
-	port, err := freeLocalPort()
+	port, err := testharness.FreePort()
 	if err != nil {
 		return nil, procSample{}, "", err
 	}
@@ -703,13 +611,13 @@ func measureNodeExporter(ctx context.Context, t testing.TB, workDir string, plan
 	}
 	defer func() {
 		p.stop()
-		if err := os.WriteFile(filepath.Join(workDir, "node_exporter.log"), []byte(p.log.String()), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(workDir, "node_exporter.log"), []byte(p.Log.String()), 0o600); err != nil {
 			t.Logf("footprint: keep node_exporter log: %v", err)
 		}
 	}()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := waitHTTP(ctx, p, base+"/metrics", 30*time.Second); err != nil {
-		return nil, procSample{}, "", err
+	if err := testharness.WaitHTTP(ctx, base+"/metrics", 30*time.Second, p.Done()); err != nil {
+		return nil, procSample{}, "", fmt.Errorf("%w\n%s", err, testharness.Tail(p.Log.String(), 40))
 	}
 	p.setPhase("idle", time.Second)
 	if err := sleepCtx(ctx, min(plan.idle, 5*time.Second)); err != nil {

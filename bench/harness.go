@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // settings come from the environment (see the Makefile's bench targets).
@@ -125,11 +126,11 @@ func (r lpRun) run(ctx context.Context) (*report.Run, error) {
 	cmd.WaitDelay = 30 * time.Second
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("layerprobe run --profile %s: no result within %s: %w; stderr: %s", r.profile, r.timeout, ctx.Err(), lastLines(errb.String(), 10))
+		return nil, fmt.Errorf("layerprobe run --profile %s: no result within %s: %w; stderr: %s", r.profile, r.timeout, ctx.Err(), testharness.Tail(errb.String(), 10))
 	}
 	var doc report.Run
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		return nil, fmt.Errorf("layerprobe run --profile %s: %v; output not JSON: %w; stderr: %s", r.profile, runErr, err, lastLines(errb.String(), 10))
+		return nil, fmt.Errorf("layerprobe run --profile %s: %v; output not JSON: %w; stderr: %s", r.profile, runErr, err, testharness.Tail(errb.String(), 10))
 	}
 	if len(doc.Engines) != 1 {
 		return nil, fmt.Errorf("layerprobe run: %d engines in the document, want 1", len(doc.Engines))
@@ -138,7 +139,7 @@ func (r lpRun) run(ctx context.Context) (*report.Run, error) {
 		return nil, fmt.Errorf("layerprobe run: engine error %s: %s", e.Code, e.Message)
 	}
 	if runErr != nil {
-		return &doc, fmt.Errorf("layerprobe run --profile %s: %w; stderr: %s", r.profile, runErr, lastLines(errb.String(), 10))
+		return &doc, fmt.Errorf("layerprobe run --profile %s: %w; stderr: %s", r.profile, runErr, testharness.Tail(errb.String(), 10))
 	}
 	return &doc, nil
 }
@@ -149,14 +150,6 @@ func (r lpRun) run(ctx context.Context) (*report.Run, error) {
 func lpBaseEnv(host, lockFile string) []string {
 	return []string{"PATH=" + os.Getenv("PATH") + ":/usr/local/sbin:/usr/sbin:/sbin", "HOME=" + os.Getenv("HOME"),
 		"DOCKER_HOST=" + host, "LAYERPROBE_LOCK_FILE=" + lockFile}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // describeMachine collects the facts the report starts with.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/stats"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // The targets.
@@ -149,7 +150,7 @@ func writeHeader(w *mdWriter, r *results) {
 	if len(r.Errors) > 0 {
 		w.line("> **Some measurements failed**; their sections are incomplete:")
 		for _, e := range r.Errors {
-			w.line(">  - %s", strings.ReplaceAll(strings.TrimSpace(lastLines(e, 3)), "\n", " "))
+			w.line(">  - %s", strings.ReplaceAll(strings.TrimSpace(testharness.Tail(e, 3)), "\n", " "))
 		}
 		w.WriteString("\n")
 	}

@@ -1,30 +1,25 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // agentProc is a running `layerprobe agent`.
 type agentProc struct {
+	*testharness.Proc
 	t    *testing.T
-	cmd  *exec.Cmd
 	base string // http://127.0.0.1:PORT
-	log  *bytes.Buffer
-	done chan struct{}
 }
 
 // agentSetup is what several agent runs of one test share.
@@ -40,7 +35,7 @@ type agentSetup struct {
 func newAgentSetup(t *testing.T, host, configYAML string) *agentSetup {
 	t.Helper()
 	dir := t.TempDir()
-	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: freePort(t),
+	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: testharness.MustFreePort(t),
 		token: "e2e-token-0123456789abcdef"}
 	s.config = filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(s.config, []byte(configYAML), 0o600); err != nil {
@@ -50,16 +45,6 @@ func newAgentSetup(t *testing.T, host, configYAML string) *agentSetup {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // start runs the agent with extra environment and waits until it answers.
@@ -77,69 +62,35 @@ func (s *agentSetup) startWith(t *testing.T, flags []string, wait bool, env ...s
 		"--api-token-file", filepath.Join(s.dir, "token"), "--state-dir", s.stateDir, "--log.level", "debug"}, flags...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(lpEnv(t, s.host), env...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
+	p, err := testharness.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	a := &agentProc{t: t, cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", s.port), log: &log, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(a.done) }()
+	a := &agentProc{Proc: p, t: t, base: fmt.Sprintf("http://127.0.0.1:%d", s.port)}
 	t.Cleanup(func() {
-		select {
-		case <-a.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-a.done
-		}
+		a.Kill()
 		if t.Failed() {
-			t.Logf("agent log:\n%s", tail(log.String(), 60))
+			t.Logf("agent log:\n%s", testharness.Tail(a.Log.String(), 60))
 		}
 	})
 	if !wait {
 		return a
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(a.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return a
-			}
-		}
-		select {
-		case <-a.done:
-			t.Fatalf("agent exited at start:\n%s", log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent did not answer /healthz within 30s:\n%s", log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := testharness.WaitHTTP(context.Background(), a.base+"/healthz", 30*time.Second, a.Done()); err != nil {
+		t.Fatalf("agent at start: %v\n%s", err, a.Log.String())
 	}
+	return a
 }
 
 // stop sends SIGTERM and returns the exit code and how long the exit took.
 func (a *agentProc) stop() (int, time.Duration) {
 	a.t.Helper()
 	start := time.Now()
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(30 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
+	code, inTime := a.Stop(30 * time.Second)
+	if !inTime {
 		a.t.Fatalf("agent did not exit within 30s of SIGTERM")
 	}
-	return a.cmd.ProcessState.ExitCode(), time.Since(start)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return code, time.Since(start)
 }
 
 // apiCycle is the part of a listed cycle the tests look at.
@@ -196,98 +147,21 @@ func (a *agentProc) waitCycles(t *testing.T, result string, n int, timeout time.
 			t.Fatalf("after %s: %d cycles with result %s, want %d; cycles: %+v", timeout, count, result, n, cs)
 		}
 		select {
-		case <-a.done:
+		case <-a.Done():
 			t.Fatalf("agent exited")
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
-// sample is one exposed series.
-type sample struct {
-	labels map[string]string
-	value  float64
-}
-
-// scrape returns the raw exposition and the parsed layerprobe_ series.
-func (a *agentProc) scrape(t *testing.T) (string, map[string][]sample) {
+// scrape returns the raw exposition and its series.
+func (a *agentProc) scrape(t *testing.T) (string, testharness.Metrics) {
 	t.Helper()
-	resp, err := http.Get(a.base + "/metrics")
+	raw, series, err := testharness.Scrape(context.Background(), http.DefaultClient, a.base+"/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b), parseExposition(string(b))
-}
-
-// parseExposition parses the text format's sample lines (enough for the
-// labels layerprobe uses: no escaped quotes in values).
-func parseExposition(s string) map[string][]sample {
-	out := map[string][]sample{}
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest := line, ""
-		labels := map[string]string{}
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			name = line[:i]
-			j := strings.LastIndexByte(line, '}')
-			for _, kv := range splitLabels(line[i+1 : j]) {
-				k, v, _ := strings.Cut(kv, "=")
-				labels[k] = strings.Trim(v, `"`)
-			}
-			rest = strings.TrimSpace(line[j+1:])
-		} else {
-			f := strings.Fields(line)
-			name, rest = f[0], f[1]
-		}
-		v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
-		if err != nil {
-			continue
-		}
-		out[name] = append(out[name], sample{labels, v})
-	}
-	return out
-}
-
-func splitLabels(s string) []string {
-	var out []string
-	inQ := false
-	start := 0
-	for i, r := range s {
-		switch {
-		case r == '"':
-			inQ = !inQ
-		case r == ',' && !inQ:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-// find returns the value of the series with these labels (a subset match).
-func find(series map[string][]sample, name string, want map[string]string) (float64, bool) {
-	for _, s := range series[name] {
-		ok := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return s.value, true
-		}
-	}
-	return 0, false
+	return raw, series
 }
 
 func (a *agentProc) do(t *testing.T, method, path, token string) (int, map[string]any) {

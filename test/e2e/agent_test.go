@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // agentConfig: the smoke profile and every busy-host guard off, so cycles
@@ -69,7 +70,7 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 			if o.Ratio == nil {
 				continue
 			}
-			v, ok := find(series, "layerprobe_overhead_ratio", map[string]string{"target": r.Target, "job": r.Job, "metric": m})
+			v, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": r.Target, "job": r.Job, "metric": m})
 			if !ok || math.Abs(v-*o.Ratio) > 1e-9*math.Max(1, math.Abs(v)) {
 				t.Errorf("%s/%s %s: API ratio %v, metric %v (present %v)", r.Target, r.Job, m, *o.Ratio, v, ok)
 			}
@@ -138,7 +139,7 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 		t.Errorf("after restart the cycles are %v; want the earlier cycle %d among at least 2", ids, first)
 	}
 	_, series = a.scrape(t)
-	if _, ok := find(series, "layerprobe_overhead_ratio", map[string]string{"target": "container", "job": "fsync", "metric": "fsync_p99"}); !ok {
+	if _, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "container", "job": "fsync", "metric": "fsync_p99"}); !ok {
 		t.Error("after restart the stored overheads are not exposed")
 	}
 
@@ -200,25 +201,25 @@ func checkNoScratchFiles(t *testing.T, dataRoot string) {
 
 // checkContractSeries asserts every contract series (docs/metrics.md) for every target
 // and job is present in a scrape taken after a successful cycle.
-func checkContractSeries(t *testing.T, series map[string][]sample, driver, backing string) {
+func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backing string) {
 	t.Helper()
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {
 			l := map[string]string{"engine": "default", "driver": driver, "target": tg, "job": j, "op": "write"}
 			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
-				if v, ok := find(series, name, l); !ok || !(v > 0) {
+				if v, ok := series.Find(name, l); !ok || !(v > 0) {
 					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
 				}
 			}
 			for _, p := range []string{"50", "99"} {
 				l2 := map[string]string{"target": tg, "job": j, "op": "write", "percentile": p}
-				if v, ok := find(series, "layerprobe_latency_seconds", l2); !ok || !(v > 0) {
+				if v, ok := series.Find("layerprobe_latency_seconds", l2); !ok || !(v > 0) {
 					t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l2, v, ok)
 				}
 			}
 			if j == "fsync" {
 				l2 := map[string]string{"target": tg, "job": j, "op": "sync", "percentile": "99"}
-				if v, ok := find(series, "layerprobe_latency_seconds", l2); !ok || !(v > 0) {
+				if v, ok := series.Find("layerprobe_latency_seconds", l2); !ok || !(v > 0) {
 					t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l2, v, ok)
 				}
 			}
@@ -232,36 +233,36 @@ func checkContractSeries(t *testing.T, series map[string][]sample, driver, backi
 			for _, m := range metrics {
 				l := map[string]string{"engine": "default", "driver": driver, "target": tg, "job": j, "metric": m}
 				for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
-					if v, ok := find(series, name, l); !ok || math.IsNaN(v) {
+					if v, ok := series.Find(name, l); !ok || math.IsNaN(v) {
 						t.Errorf("%s%v missing", name, l)
 					}
 				}
 			}
 		}
 		if tg != "host" {
-			if v, ok := find(series, "layerprobe_fsync_regression", map[string]string{"target": tg}); !ok || v != 0 {
+			if v, ok := series.Find("layerprobe_fsync_regression", map[string]string{"target": tg}); !ok || v != 0 {
 				t.Errorf("layerprobe_fsync_regression{target=%q} = %v (present %v), want 0", tg, v, ok)
 			}
 		}
-		if v, ok := find(series, "layerprobe_written_bytes_total", map[string]string{"target": tg}); !ok || !(v > 0) {
+		if v, ok := series.Find("layerprobe_written_bytes_total", map[string]string{"target": tg}); !ok || !(v > 0) {
 			t.Errorf("layerprobe_written_bytes_total{target=%q} = %v (present %v)", tg, v, ok)
 		}
 	}
-	if v, ok := find(series, "layerprobe_cycles_total", map[string]string{"result": "ok"}); !ok || v < 1 {
+	if v, ok := series.Find("layerprobe_cycles_total", map[string]string{"result": "ok"}); !ok || v < 1 {
 		t.Errorf("layerprobe_cycles_total{result=ok} = %v (present %v)", v, ok)
 	}
 	for _, name := range []string{"layerprobe_cycle_duration_seconds", "layerprobe_last_success_timestamp_seconds"} {
-		if v, ok := find(series, name, map[string]string{"engine": "default"}); !ok || !(v > 0) {
+		if v, ok := series.Find(name, map[string]string{"engine": "default"}); !ok || !(v > 0) {
 			t.Errorf("%s = %v (present %v)", name, v, ok)
 		}
 	}
 	info := map[string]string{"engine": "default", "driver": driver, "backing_fs": backing}
-	if v, ok := find(series, "layerprobe_engine_info", info); !ok || v != 1 {
+	if v, ok := series.Find("layerprobe_engine_info", info); !ok || v != 1 {
 		t.Errorf("layerprobe_engine_info%v = %v (present %v)", info, v, ok)
 	}
 	for _, s := range series["layerprobe_engine_info"] {
-		if s.labels["fio_version"] == "" || s.labels["engine_version"] == "" || s.labels["data_root"] == "" {
-			t.Errorf("layerprobe_engine_info lacks labels: %v", s.labels)
+		if s.Labels["fio_version"] == "" || s.Labels["engine_version"] == "" || s.Labels["data_root"] == "" {
+			t.Errorf("layerprobe_engine_info lacks labels: %v", s.Labels)
 		}
 	}
 }
@@ -298,7 +299,7 @@ func TestDetectorFlagsThrottledFsync(t *testing.T) {
 		_, series := a.scrape(t)
 		out := map[string]float64{}
 		for _, tg := range targets {
-			v, ok := find(series, "layerprobe_fsync_regression", map[string]string{"target": tg})
+			v, ok := series.Find("layerprobe_fsync_regression", map[string]string{"target": tg})
 			if !ok {
 				t.Fatalf("layerprobe_fsync_regression{target=%q} missing", tg)
 			}
@@ -367,13 +368,13 @@ func TestAgentSkipsWhenBudgetWouldBeExceeded(t *testing.T) {
 		t.Errorf("skipped cycle reason %q, want budget_exhausted", cs[0].Reason)
 	}
 	_, series := a.scrape(t)
-	if v, ok := find(series, "layerprobe_cycle_skips_total", map[string]string{"reason": "budget_exhausted"}); !ok || v < 1 {
+	if v, ok := series.Find("layerprobe_cycle_skips_total", map[string]string{"reason": "budget_exhausted"}); !ok || v < 1 {
 		t.Errorf("layerprobe_cycle_skips_total{reason=budget_exhausted} = %v (present %v)", v, ok)
 	}
-	if v, ok := find(series, "layerprobe_cycles_total", map[string]string{"result": "skipped"}); !ok || v < 1 {
+	if v, ok := series.Find("layerprobe_cycles_total", map[string]string{"result": "skipped"}); !ok || v < 1 {
 		t.Errorf("layerprobe_cycles_total{result=skipped} = %v (present %v)", v, ok)
 	}
-	if v, ok := find(series, "layerprobe_daily_budget_bytes", nil); !ok || v != 1<<20 {
+	if v, ok := series.Find("layerprobe_daily_budget_bytes", nil); !ok || v != 1<<20 {
 		t.Errorf("layerprobe_daily_budget_bytes = %v (present %v), want 1 MiB", v, ok)
 	}
 	if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) > 0 {

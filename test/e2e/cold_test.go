@@ -253,21 +253,21 @@ func TestAgentColdCycle(t *testing.T) {
 		{"layerprobe_backing_fs_reflink", map[string]string{"backing_fs": "extfs"}},
 		{"layerprobe_last_success_timestamp_seconds", map[string]string{"mode": "cold"}},
 	} {
-		v, ok := find(series, q.name, q.labels)
+		v, ok := series.Find(q.name, q.labels)
 		if !ok || !finite(v) {
 			t.Errorf("%s%v: present %v, value %v", q.name, q.labels, ok, v)
 		}
 	}
-	if v, _ := find(series, "layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "ok"}); v != 1 {
+	if v, _ := series.Find("layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "ok"}); v != 1 {
 		t.Errorf("cold ok cycles = %v, want 1", v)
 	}
-	if v, _ := find(series, "layerprobe_cycles_total", map[string]string{"mode": "steady", "result": "ok"}); v != 0 {
+	if v, _ := series.Find("layerprobe_cycles_total", map[string]string{"mode": "steady", "result": "ok"}); v != 0 {
 		t.Errorf("steady ok cycles = %v after a cold cycle only, want 0", v)
 	}
-	if _, ok := find(series, "layerprobe_overhead_ratio", map[string]string{"mode": "steady"}); ok {
+	if _, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"mode": "steady"}); ok {
 		t.Error("steady overhead series exist though no steady cycle ran")
 	}
-	if v, _ := find(series, "layerprobe_backing_fs_reflink", nil); v != 0 {
+	if v, _ := series.Find("layerprobe_backing_fs_reflink", nil); v != 0 {
 		t.Errorf("reflink on ext4 = %v, want 0", v)
 	}
 
@@ -379,7 +379,7 @@ func TestColdCycleRespectsTheBudget(t *testing.T) {
 		t.Errorf("cycle %+v; want a cold cycle skipped for budget_exhausted", cs[0])
 	}
 	_, series := a.scrape(t)
-	if v, _ := find(series, "layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "skipped"}); v != 1 {
+	if v, _ := series.Find("layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "skipped"}); v != 1 {
 		t.Errorf("layerprobe_cycles_total{mode=cold,result=skipped} = %v, want 1", v)
 	}
 	if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) > 0 {

@@ -18,9 +18,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
-// binary is the layerprobe binary built once for the package.
+// binary is the release layerprobe binary, built once for the package.
 var binary string
 
 func TestMain(m *testing.M) {
@@ -28,22 +30,13 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "lpe2e")
-	if err != nil {
+	var err error
+	if binary, err = testharness.Binary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "layerprobe")
-	// The tags of `make build`: test the binary that ships.
-	build := exec.Command("go", "build", "-tags", "nomsgpack", "-o", binary, "../../cmd/layerprobe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build layerprobe:", err)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testharness.RemoveBinary()
 	os.Exit(code)
 }
 

@@ -53,7 +53,7 @@ func TestAgentWebConfigTLSAndBasicAuth(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("agent did not answer over TLS: %v\n%s", err, a.log.String())
+			t.Fatalf("agent did not answer over TLS: %v\n%s", err, a.Log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

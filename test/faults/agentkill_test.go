@@ -14,6 +14,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/store"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // The agent is killed with SIGKILL while fio runs in its probe container
@@ -41,19 +42,19 @@ func TestAgentKilledMidCycle(t *testing.T) {
 
 	// A second agent on the same state directory, while the first one
 	// measures: it must stop before touching the database.
-	second := s.spawn(t, freePort(t))
+	second := s.spawn(t, testharness.MustFreePort(t))
 	select {
-	case <-second.done:
+	case <-second.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("a second agent on the same state directory did not exit within 30s")
 	}
-	code := second.cmd.ProcessState.ExitCode()
+	code := second.Cmd.ProcessState.ExitCode()
 	want := fmt.Sprintf("state directory in use by another layerprobe agent (held by pid %d, lock file %s)",
-		a.cmd.Process.Pid, filepath.Join(s.stateDir, "agent.lock"))
-	if code != 1 || !strings.Contains(second.log.String(), want) {
-		t.Errorf("second agent: exit %d, output:\n%s\nwant exit 1 and %q", code, second.log.String(), want)
+		a.Cmd.Process.Pid, filepath.Join(s.stateDir, "agent.lock"))
+	if code != 1 || !strings.Contains(second.Log.String(), want) {
+		t.Errorf("second agent: exit %d, output:\n%s\nwant exit 1 and %q", code, second.Log.String(), want)
 	}
-	t.Logf("second agent on the same state directory: exit %d: %s", code, strings.TrimSpace(second.log.String()))
+	t.Logf("second agent on the same state directory: exit %d: %s", code, strings.TrimSpace(second.Log.String()))
 	if conn, err := net.DialTimeout("tcp", strings.TrimPrefix(second.base, "http://"), time.Second); err == nil {
 		conn.Close()
 		t.Errorf("the refused agent listens on %s", second.base)

@@ -274,7 +274,7 @@ func TestMalformedRequests(t *testing.T) {
 	if c := a.newCycle(t, running.ID-1, 2*time.Minute); c.Result != "ok" {
 		t.Errorf("the cycle that ran during the table: %+v, want ok", c)
 	}
-	if log := a.log.String(); strings.Contains(log, "panic") || strings.Contains(log, "level=ERROR") {
+	if log := a.Log.String(); strings.Contains(log, "panic") || strings.Contains(log, "level=ERROR") {
 		t.Errorf("the agent logged errors:\n%s", grepLines(log, "panic", "level=ERROR"))
 	}
 	if code := a.stop(t); code != 0 {

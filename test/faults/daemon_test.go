@@ -80,8 +80,7 @@ func TestDaemonKilledMidCycle(t *testing.T) {
 	if len(engines.Engines) != 1 || engines.Engines[0].Reachable {
 		t.Errorf("/api/v1/engines while the daemon is down: %+v; want reachable false", engines)
 	}
-	_, expo := a.get(t, "/metrics")
-	if v, ok := series(string(expo), "layerprobe_cycles_total", map[string]string{"result": "failed"}); !ok || v != 2 {
+	if v, ok := a.metrics(t).Find("layerprobe_cycles_total", map[string]string{"result": "failed"}); !ok || v != 2 {
 		t.Errorf("layerprobe_cycles_total{result=failed} = %v (present %v), want 2", v, ok)
 	}
 

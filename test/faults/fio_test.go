@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // fioConfig is baseConfig with fio.binary set.
@@ -104,7 +105,7 @@ func TestFioFaults(t *testing.T) {
 		a.trigger(t, 30*time.Second)
 		start := time.Now()
 		// The hung fio has written its file: the timeout must remove it.
-		waitFor(t, time.Minute, "the hung fio has written a file", func() bool { return len(jobFiles(d.DataRoot)) > 0 })
+		testharness.WaitFor(t, time.Minute, "the hung fio has written a file", func() bool { return len(jobFiles(d.DataRoot)) > 0 })
 		c := a.newCycle(t, 0, 2*time.Minute)
 		if c.Result != "failed" || c.Reason != "fio_failures" || c.Message != "failed fio jobs: timeout x12" {
 			t.Errorf("cycle with a hanging fio: %+v; want failed, fio_failures, timeout x12", c)

@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,10 +14,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // baseConfig: the smoke profile, one round per cycle, every busy-host
@@ -43,25 +42,6 @@ agent:
 // testToken is the bearer token of every agent the tests start.
 const testToken = "faults-token-0123456789abcdef"
 
-// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.Cmd and
-// the test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // lpEnv points layerprobe at one private daemon, with the package's own
 // host lock file (so parallel test packages do not wait on each other).
 func lpEnv(host string) []string {
@@ -84,7 +64,7 @@ type agentSetup struct {
 func newAgentSetup(t *testing.T, host, configYAML string) *agentSetup {
 	t.Helper()
 	dir := t.TempDir()
-	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: freePort(t), logLevel: "debug"}
+	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: testharness.MustFreePort(t), logLevel: "debug"}
 	s.config = filepath.Join(dir, "config.yml")
 	must(t, os.WriteFile(s.config, []byte(configYAML), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "token"), []byte(testToken+"\n"), 0o600))
@@ -98,20 +78,10 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // agentProc is a running `layerprobe agent`.
 type agentProc struct {
-	cmd  *exec.Cmd
+	*testharness.Proc
 	base string // http://127.0.0.1:PORT
-	log  *syncBuffer
-	done chan struct{}
 }
 
 // start runs the agent with extra environment and waits until /healthz
@@ -134,88 +104,37 @@ func (s *agentSetup) spawn(t *testing.T, port int, env ...string) *agentProc {
 	// scheduled first cycle with its own LAYERPROBE_TEST_FIRST_CYCLE_DELAY
 	// (the last value of a duplicate variable wins).
 	cmd.Env = append(append(lpEnv(s.host), "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=1h"), env...)
-	log := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	must(t, cmd.Start())
-	a := &agentProc{cmd: cmd, base: fmt.Sprintf("http://127.0.0.1:%d", port), log: log, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(a.done) }()
+	p, err := testharness.Start(cmd)
+	must(t, err)
+	a := &agentProc{Proc: p, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	t.Cleanup(func() {
-		if a.running() {
-			_ = cmd.Process.Kill()
-			<-a.done
-		}
+		a.Kill()
 		if t.Failed() || os.Getenv("LP_FAULTS_AGENT_LOG") != "" {
-			t.Logf("agent (pid %d) log:\n%s", cmd.Process.Pid, tail(log.String(), 150))
+			t.Logf("agent (pid %d) log:\n%s", cmd.Process.Pid, testharness.Tail(a.Log.String(), 150))
 		}
 	})
 	return a
 }
 
-func (a *agentProc) running() bool {
-	select {
-	case <-a.done:
-		return false
-	default:
-		return true
-	}
-}
-
 func (a *agentProc) waitHealthy(t *testing.T) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "agent answers /healthz", func() bool {
-		if !a.running() {
-			t.Fatalf("agent exited at start:\n%s", a.log.String())
-		}
-		resp, err := http.Get(a.base + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	if err := testharness.WaitHTTP(context.Background(), a.base+"/healthz", 30*time.Second, a.Done()); err != nil {
+		t.Fatalf("agent at start: %v\n%s", err, a.Log.String())
+	}
 }
 
 // stop sends SIGTERM and returns the exit code.
 func (a *agentProc) stop(t *testing.T) int {
 	t.Helper()
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(30 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
+	code, inTime := a.Stop(30 * time.Second)
+	if !inTime {
 		t.Fatalf("agent did not exit within 30s of SIGTERM")
 	}
-	return a.cmd.ProcessState.ExitCode()
+	return code
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (a *agentProc) kill(t *testing.T) {
-	t.Helper()
-	must(t, a.cmd.Process.Signal(syscall.SIGKILL))
-	<-a.done
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// waitFor polls cond every 100 ms until it holds, failing the test after
-// timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+func (a *agentProc) kill(*testing.T) { a.Kill() }
 
 // apiCycle is a listed cycle.
 type apiCycle struct {
@@ -282,14 +201,22 @@ func (a *agentProc) get(t *testing.T, path string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// metrics scrapes the agent's /metrics.
+func (a *agentProc) metrics(t *testing.T) testharness.Metrics {
+	t.Helper()
+	_, ms, err := testharness.Scrape(context.Background(), &http.Client{Timeout: 10 * time.Second}, a.base+"/metrics")
+	must(t, err)
+	return ms
+}
+
 // newCycle waits until the first cycle with an id above after has finished
 // (any result but running) and returns it.
 func (a *agentProc) newCycle(t *testing.T, after int64, timeout time.Duration) apiCycle {
 	t.Helper()
 	var got apiCycle
-	waitFor(t, timeout, fmt.Sprintf("the cycle after #%d finishes", after), func() bool {
-		if !a.running() {
-			t.Fatalf("agent exited:\n%s", tail(a.log.String(), 40))
+	testharness.WaitFor(t, timeout, fmt.Sprintf("the cycle after #%d finishes", after), func() bool {
+		if !a.Running() {
+			t.Fatalf("agent exited:\n%s", testharness.Tail(a.Log.String(), 40))
 		}
 		got = apiCycle{}
 		for _, c := range a.cycles(t) {
@@ -306,7 +233,7 @@ func (a *agentProc) newCycle(t *testing.T, after int64, timeout time.Duration) a
 func (a *agentProc) runningCycle(t *testing.T, timeout time.Duration) apiCycle {
 	t.Helper()
 	var got apiCycle
-	waitFor(t, timeout, "a cycle runs", func() bool {
+	testharness.WaitFor(t, timeout, "a cycle runs", func() bool {
 		for _, c := range a.cycles(t) {
 			if c.Result == "running" {
 				got = c
@@ -347,7 +274,7 @@ func bearer(tok string) map[string]string { return map[string]string{"Authorizat
 // one per 10 s) after its Retry-After, until timeout.
 func (a *agentProc) trigger(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, "POST /api/v1/cycles is accepted", func() bool {
+	testharness.WaitFor(t, timeout, "POST /api/v1/cycles is accepted", func() bool {
 		code, h, body := a.request(t, "POST", "/api/v1/cycles", bearer(testToken), "")
 		switch code {
 		case http.StatusAccepted:
@@ -362,30 +289,6 @@ func (a *agentProc) trigger(t *testing.T, timeout time.Duration) {
 		t.Fatalf("POST /api/v1/cycles: %d %s", code, body)
 		return false
 	})
-}
-
-// series returns the value of the first series of name whose labels
-// include want, from the text exposition.
-func series(expo, name string, want map[string]string) (float64, bool) {
-	for _, line := range strings.Split(expo, "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for k, v := range want {
-			if !strings.Contains(line, k+`="`+v+`"`) {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		return v, err == nil
-	}
-	return 0, false
 }
 
 // --- the daemon, seen without layerprobe's own code -------------------------

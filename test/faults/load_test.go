@@ -273,7 +273,7 @@ func TestLoadWhileCycleRuns(t *testing.T) {
 			c, loadStart.Format(time.RFC3339Nano), loadEnd.Format(time.RFC3339Nano), running.ID)
 	}
 	t.Logf("cycle #%d ran %.1f s and overlapped the load for %.1f s", c.ID, c.FinishedAt.Sub(c.StartedAt).Seconds(), end.Sub(loadStart).Seconds())
-	if log := a.log.String(); strings.Contains(log, "panic") || strings.Contains(log, "level=ERROR") {
+	if log := a.Log.String(); strings.Contains(log, "panic") || strings.Contains(log, "level=ERROR") {
 		t.Errorf("agent logged errors under load:\n%s", grepLines(log, "panic", "level=ERROR"))
 	}
 	if code, _ := a.get(t, "/healthz"); code != 200 {

@@ -17,15 +17,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
-// binary is the layerprobe binary built once for the package.
+// binary is the release layerprobe binary, built once for the package.
 var binary string
 
-// workDir holds the binary, the fake fio builds and the lock file.
+// workDir holds the fake fio builds and the lock file.
 var workDir string
 
 func TestMain(m *testing.M) {
@@ -44,17 +44,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	workDir = dir
-	binary = filepath.Join(dir, "layerprobe")
-	// The tags of `make build`: test the binary that ships.
-	build := exec.Command("go", "build", "-tags", "nomsgpack", "-o", binary, "../../cmd/layerprobe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build layerprobe:", err)
+	if binary, err = testharness.Binary(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
+	testharness.RemoveBinary()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

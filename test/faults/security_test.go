@@ -23,6 +23,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // fioWatch records the command line of every fio job that runs on a daemon
@@ -337,7 +338,7 @@ func TestBasicAuthConflictsWithTheToken(t *testing.T) {
 	s.flags = []string{"--web.config.file", web}
 	a := s.spawn(t, s.port)
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("prom:s3cret-pass"))
-	waitFor(t, 30*time.Second, "the agent answers with basic auth", func() bool {
+	testharness.WaitFor(t, 30*time.Second, "the agent answers with basic auth", func() bool {
 		req, _ := http.NewRequest("GET", a.base+"/healthz", nil)
 		req.Header.Set("Authorization", basic)
 		resp, err := http.DefaultClient.Do(req)
@@ -347,8 +348,8 @@ func TestBasicAuthConflictsWithTheToken(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if !strings.Contains(a.log.String(), "triggering cycles over the API is impossible") {
-		t.Errorf("no startup warning about basic auth and the token:\n%s", a.log.String())
+	if !strings.Contains(a.Log.String(), "triggering cycles over the API is impossible") {
+		t.Errorf("no startup warning about basic auth and the token:\n%s", a.Log.String())
 	}
 	for _, h := range [][]string{{basic}, {"Bearer " + testToken}, {basic, "Bearer " + testToken}, {"Bearer " + testToken, basic}} {
 		req, _ := http.NewRequest("POST", a.base+"/api/v1/cycles", nil)

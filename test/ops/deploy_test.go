@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 const composeFile = "deploy/compose/docker-compose.yml"
@@ -578,7 +580,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	r = run(t, time.Minute, dir, nil, sa, "security", "--offline=true", "--threshold=30", unit)
 	if r.err != nil {
-		t.Errorf("systemd-analyze security: exposure above 3.0:\n%s", tail(r.stdout, 3))
+		t.Errorf("systemd-analyze security: exposure above 3.0:\n%s", testharness.Tail(r.stdout, 3))
 	}
 	if m := regexp.MustCompile(`Overall exposure level for layerprobe.service: ([\d.]+)`).FindStringSubmatch(r.stdout); m == nil {
 		t.Errorf("systemd-analyze security printed no exposure level:\n%s", r)

@@ -1,18 +1,17 @@
 package ops
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // imageAgentConfig replaces the compose stack's config.yaml in the image
@@ -78,7 +77,7 @@ func TestAgentImage(t *testing.T) {
 	r = dockerCmd(8*time.Minute, "build", "--network", "host", "--build-arg", "BASE_IMAGE=layerprobe-base:test",
 		"-f", repoPath("deploy/docker/Dockerfile"), "-t", "layerprobe:test", ctx)
 	if r.err != nil {
-		t.Fatalf("docker build:\n%s", tail(r.stdout+r.stderr, 40))
+		t.Fatalf("docker build:\n%s", testharness.Tail(r.stdout+r.stderr, 40))
 	}
 	t.Logf("docker build: %s", time.Since(start).Round(time.Second))
 	fioVersion := strings.TrimSpace(dockerCmd(time.Minute, "run", "--rm", "--network", "none", "--entrypoint", "fio", "layerprobe:test", "--version").stdout)
@@ -87,7 +86,7 @@ func TestAgentImage(t *testing.T) {
 	}
 
 	// Run it as the compose file does, with the private daemon's paths.
-	port := freePort(t)
+	port := testharness.MustFreePort(t)
 	args := []string{"run", "-d", "--name", "lpops-agent", "--network", "host"}
 	args = append(args, composeRunFlags(t, svc, d, tmp)...)
 	args = append(args, "layerprobe:test", "agent", "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port))
@@ -96,25 +95,23 @@ func TestAgentImage(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agent container log:\n%s", tail(dockerCmd(time.Minute, "logs", "lpops-agent").stderr, 40))
+			t.Logf("agent container log:\n%s", testharness.Tail(dockerCmd(time.Minute, "logs", "lpops-agent").stderr, 40))
 		}
 		dockerCmd(time.Minute, "rm", "-f", "lpops-agent")
 	})
-	var series map[string][]expSample
+	var series testharness.Metrics
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	waitFor(t, 4*time.Minute, time.Second, "a successful cycle in the container's /metrics", func() (bool, string) {
+	testharness.Eventually(t, 4*time.Minute, time.Second, "a successful cycle in the container's /metrics", func() (bool, string) {
 		if st := dockerCmd(time.Minute, "inspect", "-f", "{{.State.Status}}", "lpops-agent").stdout; strings.TrimSpace(st) != "running" {
-			t.Fatalf("agent container is %s:\n%s", st, tail(dockerCmd(time.Minute, "logs", "lpops-agent").stderr, 40))
+			t.Fatalf("agent container is %s:\n%s", st, testharness.Tail(dockerCmd(time.Minute, "logs", "lpops-agent").stderr, 40))
 		}
-		resp, err := http.Get(metricsURL)
+		_, ms, err := testharness.Scrape(context.Background(), http.DefaultClient, metricsURL)
 		if err != nil {
 			return false, err.Error()
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		series = parseExposition(string(b))
-		_, ok := findSample(series, "layerprobe_last_success_timestamp_seconds", nil)
-		return ok, resp.Status
+		series = ms
+		_, ok := series.Find("layerprobe_last_success_timestamp_seconds", nil)
+		return ok, "no successful cycle yet"
 	})
 	checkImageSeries(t, series, fioVersion)
 
@@ -208,16 +205,16 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 
 // checkImageSeries: the contract series of docs/metrics.md for a
 // successful cycle, from the agent in the image.
-func checkImageSeries(t *testing.T, series map[string][]expSample, fioVersion string) {
+func checkImageSeries(t *testing.T, series testharness.Metrics, fioVersion string) {
 	t.Helper()
 	for _, tg := range []string{"container", "bind", "volume"} {
 		for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
 			l := map[string]string{"engine": "default", "driver": "overlay2", "target": tg, "job": "fsync", "metric": "fsync_p99"}
-			if _, ok := findSample(series, name, l); !ok {
+			if _, ok := series.Find(name, l); !ok {
 				t.Errorf("%s%v missing", name, l)
 			}
 		}
-		if v, ok := findSample(series, "layerprobe_fsync_regression", map[string]string{"target": tg}); !ok || v != 0 {
+		if v, ok := series.Find("layerprobe_fsync_regression", map[string]string{"target": tg}); !ok || v != 0 {
 			t.Errorf("layerprobe_fsync_regression{target=%q} = %v (present %v)", tg, v, ok)
 		}
 	}
@@ -225,33 +222,33 @@ func checkImageSeries(t *testing.T, series map[string][]expSample, fioVersion st
 		for _, j := range []string{"seqwrite", "randwrite", "fsync"} {
 			l := map[string]string{"target": tg, "job": j, "op": "write"}
 			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
-				if v, ok := findSample(series, name, l); !ok || !(v > 0) {
+				if v, ok := series.Find(name, l); !ok || !(v > 0) {
 					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
 				}
 			}
 		}
 		l := map[string]string{"target": tg, "job": "fsync", "op": "sync", "percentile": "99"}
-		if v, ok := findSample(series, "layerprobe_latency_seconds", l); !ok || !(v > 0) {
+		if v, ok := series.Find("layerprobe_latency_seconds", l); !ok || !(v > 0) {
 			t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l, v, ok)
 		}
-		if v, ok := findSample(series, "layerprobe_written_bytes_total", map[string]string{"target": tg}); !ok || !(v > 0) {
+		if v, ok := series.Find("layerprobe_written_bytes_total", map[string]string{"target": tg}); !ok || !(v > 0) {
 			t.Errorf("layerprobe_written_bytes_total{target=%q} = %v (present %v)", tg, v, ok)
 		}
 	}
-	if v, ok := findSample(series, "layerprobe_cycles_total", map[string]string{"result": "ok", "mode": "steady"}); !ok || v < 1 {
+	if v, ok := series.Find("layerprobe_cycles_total", map[string]string{"result": "ok", "mode": "steady"}); !ok || v < 1 {
 		t.Errorf("layerprobe_cycles_total{result=ok,mode=steady} = %v (present %v)", v, ok)
 	}
 	for _, name := range []string{"layerprobe_cycle_duration_seconds", "layerprobe_last_success_timestamp_seconds",
 		"layerprobe_daily_budget_bytes", "layerprobe_budget_used_bytes", "layerprobe_build_info"} {
-		if v, ok := findSample(series, name, nil); !ok || !(v > 0) {
+		if v, ok := series.Find(name, nil); !ok || !(v > 0) {
 			t.Errorf("%s = %v (present %v)", name, v, ok)
 		}
 	}
-	if _, ok := findSample(series, "layerprobe_cycle_skips_total", map[string]string{"reason": "budget_exhausted"}); !ok {
+	if _, ok := series.Find("layerprobe_cycle_skips_total", map[string]string{"reason": "budget_exhausted"}); !ok {
 		t.Error("layerprobe_cycle_skips_total{reason=budget_exhausted} missing")
 	}
 	info := map[string]string{"engine": "default", "driver": "overlay2", "backing_fs": "extfs", "fio_version": fioVersion}
-	if v, ok := findSample(series, "layerprobe_engine_info", info); !ok || v != 1 {
+	if v, ok := series.Find("layerprobe_engine_info", info); !ok || v != 1 {
 		t.Errorf("layerprobe_engine_info%v = %v (present %v); series: %v", info, v, ok, series["layerprobe_engine_info"])
 	}
 	// Every metric family of the exposition is a documented one.
@@ -261,65 +258,4 @@ func checkImageSeries(t *testing.T, series map[string][]expSample, fioVersion st
 			t.Errorf("the agent exposes %s, which docs/metrics.md does not list", name)
 		}
 	}
-}
-
-// expSample is one sample of the text exposition format.
-type expSample struct {
-	labels map[string]string
-	value  float64
-}
-
-// parseExposition parses the sample lines of the text format (enough for
-// layerprobe's label values, which contain no quotes or commas).
-func parseExposition(s string) map[string][]expSample {
-	out := map[string][]expSample{}
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest := line, ""
-		labels := map[string]string{}
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			name = line[:i]
-			for _, kv := range strings.Split(line[i+1:j], ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				labels[k] = strings.Trim(v, `"`)
-			}
-			rest = strings.TrimSpace(line[j+1:])
-		} else if f := strings.Fields(line); len(f) >= 2 {
-			name, rest = f[0], f[1]
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		out[name] = append(out[name], expSample{labels, v})
-	}
-	return out
-}
-
-// findSample returns the value of the first series of name whose labels
-// include want.
-func findSample(series map[string][]expSample, name string, want map[string]string) (float64, bool) {
-	for _, s := range series[name] {
-		ok := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return s.value, true
-		}
-	}
-	return 0, false
 }

@@ -15,15 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // repoRoot is the repository's top directory.
@@ -108,77 +107,19 @@ func run(t testing.TB, timeout time.Duration, dir string, env []string, name str
 	return cmdResult{out.String(), errb.String(), err}
 }
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// agentBinary builds the static layerprobe binary once per test binary run
-// and returns its path. It is removed in TestMain.
+// agentBinary returns the release layerprobe binary, built once per test
+// binary run (removed in TestMain).
 func agentBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "lpops-bin")
-		if buildErr != nil {
-			return
-		}
-		bin := filepath.Join(buildDir, "layerprobe")
-		// The tags of `make build`: test the binary that ships.
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", "nomsgpack", "-o", bin, "./cmd/layerprobe")
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := testharness.Binary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return filepath.Join(buildDir, "layerprobe")
+	return bin
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	testharness.RemoveBinary()
 	os.Exit(code)
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitFor polls cond every interval until it returns true or timeout
-// passes; it then fails the test with what the last call returned.
-func waitFor(t testing.TB, timeout, interval time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(interval)
-	}
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,15 +19,14 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // promServer is a running Prometheus (Debian's package) with its own
 // storage directory and port.
 type promServer struct {
+	*testharness.Proc
 	base string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
 }
 
 // startPrometheus writes a configuration that scrapes the agents at
@@ -56,48 +56,24 @@ scrape_configs:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	port := testharness.MustFreePort(t)
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port), "--log.level=warn")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc, err := testharness.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port), "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &promServer{base: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logf, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := &promServer{base: fmt.Sprintf("http://127.0.0.1:%d", port), Proc: proc}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		logf.Close()
+		p.Stop(20 * time.Second)
 		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("prometheus log:\n%s", tail(string(b), 40))
+			t.Logf("prometheus log:\n%s", testharness.Tail(p.Log.String(), 40))
 		}
 	})
-	waitFor(t, 30*time.Second, 200*time.Millisecond, "prometheus ready", func() (bool, string) {
-		select {
-		case <-p.done:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("prometheus exited:\n%s", b)
-		default:
-		}
-		resp, err := http.Get(p.base + "/-/ready")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	if err := testharness.WaitHTTP(context.Background(), p.base+"/-/ready", 30*time.Second, p.Done()); err != nil {
+		t.Fatalf("prometheus: %v\n%s", err, p.Log.String())
+	}
 	return p
 }
 
@@ -223,7 +199,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	agentAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	agentAddr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
 
 	// Prometheus first, so that it sees the counters move.
 	prom := startPrometheus(t, agentAddr)
@@ -232,43 +208,28 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 		bin, "agent", "--config", cfg, "--web.listen-address", agentAddr,
 		"--api-token-file", filepath.Join(dir, "token"), "--state-dir", filepath.Join(dir, "state"))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DOCKER_HOST=" + d.Host, "LAYERPROBE_LOCK_FILE=" + filepath.Join(dir, "layerprobe.lock")}
-	logPath := filepath.Join(dir, "agent.log")
-	logf, err := os.Create(logPath)
+	agent, err := testharness.Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logf.Close()
+		agent.Stop(30 * time.Second)
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("agent log:\n%s", tail(string(b), 40))
+			t.Logf("agent log:\n%s", testharness.Tail(agent.Log.String(), 40))
 		}
 	})
 	checkNoCapabilities(t, cmd.Process.Pid)
 
 	// First cycle, then a second one triggered through the API, so that the
 	// counters move while Prometheus watches.
-	waitFor(t, 3*time.Minute, time.Second, "first successful cycle in Prometheus", func() (bool, string) {
+	testharness.Eventually(t, 3*time.Minute, time.Second, "first successful cycle in Prometheus", func() (bool, string) {
 		r := prom.query(t, `layerprobe_cycles_total{mode=~"steady|", result="ok"} >= 1`)
 		return len(r) == 1, fmt.Sprint(r)
 	})
 	if code := triggerCycle(t, agentAddr, token, ""); code != http.StatusAccepted {
 		t.Fatalf("POST /api/v1/cycles: status %d", code)
 	}
-	waitFor(t, 3*time.Minute, time.Second, "second successful cycle in Prometheus", func() (bool, string) {
+	testharness.Eventually(t, 3*time.Minute, time.Second, "second successful cycle in Prometheus", func() (bool, string) {
 		r := prom.query(t, `layerprobe_cycles_total{mode=~"steady|", result="ok"} >= 2`)
 		return len(r) == 1, fmt.Sprint(r)
 	})
@@ -279,7 +240,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 		// cycle; start one through the API unless it has, trying again
 		// while another cycle runs (409).
 		triggered := false
-		waitFor(t, 6*time.Minute, 2*time.Second, "successful cold cycle in Prometheus", func() (bool, string) {
+		testharness.Eventually(t, 6*time.Minute, 2*time.Second, "successful cold cycle in Prometheus", func() (bool, string) {
 			r := prom.query(t, `layerprobe_cycles_total{mode="cold", result="ok"} >= 1`)
 			if len(r) == 1 {
 				return true, ""
@@ -350,7 +311,7 @@ func triggerCycle(t *testing.T, agentAddr, token, mode string) int {
 func checkNoCapabilities(t *testing.T, pid int) {
 	t.Helper()
 	var status string
-	waitFor(t, 10*time.Second, 50*time.Millisecond, "agent process started", func() (bool, string) {
+	testharness.Eventually(t, 10*time.Second, 50*time.Millisecond, "agent process started", func() (bool, string) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		status = string(b)
 		return err == nil && strings.Contains(status, "layerprobe"), fmt.Sprint(err)

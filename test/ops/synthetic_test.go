@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // agentKind is one kind of agent a fleet can hold while the cold probe
@@ -225,11 +227,11 @@ func TestSyntheticAgentsInPrometheus(t *testing.T) {
 
 	// rate() and increase() over $__rate_interval (20s here) need two
 	// samples; the recording rules need a few evaluations.
-	waitFor(t, time.Minute, time.Second, "four scrapes of every synthetic agent", func() (bool, string) {
+	testharness.Eventually(t, time.Minute, time.Second, "four scrapes of every synthetic agent", func() (bool, string) {
 		r := prom.query(t, `count_over_time(layerprobe_build_info{job="layerprobe"}[1m]) >= 4`)
 		return len(r) == len(agentKinds), fmt.Sprint(r)
 	})
-	waitFor(t, 30*time.Second, time.Second, "recording rules evaluated", func() (bool, string) {
+	testharness.Eventually(t, 30*time.Second, time.Second, "recording rules evaluated", func() (bool, string) {
 		r := prom.query(t, `engine:layerprobe_cycles:ok_ratio1d`)
 		return len(r) == 1, fmt.Sprint(r)
 	})

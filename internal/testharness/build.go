@@ -1,0 +1,83 @@
+package testharness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS):
+// the tests run the binary that ships.
+const ReleaseTags = "nomsgpack"
+
+// Build builds cmd/layerprobe into out the way `make build` does
+// (CGO_ENABLED=0, -trimpath) with the given build tags: ReleaseTags for
+// the shipped binary, "" for the one without them.
+func Build(ctx context.Context, out, tags string) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-trimpath"}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, "./cmd/layerprobe")...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build layerprobe: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// moduleRoot is the directory of layerprobe's go.mod, wherever the test
+// runs from.
+func moduleRoot(ctx context.Context) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("locate the module: %w", err)
+	}
+	p := strings.TrimSpace(string(gomod))
+	if p == "" || p == os.DevNull {
+		return "", fmt.Errorf("locate the module: not inside it")
+	}
+	return filepath.Dir(p), nil
+}
+
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// Binary returns the release layerprobe binary, building it on the first
+// call of the test process; RemoveBinary deletes it when the tests are
+// done (from TestMain, after m.Run).
+func Binary() (string, error) {
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "layerprobe-bin")
+		if built.err != nil {
+			return
+		}
+		// Traversable: some tests run the binary as an unprivileged user.
+		if built.err = os.Chmod(built.dir, 0o755); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "layerprobe")
+		built.err = Build(context.Background(), built.bin, ReleaseTags)
+	})
+	return built.bin, built.err
+}
+
+// RemoveBinary removes what Binary built, if anything.
+func RemoveBinary() {
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+}

@@ -1,0 +1,121 @@
+package testharness
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const exposition = `# HELP layerprobe_overhead_ratio Overhead.
+# TYPE layerprobe_overhead_ratio gauge
+layerprobe_overhead_ratio{engine="default",job="fsync",metric="fsync_p99",target="container"} 0.25
+layerprobe_overhead_ratio{engine="default",job="fsync",metric="iops",target="bind"} -0.01
+# HELP layerprobe_engine_info Engine.
+# TYPE layerprobe_engine_info gauge
+layerprobe_engine_info{data_root="/var/lib/a \"b\", c",engine="default"} 1
+# HELP layerprobe_cycles_total Cycles.
+# TYPE layerprobe_cycles_total counter
+layerprobe_cycles_total{engine="default",mode="steady",result="ok"} 3
+layerprobe_cycles_total{engine="default",mode="cold",result="ok"} 1
+# HELP http_seconds Latency.
+# TYPE http_seconds histogram
+http_seconds_bucket{le="0.1"} 2
+http_seconds_bucket{le="+Inf"} 3
+http_seconds_sum 0.5
+http_seconds_count 3
+`
+
+func TestParseMetrics(t *testing.T) {
+	ms, err := ParseMetrics(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := ms.Find("layerprobe_overhead_ratio", map[string]string{"target": "bind"}); !ok || v != -0.01 {
+		t.Errorf("Find bind = %v, %v", v, ok)
+	}
+	if _, ok := ms.Find("layerprobe_overhead_ratio", map[string]string{"target": "volume"}); ok {
+		t.Error("Find of an absent series: found")
+	}
+	if s := ms["layerprobe_engine_info"]; len(s) != 1 || s[0].Labels["data_root"] != `/var/lib/a "b", c` {
+		t.Errorf("escaped label value: %+v", s)
+	}
+	if got := ms.Sum("layerprobe_cycles_total"); got != 4 {
+		t.Errorf("Sum = %v, want 4", got)
+	}
+	if got := ms.ByLabel("layerprobe_cycles_total", "mode"); got["cold"] != 1 || got["steady"] != 3 {
+		t.Errorf("ByLabel = %v", got)
+	}
+	if v, ok := ms.Find("http_seconds_bucket", map[string]string{"le": "+Inf"}); !ok || v != 3 {
+		t.Errorf("histogram bucket = %v, %v", v, ok)
+	}
+	if v, ok := ms.Find("http_seconds_count", nil); !ok || v != 3 {
+		t.Errorf("histogram count = %v, %v", v, ok)
+	}
+	if _, err := ParseMetrics(strings.NewReader("not { an exposition\n")); err == nil {
+		t.Error("garbage parsed without error")
+	}
+}
+
+func TestScrapeAndWaitHTTP(t *testing.T) {
+	var ready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(exposition))
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if err := WaitHTTP(ctx, srv.URL, 300*time.Millisecond, nil); err == nil {
+		t.Error("WaitHTTP on a 503: no error")
+	}
+	exited := make(chan struct{})
+	close(exited)
+	if err := WaitHTTP(ctx, srv.URL, time.Minute, exited); !errors.Is(err, ErrExited) {
+		t.Errorf("WaitHTTP with an exited process = %v, want ErrExited", err)
+	}
+	ready.Store(true)
+	if err := WaitHTTP(ctx, srv.URL, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	raw, ms, err := Scrape(ctx, srv.Client(), srv.URL)
+	if err != nil || raw != exposition || len(ms["layerprobe_overhead_ratio"]) != 2 {
+		t.Errorf("Scrape = %d bytes, %d families, %v", len(raw), len(ms), err)
+	}
+}
+
+func TestProcStop(t *testing.T) {
+	p, err := Start(exec.Command("sh", "-c", "echo started; trap 'echo bye; exit 3' TERM; while :; do sleep 0.05; done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 10*time.Second, "the child prints", func() bool { return strings.Contains(p.Log.String(), "started") })
+	if code, inTime := p.Stop(10 * time.Second); code != 3 || !inTime {
+		t.Errorf("Stop = %d, %v; want exit 3 in time", code, inTime)
+	}
+	if p.Running() || !strings.Contains(p.Log.String(), "bye") {
+		t.Errorf("after Stop: running %v, log %q", p.Running(), p.Log.String())
+	}
+
+	p, err = Start(exec.Command("sh", "-c", "trap '' TERM; echo started; while :; do sleep 0.05; done"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 10*time.Second, "the child prints", func() bool { return strings.Contains(p.Log.String(), "started") })
+	if _, inTime := p.Stop(200 * time.Millisecond); inTime {
+		t.Error("a child ignoring SIGTERM stopped in time")
+	}
+}
+
+func TestTail(t *testing.T) {
+	if got := Tail("a\nb\nc\n", 2); got != "b\nc" {
+		t.Errorf("Tail = %q", got)
+	}
+}
