@@ -51,6 +51,15 @@ type Options struct {
 	KeepFreedMemory bool
 }
 
+// Engine is what the agent needs of a container engine: what a probe
+// session needs, the container churn the busy-host guard looks at, and
+// Close. *engine.Client is one.
+type Engine interface {
+	probe.Engine
+	ContainerChurn(ctx context.Context, since time.Time) (int, error)
+	Close() error
+}
+
 // Agent is a running layerprobe agent.
 type Agent struct {
 	cfg      *config.Config
@@ -64,6 +73,9 @@ type Agent struct {
 	now      func() time.Time
 	procRoot string
 	sysRoot  string
+	// newEngine connects to a configured engine (engine.New; tests use
+	// fakes).
+	newEngine func(config.Engine, *slog.Logger) (Engine, error)
 
 	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
 	triggerCh chan measure.Mode // API triggers, buffered 1
@@ -98,6 +110,7 @@ func New(o Options) (*Agent, error) {
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
 		triggerCh: make(chan measure.Mode, 1),
+		newEngine: func(ec config.Engine, l *slog.Logger) (Engine, error) { return engine.New(ec.Name, ec.Host, l) },
 	}
 	a.snap.Store(&metrics.Snapshot{})
 	return a, nil
@@ -120,7 +133,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	for _, ec := range a.cfg.EffectiveEngines() {
-		cli, err := engine.New(ec.Name, ec.Host, a.logger)
+		cli, err := a.newEngine(ec, a.logger)
 		if err != nil {
 			return fmt.Errorf("engine %s: %w", ec.Name, err)
 		}
@@ -288,13 +301,11 @@ func (a *Agent) refreshInfo(ctx context.Context, e *engineState) (engine.Info, e
 func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 	return probe.Options{
 		EngineName: ec.Name, FioBinary: a.cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Targets: a.cfg.Targets, Mode: modeSteady,
+		Targets: a.cfg.Targets, Mode: measure.ModeSteady,
 		MinFreeBytes: int64(a.cfg.FreeSpace.MinFreeBytes), MinFreeRatio: a.cfg.FreeSpace.MinFreeRatio,
 		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true,
 	}
 }
-
-const modeSteady = measure.ModeSteady
 
 // Confidence of every interval the agent publishes.
 const Confidence = measure.DefaultConfidence

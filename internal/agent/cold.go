@@ -2,16 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/fio"
-	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
-	"github.com/layerprobe/layerprobe/internal/probe"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
@@ -103,51 +99,13 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 	prof := fsyncOnly(a.prof)
 	rounds := a.cfg.Agent.ColdRounds
-	start := a.now()
-	c := &store.Cycle{Engine: e.cfg.Name, Mode: measure.ModeCold, Profile: a.prof.Name, Trigger: trigger, StartedAt: start.UTC()}
-	log := a.logger.With("engine", e.cfg.Name, "trigger", trigger)
-
-	finish := func(result, reason, msg string) { a.finish(ctx, e, c, log, result, reason, msg) }
-
-	lock, err := hostfs.TryLock(a.lockPath())
-	if err != nil {
-		finish(ResultSkipped, SkipHostLocked, "another layerprobe is measuring on this host: "+err.Error())
+	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
+		rounds: rounds, estimate: e.coldEstimate(prof, rounds)})
+	if r == nil {
 		return
 	}
-	defer lock.Unlock()
-
-	info, err := a.refreshInfo(ctx, e)
-	if err != nil {
-		e.closeSession(ctx)
-		finish(ResultFailed, "unreachable", err.Error())
-		return
-	}
-	c.Driver, c.BackingFS, c.EngineVersion = info.Driver, info.BackingFS, info.ServerVersion
-	if s := a.guard(ctx, e, info, prof, e.coldEstimate(prof, rounds)); s != nil {
-		finish(ResultSkipped, s.reason, s.message)
-		return
-	}
-	if err := a.ensureSession(ctx, e); err != nil {
-		var perr *probe.Error
-		reason := "prepare"
-		if errors.As(err, &perr) {
-			reason = perr.Code
-		}
-		finish(ResultFailed, reason, err.Error())
-		return
-	}
-	c.FioVersion = e.sess.FioVersion
-	first, err := a.store.NextRound(ctx, e.cfg.Name, measure.ModeCold)
-	if err != nil {
-		finish(ResultFailed, "store", err.Error())
-		return
-	}
-	c.FirstRound, c.Rounds = first, rounds
-	if err := a.store.StartCycle(ctx, c); err != nil {
-		log.Error("record cold cycle start", "err", err)
-		return
-	}
-	run, err := e.sess.RunCold(ctx, prof, first, rounds, a.rng, nil)
+	c := r.c
+	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, nil)
 	c.Samples, c.CopyUp, c.Reflink = run.Samples, run.CopyUp, run.Reflink
 	c.BytesWritten = run.CopyUpBytes
 	for _, s := range c.Samples {
@@ -156,27 +114,11 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 	// A cold round is complete with its two fsync samples.
 	c.Rounds = completedRounds(c.Samples, 2)
 	if err != nil {
-		var perr *probe.Error
-		reason := "prepare"
-		if errors.As(err, &perr) {
-			reason = perr.Code
-		}
-		finish(ResultFailed, reason, err.Error())
+		r.abort(ctx, ResultFailed, failReason(err), err.Error())
 		return
 	}
 	c.Results = a.windowResults(ctx, e, measure.ModeCold, c.Samples)
-
-	result, reason, msg := ResultOK, "", ""
-	if ctx.Err() != nil {
-		result, reason, msg = ResultInterrupted, "interrupted", "the agent stopped during the cycle"
-	} else if reasons := append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...); len(reasons) > 0 {
-		result, reason = ResultFailed, "fio_failures"
-		msg = "failed cold measurements: " + strings.Join(reasons, ", ")
-		if !e.sess.Healthy(ctx) {
-			e.closeSession(ctx)
-		}
-	}
-	finish(result, reason, msg)
+	r.end(ctx, "failed cold measurements", append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)
 	a.mu.Lock()
 	e.cold.sizes, e.cold.costPerMiB = sizes, cost

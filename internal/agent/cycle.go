@@ -38,7 +38,7 @@ var Results = []string{ResultOK, ResultFailed, ResultSkipped, ResultInterrupted}
 // goroutine.
 type engineState struct {
 	cfg  config.Engine
-	cli  *engine.Client
+	cli  Engine
 	sess *probe.Session
 	det  map[measure.Target]detector.State
 	// lastBytesPerRound estimates the next cycle's writes for the budget.
@@ -63,7 +63,7 @@ type engineState struct {
 	written      map[measure.Target]float64
 }
 
-func newEngineState(ec config.Engine, cli *engine.Client) *engineState {
+func newEngineState(ec config.Engine, cli Engine) *engineState {
 	e := &engineState{cfg: ec, cli: cli, det: map[measure.Target]detector.State{},
 		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[measure.Target]float64{},
 		lastDuration: math.NaN(), cold: newColdState()}
@@ -100,7 +100,7 @@ func (e *engineState) estimateBytes(prof fio.Profile, rounds int) int64 {
 // survive a restart.
 func (a *Agent) restore(ctx context.Context, e *engineState) {
 	for _, t := range measure.Targets[1:] {
-		b, err := a.store.DetectorState(ctx, e.cfg.Name, modeSteady, t)
+		b, err := a.store.DetectorState(ctx, e.cfg.Name, measure.ModeSteady, t)
 		if err != nil {
 			continue
 		}
@@ -114,10 +114,10 @@ func (a *Agent) restore(ctx context.Context, e *engineState) {
 		e.fioVersion = c.FioVersion
 	}
 	a.restoreCold(ctx, e)
-	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, modeSteady, ""); err == nil {
+	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, measure.ModeSteady, ""); err == nil {
 		e.lastSteadyID = c.ID
 	}
-	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, modeSteady, ResultOK); err == nil {
+	if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, measure.ModeSteady, ResultOK); err == nil {
 		e.lastSuccess = c.FinishedAt
 		e.results = c.Results
 		if full, err := a.store.Cycle(ctx, c.ID); err == nil {
@@ -129,66 +129,139 @@ func (a *Agent) restore(ctx context.Context, e *engineState) {
 	}
 }
 
-// cycle runs one measurement cycle on one engine and records it, whatever
-// happens: a failed cycle is data. It reports whether the detector became
-// suspicious, so the caller runs confirmation rounds (after this cycle has
-// released the host lock).
-func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile, rounds int) (confirm bool) {
-	start := a.now()
-	c := &store.Cycle{Engine: e.cfg.Name, Mode: modeSteady, Profile: prof.Name, Trigger: trigger, StartedAt: start.UTC()}
-	log := a.logger.With("engine", e.cfg.Name, "trigger", trigger)
+// cycleSpec is what sets one cycle apart before it measures.
+type cycleSpec struct {
+	mode    measure.Mode
+	trigger string
+	// profile is the recorded profile name; jobs are the jobs the cycle
+	// runs (a cold or confirmation cycle runs the fsync job only).
+	profile string
+	jobs    fio.Profile
+	rounds  int
+	// estimate is what the cycle is expected to write, for the daily
+	// budget.
+	estimate int64
+	// unguarded skips the busy-host guard: confirmation rounds must run
+	// while a suspicion is open.
+	unguarded bool
+}
 
-	finish := func(result, reason, msg string) { a.finish(ctx, e, c, log, result, reason, msg) }
+// cycleRun is a started cycle: recorded as running, holding the host lock,
+// its rounds numbered from first.
+type cycleRun struct {
+	a     *Agent
+	e     *engineState
+	c     *store.Cycle
+	log   *slog.Logger
+	first int
+	lock  *hostfs.Lock
+}
+
+// begin does what every cycle does before it measures: take the host lock,
+// look at the engine, ask the guard, make sure the probe session runs,
+// claim the round numbers and record the cycle as started. A cycle that
+// ends there (skipped, or failed before measuring) is recorded whole and
+// begin returns nil; otherwise the caller measures and calls end.
+func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) *cycleRun {
+	c := &store.Cycle{Engine: e.cfg.Name, Mode: sp.mode, Profile: sp.profile, Trigger: sp.trigger, StartedAt: a.now().UTC()}
+	r := &cycleRun{a: a, e: e, c: c, log: a.logger.With("engine", e.cfg.Name, "trigger", sp.trigger)}
 
 	lock, err := hostfs.TryLock(a.lockPath())
 	if err != nil {
-		finish(ResultSkipped, SkipHostLocked, "another layerprobe is measuring on this host: "+err.Error())
-		return false
+		r.finish(ctx, ResultSkipped, SkipHostLocked, "another layerprobe is measuring on this host: "+err.Error())
+		return nil
 	}
-	defer lock.Unlock()
-
+	r.lock = lock
 	info, err := a.refreshInfo(ctx, e)
 	if err != nil {
 		e.closeSession(ctx)
-		finish(ResultFailed, "unreachable", err.Error())
-		return false
+		r.abort(ctx, ResultFailed, "unreachable", err.Error())
+		return nil
 	}
 	c.Driver, c.BackingFS, c.EngineVersion = info.Driver, info.BackingFS, info.ServerVersion
-	if trigger != triggerConfirm {
-		if s := a.guard(ctx, e, info, prof, e.estimateBytes(prof, rounds)); s != nil {
-			finish(ResultSkipped, s.reason, s.message)
-			return false
+	if !sp.unguarded {
+		if s := a.guard(ctx, e, info, sp.jobs, sp.estimate); s != nil {
+			r.abort(ctx, ResultSkipped, s.reason, s.message)
+			return nil
 		}
 	}
 	if err := a.ensureSession(ctx, e); err != nil {
-		var perr *probe.Error
-		reason := "prepare"
-		if errors.As(err, &perr) {
-			reason = perr.Code
-		}
-		finish(ResultFailed, reason, err.Error())
-		return false
+		r.abort(ctx, ResultFailed, failReason(err), err.Error())
+		return nil
 	}
 	c.FioVersion = e.sess.FioVersion
 	// The round numbers are claimed with the cycle's start, so a kill
 	// before FinishCycle can never make the next cycle reuse numbers the
 	// detector has already seen.
-	first, err := a.store.NextRound(ctx, e.cfg.Name, modeSteady)
+	first, err := a.store.NextRound(ctx, e.cfg.Name, sp.mode)
 	if err != nil {
-		finish(ResultFailed, "store", err.Error())
-		return false
+		r.abort(ctx, ResultFailed, "store", err.Error())
+		return nil
 	}
-	c.FirstRound, c.Rounds = first, rounds
+	c.FirstRound, c.Rounds = first, sp.rounds
 	if err := a.store.StartCycle(ctx, c); err != nil {
-		log.Error("record cycle start", "err", err)
+		r.log.Error("record cycle start", "mode", sp.mode, "err", err)
+		_ = lock.Unlock()
+		return nil
+	}
+	r.first = first
+	return r
+}
+
+// failReason is the recorded reason of an error that stopped a cycle: the
+// probe's code (fio_missing, image, ...) or "prepare".
+func failReason(err error) string {
+	var perr *probe.Error
+	if errors.As(err, &perr) {
+		return perr.Code
+	}
+	return "prepare"
+}
+
+// abort records a cycle that ends without a measurement and releases the
+// host lock.
+func (r *cycleRun) abort(ctx context.Context, result, reason, msg string) {
+	r.finish(ctx, result, reason, msg)
+	_ = r.lock.Unlock()
+}
+
+// end records how a measuring cycle ended: interrupted when ctx ended,
+// failed when any measurement failed (failures lists them, "reason xN"),
+// ok otherwise; it releases the host lock. A session whose probe container
+// no longer answers (removed by someone else, engine restarted) is closed,
+// so the next cycle builds a fresh one.
+func (r *cycleRun) end(ctx context.Context, what string, failures []string) (result string) {
+	defer r.lock.Unlock()
+	result, reason, msg := ResultOK, "", ""
+	if ctx.Err() != nil {
+		result, reason, msg = ResultInterrupted, "interrupted", "the agent stopped during the cycle"
+	} else if len(failures) > 0 {
+		result, reason, msg = ResultFailed, "fio_failures", what+": "+strings.Join(failures, ", ")
+		if !r.e.sess.Healthy(ctx) {
+			r.e.closeSession(ctx)
+		}
+	}
+	r.finish(ctx, result, reason, msg)
+	return result
+}
+
+// cycle runs one steady measurement cycle on one engine and records it,
+// whatever happens: a failed cycle is data. It reports whether the
+// detector became suspicious, so the caller runs confirmation rounds
+// (after this cycle has released the host lock).
+func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile, rounds int) (confirm bool) {
+	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
+		rounds: rounds, estimate: e.estimateBytes(prof, rounds), unguarded: trigger == triggerConfirm})
+	if r == nil {
 		return false
 	}
+	c := r.c
 	var suspects []measure.Target
 	if trigger == triggerConfirm {
 		// Round by round: the detector decides as soon as the rounds
 		// still missing cannot change the outcome, which saves writes.
 		for i := 0; i < rounds && ctx.Err() == nil; i++ {
-			s := e.sess.RunRounds(ctx, prof, first+i, 1, a.rng, nil)
+			s := e.sess.RunRounds(ctx, prof, r.first+i, 1, a.rng, nil)
 			c.Samples = append(c.Samples, s...)
 			a.observe(ctx, e, s)
 			if !a.confirming(e) {
@@ -196,7 +269,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 			}
 		}
 	} else {
-		c.Samples = e.sess.RunRounds(ctx, prof, first, rounds, a.rng, nil)
+		c.Samples = e.sess.RunRounds(ctx, prof, r.first, rounds, a.rng, nil)
 		if ctx.Err() == nil {
 			suspects = a.observe(ctx, e, c.Samples)
 		}
@@ -205,23 +278,9 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 	for _, s := range c.Samples {
 		c.BytesWritten += s.BytesWritten
 	}
-	c.Results = a.windowResults(ctx, e, modeSteady, c.Samples)
-
-	result, reason, msg := ResultOK, "", ""
-	if ctx.Err() != nil {
-		result, reason, msg = ResultInterrupted, "interrupted", "the agent stopped during the cycle"
-	} else if reasons := failureReasons(c.Samples); len(reasons) > 0 {
-		result, reason = ResultFailed, "fio_failures"
-		msg = "failed fio jobs: " + strings.Join(reasons, ", ")
-		if !e.sess.Healthy(ctx) {
-			// The probe container or the engine went away mid-cycle:
-			// build a fresh session next time.
-			e.closeSession(ctx)
-		}
-	}
-	finish(result, reason, msg)
-	if len(suspects) > 0 && result != ResultInterrupted {
-		log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
+	c.Results = a.windowResults(ctx, e, measure.ModeSteady, c.Samples)
+	if r.end(ctx, "failed fio jobs", failureReasons(c.Samples)) != ResultInterrupted && len(suspects) > 0 {
+		r.log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
 		return true
 	}
 	return false
@@ -230,7 +289,8 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 // finish records a cycle's outcome (inserted whole if it never started,
 // updated otherwise), publishes it to the engine's state and logs it. A
 // store error is logged: the published counters still count the cycle.
-func (a *Agent) finish(ctx context.Context, e *engineState, c *store.Cycle, log *slog.Logger, result, reason, msg string) {
+func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
+	a, c, log := r.a, r.c, r.log
 	c.Result, c.Reason, c.Message = result, reason, msg
 	c.FinishedAt = a.now().UTC()
 	var err error
@@ -242,7 +302,7 @@ func (a *Agent) finish(ctx context.Context, e *engineState, c *store.Cycle, log 
 	if err != nil {
 		log.Error("record cycle", "mode", c.Mode, "err", err)
 	}
-	a.account(e, c)
+	a.account(r.e, c)
 	lv := log.Info
 	if result == ResultFailed {
 		lv = log.Warn
@@ -369,7 +429,7 @@ func (a *Agent) observe(ctx context.Context, e *engineState, samples []measure.S
 		e.det[t] = st
 		a.mu.Unlock()
 		if b, err := json.Marshal(st); err == nil {
-			if err := a.store.SaveDetectorState(ctx, e.cfg.Name, modeSteady, t, b); err != nil {
+			if err := a.store.SaveDetectorState(ctx, e.cfg.Name, measure.ModeSteady, t, b); err != nil {
 				a.logger.Error("save detector state", "engine", e.cfg.Name, "target", t, "err", err)
 			}
 		}

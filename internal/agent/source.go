@@ -59,7 +59,7 @@ func (a *Agent) publish() {
 		for _, r := range e.results {
 			for m, o := range r.Overhead {
 				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Workload: r.Workload, Metric: m,
-					Mode: modeSteady, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
+					Mode: measure.ModeSteady, Ratio: o.Ratio, CILow: o.CILow, CIHigh: o.CIHigh})
 			}
 		}
 		for _, r := range e.cold.results {
@@ -82,7 +82,7 @@ func (a *Agent) publish() {
 			}
 			return x.Metric < y.Metric
 		})
-		me.Raw = append(rawFigures(e.raw, modeSteady), rawFigures(e.cold.raw, measure.ModeCold)...)
+		me.Raw = append(rawFigures(e.raw, measure.ModeSteady), rawFigures(e.cold.raw, measure.ModeCold)...)
 		targets := e.targets
 		if len(targets) == 0 {
 			targets = measure.Targets
@@ -175,7 +175,7 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: Confidence, Engines: []api.EngineOverhead{}}
 	for _, e := range a.engines {
 		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-			Mode: modeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
+			Mode: measure.ModeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
 		if eo.Results == nil {
 			eo.Results = []measure.Result{}
 		}
