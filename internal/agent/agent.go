@@ -120,33 +120,10 @@ func New(o Options) (*Agent, error) {
 // cancelled ctx stops the running cycle (fio is stopped and its files
 // removed, the cycle is recorded as interrupted) and Run returns nil.
 func (a *Agent) Run(ctx context.Context) error {
-	a.started = a.now()
-	st, err := store.Open(a.cfg.Agent.StateDir, a.logger)
-	if err != nil {
-		return fmt.Errorf("open state directory: %w", err)
+	if err := a.open(ctx); err != nil {
+		return err
 	}
-	a.store = st
-	defer func() {
-		if err := st.Close(); err != nil {
-			a.logger.Error("close store", "err", err)
-		}
-	}()
-
-	for _, ec := range a.cfg.EffectiveEngines() {
-		cli, err := a.newEngine(ec, a.logger)
-		if err != nil {
-			return fmt.Errorf("engine %s: %w", ec.Name, err)
-		}
-		e := newEngineState(ec, cli)
-		a.restore(ctx, e)
-		a.engines = append(a.engines, e)
-	}
-	defer func() {
-		for _, e := range a.engines {
-			e.closeSession(ctx)
-			_ = e.cli.Close()
-		}
-	}()
+	defer a.close(ctx)
 	a.publish()
 
 	srvErr := make(chan error, 1)
@@ -161,7 +138,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.ready.Store(true)
 	a.publish()
 
-	err = a.loop(ctx, srvErr)
+	err := a.loop(ctx, srvErr)
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -169,6 +146,39 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.logger.Warn("http shutdown", "err", serr)
 	}
 	return err
+}
+
+// open opens the store and connects to every configured engine, with
+// what the store remembers of it.
+func (a *Agent) open(ctx context.Context) error {
+	a.started = a.now()
+	st, err := store.Open(a.cfg.Agent.StateDir, a.logger)
+	if err != nil {
+		return fmt.Errorf("open state directory: %w", err)
+	}
+	a.store = st
+	for _, ec := range a.cfg.EffectiveEngines() {
+		cli, err := a.newEngine(ec, a.logger)
+		if err != nil {
+			a.close(ctx)
+			return fmt.Errorf("engine %s: %w", ec.Name, err)
+		}
+		e := newEngineState(ec, cli)
+		a.restore(ctx, e)
+		a.engines = append(a.engines, e)
+	}
+	return nil
+}
+
+// close removes the probe sessions and closes the engines and the store.
+func (a *Agent) close(ctx context.Context) {
+	for _, e := range a.engines {
+		e.closeSession(ctx)
+		_ = e.cli.Close()
+	}
+	if err := a.store.Close(); err != nil {
+		a.logger.Error("close store", "err", err)
+	}
 }
 
 func (a *Agent) newServer() *http.Server {

@@ -1,0 +1,504 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/engine/enginetest"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
+	"github.com/layerprobe/layerprobe/internal/httpapi"
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/store"
+)
+
+// testAgent is an agent on a fake engine with a real store, a fake host
+// fio and every busy-host guard off (the tests turn on the one they look
+// at). Cycles are run by the test, not by the scheduler, unless it runs
+// loop.
+type testAgent struct {
+	*Agent
+	eng *enginetest.Engine
+}
+
+func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
+	t.Helper()
+	eng := enginetest.New(t.TempDir())
+	cfg := config.Default()
+	cfg.Profile = "smoke"
+	cfg.Fio.Binary = enginetest.FakeFio(t)
+	cfg.Engines = []config.Engine{{Name: "default", Host: "unix:///fake.sock", ProbeImage: "layerprobe-test:fake"}}
+	cfg.FreeSpace = config.FreeSpace{}
+	cfg.Agent.StateDir = filepath.Join(t.TempDir(), "state")
+	cfg.Agent.RoundsPerCycle = 2
+	cfg.Agent.ColdInterval = 0
+	cfg.Agent.ColdRounds = 2
+	cfg.Agent.DailyByteBudget = 0
+	cfg.Agent.MaxIOPressure = 100
+	cfg.Agent.MaxDiskUtil = 1
+	cfg.Agent.ChurnQuietPeriod = 0
+	if configure != nil {
+		configure(cfg)
+	}
+	a, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), LockPath: filepath.Join(t.TempDir(), "lock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.procRoot, a.sysRoot = t.TempDir(), t.TempDir()
+	a.newEngine = func(config.Engine, *slog.Logger) (Engine, error) { return eng, nil }
+	ctx := context.Background()
+	if err := a.open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.close(ctx) })
+	return &testAgent{Agent: a, eng: eng}
+}
+
+// cycles lists the recorded cycles, oldest first.
+func (a *testAgent) cycles(t *testing.T) []store.Cycle {
+	t.Helper()
+	cs, err := a.store.Cycles(context.Background(), store.Query{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(cs)
+	return cs
+}
+
+func (a *testAgent) last(t *testing.T) store.Cycle {
+	t.Helper()
+	cs := a.cycles(t)
+	if len(cs) == 0 {
+		t.Fatal("no cycle recorded")
+	}
+	return cs[len(cs)-1]
+}
+
+func TestSteadyCyclePublishes(t *testing.T) {
+	a := newTestAgent(t, nil)
+	a.eng.SetSlowdown(measure.TargetContainer, 2)
+	ctx := context.Background()
+	a.cycleAll(ctx, triggerSchedule)
+
+	c := a.last(t)
+	if c.Result != ResultOK || c.Mode != measure.ModeSteady || c.Trigger != triggerSchedule || c.Rounds != 2 || c.FirstRound != 1 {
+		t.Fatalf("cycle %+v", c)
+	}
+	if c.BytesWritten <= 0 || c.FioVersion != enginetest.FioVersion || c.Driver != "overlay2" {
+		t.Errorf("cycle bytes %d, fio %q, driver %q", c.BytesWritten, c.FioVersion, c.Driver)
+	}
+	full, err := a.store.Cycle(ctx, c.ID)
+	if err != nil || len(full.Samples) != 2*3*4 || len(full.Results) != 3*4 {
+		t.Fatalf("stored cycle: %d samples, %d results, %v", len(full.Samples), len(full.Results), err)
+	}
+
+	snap := a.Snapshot()
+	if len(snap.Engines) != 1 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	me := snap.Engines[0]
+	if me.CyclesTotal[ResultOK] != 1 || me.LastSuccess.IsZero() || math.IsNaN(me.LastCycleDuration) {
+		t.Errorf("published cycle state: %v, %v, %v", me.CyclesTotal, me.LastSuccess, me.LastCycleDuration)
+	}
+	for _, tg := range measure.Targets {
+		if !(me.WrittenBytesTotal[tg] > 0) {
+			t.Errorf("written bytes of %s = %v", tg, me.WrittenBytesTotal[tg])
+		}
+	}
+	found := false
+	for _, o := range me.Overheads {
+		if o.Target == measure.TargetContainer && o.Workload == measure.Fsync && o.Metric == measure.MetricFsyncP99 {
+			found = true
+			if math.Abs(o.Ratio-1) > 1e-9 || o.Mode != measure.ModeSteady {
+				t.Errorf("container fsync_p99 overhead %+v, want ratio 1 (twice the host's latency)", o)
+			}
+		}
+	}
+	if !found || len(me.Raw) == 0 {
+		t.Errorf("published %d overheads without the container's fsync, %d raw figures", len(me.Overheads), len(me.Raw))
+	}
+
+	ov, err := a.Overhead(ctx)
+	if err != nil || len(ov.Engines) != 1 || len(ov.Engines[0].Results) != 12 || ov.Engines[0].LastCycleID != c.ID {
+		t.Errorf("Overhead = %+v, %v", ov, err)
+	}
+	d, err := a.Cycle(ctx, c.ID)
+	if err != nil || len(d.Samples) != 24 || d.CopyUp != nil || d.DurationSeconds <= 0 {
+		t.Errorf("Cycle(%d) = %d samples, copy-up %v, %v", c.ID, len(d.Samples), d.CopyUp, err)
+	}
+	if _, err := a.Cycle(ctx, c.ID+100); !errors.Is(err, httpapi.ErrNotFound) {
+		t.Errorf("Cycle of an unknown id: %v, want ErrNotFound", err)
+	}
+	es, err := a.Engines(ctx)
+	if err != nil || len(es) != 1 || !es[0].Reachable || es[0].LastCycle == nil || es[0].LastCycle.ID != c.ID {
+		t.Errorf("Engines = %+v, %v", es, err)
+	}
+
+	// The next cycle numbers its rounds on, and its estimate comes from
+	// this cycle's bytes per round.
+	if got, want := a.engines[0].estimateBytes(a.prof, 2), c.BytesWritten; got != want {
+		t.Errorf("estimate for 2 rounds = %d, want the last cycle's %d", got, want)
+	}
+	a.cycleAll(ctx, triggerAPI)
+	if c2 := a.last(t); c2.FirstRound != 3 || c2.Trigger != triggerAPI || c2.Result != ResultOK {
+		t.Errorf("second cycle %+v, want rounds from 3", c2)
+	}
+	if n := a.eng.Started(measure.ModeSteady); n != 1 {
+		t.Errorf("%d probe containers started for two cycles, want the long-lived one", n)
+	}
+}
+
+// TestGuardsSkip: each guard skips the cycle before anything is started,
+// and records why.
+func TestGuardsSkip(t *testing.T) {
+	for _, c := range []struct {
+		reason    string
+		configure func(*config.Config)
+		arrange   func(*testing.T, *testAgent)
+	}{
+		{SkipBudgetExhausted, func(c *config.Config) { c.Agent.DailyByteBudget = 1 << 20 }, nil},
+		{SkipLowSpace, func(c *config.Config) { c.FreeSpace.MinFreeRatio = 1 }, nil},
+		{SkipContainerChurn, func(c *config.Config) { c.Agent.ChurnQuietPeriod = time.Minute },
+			func(_ *testing.T, a *testAgent) { a.eng.SetChurn(3) }},
+		{SkipBusyIOPressure, func(c *config.Config) { c.Agent.MaxIOPressure = 10 },
+			func(t *testing.T, a *testAgent) {
+				writeFile(t, filepath.Join(a.procRoot, "pressure", "io"), "some avg10=42.00 avg60=1.00 avg300=1.00 total=1\n")
+			}},
+		{SkipBusyDisk, func(c *config.Config) { c.Agent.MaxDiskUtil = 0.5 }, busyDisk},
+		{SkipHostLocked, nil, func(t *testing.T, a *testAgent) {
+			l, err := hostfs.TryLock(a.lockPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Unlock() })
+		}},
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			a := newTestAgent(t, c.configure)
+			if c.arrange != nil {
+				c.arrange(t, a)
+			}
+			a.cycleAll(context.Background(), triggerSchedule)
+			got := a.last(t)
+			if got.Result != ResultSkipped || got.Reason != c.reason || got.Message == "" {
+				t.Errorf("cycle %s/%s %q, want skipped %s", got.Result, got.Reason, got.Message, c.reason)
+			}
+			if n := a.eng.Started(measure.ModeSteady); n != 0 {
+				t.Errorf("%d probe containers started for a skipped cycle", n)
+			}
+			me := a.Snapshot().Engines[0]
+			if me.SkipsTotal[c.reason] != 1 || me.CyclesTotal[ResultSkipped] != 1 {
+				t.Errorf("skips %v, cycles %v", me.SkipsTotal, me.CyclesTotal)
+			}
+		})
+	}
+}
+
+// busyDisk makes the data root's device look busy all the time: its
+// io_ticks grow by the elapsed time.
+func busyDisk(t *testing.T, a *testAgent) {
+	info, _ := a.eng.Info(context.Background())
+	dev, err := engine.DeviceOf(info.DataRoot)
+	if err != nil {
+		t.Skipf("the test directory's block device: %v", err)
+	}
+	stat := filepath.Join(a.sysRoot, "block", filepath.Base(dev), "stat")
+	start := time.Now()
+	tick := func() {
+		ms := time.Since(start).Milliseconds()
+		writeFile(t, stat, "1 0 8 1 1 0 8 1 0 "+itoa(ms)+" 0 0 0 0 0 0 0\n")
+	}
+	tick()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			tick()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// TestConfirmationRunsWhileBusy: confirmation rounds are not guarded (a
+// suspicion must be settled); a scheduled cycle is.
+func TestConfirmationRunsWhileBusy(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) { c.Agent.ChurnQuietPeriod = time.Minute })
+	a.eng.SetChurn(1)
+	e := a.engines[0]
+	if a.cycle(context.Background(), e, triggerConfirm, fsyncOnly(a.prof), 2) {
+		t.Error("a confirmation cycle asked for confirmation")
+	}
+	c := a.last(t)
+	if c.Result != ResultOK || c.Trigger != triggerConfirm || len(a.eng.Jobs()) == 0 {
+		t.Errorf("confirmation cycle %s/%s with %d jobs, want it run", c.Result, c.Reason, len(a.eng.Jobs()))
+	}
+	for _, j := range a.eng.Jobs() {
+		if j.Workload != measure.Fsync {
+			t.Errorf("confirmation ran %s", j.Workload)
+		}
+	}
+}
+
+// TestFailedCycles: an unreachable engine, a probe that does not start and
+// failed fio jobs are failed cycles with their reason; a probe container
+// that went away is replaced by the next cycle.
+func TestFailedCycles(t *testing.T) {
+	a := newTestAgent(t, nil)
+	ctx := context.Background()
+
+	a.eng.SetInfoErr(errors.New("dial unix /fake.sock: connection refused"))
+	a.cycleAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Result != ResultFailed || c.Reason != "unreachable" {
+		t.Errorf("unreachable engine: %s/%s", c.Result, c.Reason)
+	}
+	if es, _ := a.Engines(ctx); es[0].Reachable || len(es[0].Warnings) == 0 {
+		t.Errorf("engines while unreachable: %+v", es[0])
+	}
+	a.eng.SetInfoErr(nil)
+
+	a.eng.SetStartErr(errors.New("no such image"))
+	a.cycleAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Result != ResultFailed || c.Reason != "probe" || !strings.Contains(c.Message, "no such image") {
+		t.Errorf("probe did not start: %s/%s %q", c.Result, c.Reason, c.Message)
+	}
+	a.eng.SetStartErr(nil)
+
+	a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		if j.Target == measure.TargetBind {
+			return &engine.ExecResult{ExitCode: 1, Stderr: []byte("fio: pid=1, err=28/file:filesetup.c:240, func=write, error=No space left on device")}
+		}
+		return nil
+	})
+	a.cycleAll(ctx, triggerSchedule)
+	c := a.last(t)
+	if c.Result != ResultFailed || c.Reason != "fio_failures" || c.Message != "failed fio jobs: no_space x6" {
+		t.Errorf("failed jobs: %s/%s %q", c.Result, c.Reason, c.Message)
+	}
+	if a.engines[0].sess == nil {
+		t.Error("a healthy session was closed after failed jobs")
+	}
+	a.eng.SetFail(nil)
+
+	// Someone removes the probe container: this cycle's jobs fail, the
+	// session is dropped, and the next cycle starts a new probe.
+	a.eng.RemoveAll()
+	a.cycleAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Result != ResultOK {
+		t.Errorf("cycle after the probe was removed: %s/%s %q", c.Result, c.Reason, c.Message)
+	}
+	if n := a.eng.Started(measure.ModeSteady); n != 2 {
+		t.Errorf("%d probe containers started, want a second one after the first was removed", n)
+	}
+	if me := a.Snapshot().Engines[0]; me.CyclesTotal[ResultFailed] != 3 || me.CyclesTotal[ResultOK] != 1 {
+		t.Errorf("published cycle counts %v", me.CyclesTotal)
+	}
+}
+
+// TestRegressionConfirmed: a fresh slowdown of container fsync after a
+// learned baseline makes the detector suspicious; the scheduled cycle is
+// followed at once by fsync-only confirmation rounds, which confirm it.
+func TestRegressionConfirmed(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) {
+		c.Targets = []measure.Target{measure.TargetContainer}
+		c.Detector.MinBaselineRound, c.Detector.BaselineRounds = 4, 8
+		c.Detector.H, c.Detector.ConfirmRounds, c.Detector.ConfirmMin = 2, 3, 2
+	})
+	ctx := context.Background()
+	for range 2 {
+		a.cycleAll(ctx, triggerSchedule)
+	}
+	a.eng.SetSlowdown(measure.TargetContainer, 3)
+	a.cycleAll(ctx, triggerSchedule)
+
+	cs := a.cycles(t)
+	if len(cs) != 4 || cs[3].Trigger != triggerConfirm || cs[3].Result != ResultOK {
+		for _, c := range cs {
+			t.Logf("cycle %d %s %s/%s rounds %d", c.ID, c.Trigger, c.Result, c.Reason, c.Rounds)
+		}
+		t.Fatalf("want three scheduled cycles and a confirmation after the slowdown")
+	}
+	if cs[3].Rounds > 3 || cs[3].FirstRound != 7 {
+		t.Errorf("confirmation: rounds %d from %d, want at most 3 from 7", cs[3].Rounds, cs[3].FirstRound)
+	}
+	me := a.Snapshot().Engines[0]
+	if !me.Regression[measure.TargetContainer] {
+		t.Errorf("regression not published: %v", me.Regression)
+	}
+	st, err := a.store.DetectorState(ctx, "default", measure.ModeSteady, measure.TargetContainer)
+	if err != nil || !strings.Contains(string(st), `"regressed"`) {
+		t.Errorf("stored detector state %s, %v", st, err)
+	}
+
+	// A restarted agent remembers the verdict and the published results.
+	a.close(ctx)
+	b, err := New(a.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.newEngine = a.newEngine
+	if err := b.open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.close(ctx)
+	b.publish()
+	me = b.Snapshot().Engines[0]
+	if !me.Regression[measure.TargetContainer] || len(me.Overheads) == 0 || me.LastSuccess.IsZero() {
+		t.Errorf("after a restart: regression %v, %d overheads, last success %v", me.Regression, len(me.Overheads), me.LastSuccess)
+	}
+	a.engines = nil // closed above
+}
+
+func TestColdCycle(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) { c.Agent.ColdInterval = time.Hour })
+	a.eng.SetSlowdown(measure.TargetContainer, 2)
+	ctx := context.Background()
+	a.coldAll(ctx, triggerAPI)
+
+	c := a.last(t)
+	if c.Mode != measure.ModeCold || c.Result != ResultOK || c.Rounds != 2 || c.Profile != "smoke" {
+		t.Fatalf("cold cycle %+v", c)
+	}
+	if n := a.eng.Started(measure.ModeCold); n != 2 {
+		t.Errorf("%d fresh containers for 2 cold rounds", n)
+	}
+	me := a.Snapshot().Engines[0]
+	if me.ColdCyclesTotal[ResultOK] != 1 || me.CyclesTotal[ResultOK] != 0 || len(me.CopyUp) != 2*3 || me.Reflink == nil {
+		t.Errorf("published cold state: cycles %v / %v, %d copy-up figures, reflink %v",
+			me.ColdCyclesTotal, me.CyclesTotal, len(me.CopyUp), me.Reflink)
+	}
+	ov, err := a.Overhead(ctx)
+	if err != nil || len(ov.Engines) != 2 || ov.Engines[1].Mode != measure.ModeCold || ov.Engines[1].CopyUp == nil ||
+		len(ov.Engines[1].CopyUp.Sizes) != 3 || ov.Engines[1].LastCycleID != c.ID {
+		t.Errorf("Overhead = %+v, %v; want a steady and a cold entry", ov, err)
+	}
+	d, err := a.Cycle(ctx, c.ID)
+	if err != nil || d.CopyUp == nil || len(d.CopyUp.Samples) != 2*2*3 || d.Mode != measure.ModeCold {
+		t.Errorf("cold cycle detail %+v, %v", d.CopyUp, err)
+	}
+	// The first cold cycle after a restart is one cold interval after
+	// this one, not at once.
+	if d := a.firstColdDelay(ctx); d < 59*time.Minute {
+		t.Errorf("first cold delay %s after a cold cycle just now, want about an hour", d)
+	}
+}
+
+// TestLoop: the scheduler runs a cycle soon after start and then every
+// interval, cold cycles on their own timer, API triggers between them and
+// one at a time; it stops with its context.
+func TestLoop(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) {
+		c.Agent.Interval = 300 * time.Millisecond
+		c.Agent.ColdInterval = time.Hour
+		c.Agent.RoundsPerCycle = 1
+		c.Agent.Jitter = 0.5
+	})
+	a.opts.FirstCycleDelay = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	srvErr := make(chan error)
+	done := make(chan error, 1)
+	go func() { done <- a.loop(ctx, srvErr) }()
+
+	deadline := time.Now().Add(time.Minute)
+	count := func(mode measure.Mode, trigger string) int {
+		n := 0
+		for _, c := range a.cycles(t) {
+			if c.Mode == mode && c.Trigger == trigger && c.Result == ResultOK {
+				n++
+			}
+		}
+		return n
+	}
+	for count(measure.ModeSteady, triggerSchedule) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two scheduled cycles within a minute: %+v", a.cycles(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var triggered bool
+	for !triggered && time.Now().Before(deadline) {
+		names, err := a.TriggerColdCycle(ctx)
+		switch {
+		case err == nil:
+			triggered = true
+			if !slices.Equal(names, []string{"default"}) {
+				t.Errorf("TriggerColdCycle = %v", names)
+			}
+		case errors.Is(err, httpapi.ErrBusy):
+			time.Sleep(10 * time.Millisecond)
+		default:
+			t.Fatal(err)
+		}
+	}
+	for count(measure.ModeCold, triggerAPI) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the triggered cold cycle did not run: %+v", a.cycles(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("loop returned %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("loop did not stop with its context")
+	}
+}
+
+func TestTriggerOneAtATime(t *testing.T) {
+	a := newTestAgent(t, nil)
+	if _, err := a.TriggerCycle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.TriggerCycle(context.Background()); !errors.Is(err, httpapi.ErrBusy) {
+		t.Errorf("second trigger while one is queued: %v, want ErrBusy", err)
+	}
+	if mode := <-a.triggerCh; mode != measure.ModeSteady {
+		t.Errorf("queued mode %q", mode)
+	}
+}
+
+func TestJitter(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) { c.Agent.Interval, c.Agent.Jitter = time.Hour, 0.1 })
+	lo, hi := time.Hour, time.Duration(0)
+	for range 1000 {
+		d := a.nextInterval()
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 54*time.Minute || hi > 66*time.Minute || hi-lo < 6*time.Minute {
+		t.Errorf("intervals from %s to %s, want spread over 54m..66m", lo, hi)
+	}
+}
+
+// writeFile replaces path's content at once (write and rename), so that a
+// concurrent reader never sees it half written.
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Error(err)
+		return
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Error(err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
