@@ -171,23 +171,12 @@ func extractJSON(stdout []byte) (doc *fioOutput, start, end int, state extractSt
 // ('{'), found by balancing braces and brackets outside strings.
 func objectEnd(b []byte, s int) (int, bool) {
 	depth := 0
-	inString, escaped := false, false
+	var str jsonString
 	for i := s; i < len(b); i++ {
-		c := b[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
+		if str.holds(b[i]) {
 			continue
 		}
-		switch c {
-		case '"':
-			inString = true
+		switch b[i] {
 		case '{', '[':
 			depth++
 		case '}', ']':
@@ -203,29 +192,36 @@ func objectEnd(b []byte, s int) (int, bool) {
 	return 0, false
 }
 
+// jsonString follows JSON text byte by byte and tells which bytes belong to
+// a string literal, so that braces and words inside strings are left alone.
+type jsonString struct{ in, escaped bool }
+
+// holds reports whether c, the next byte, is part of a string literal
+// (its quotes included).
+func (s *jsonString) holds(c byte) bool {
+	switch {
+	case !s.in:
+		s.in = c == '"'
+	case s.escaped:
+		s.escaped = false
+	case c == '\\':
+		s.escaped = true
+	case c == '"':
+		s.in = false
+		return true
+	}
+	return s.in
+}
+
 // sanitizeJSON replaces the bare non-finite tokens fio's printf("%f") can
 // produce (nan, -nan, inf, -inf, infinity, any case) outside strings with
 // null, which fioNum reads as NaN.
 func sanitizeJSON(b []byte) []byte {
 	out := make([]byte, 0, len(b)+16)
-	inString, escaped := false, false
+	var str jsonString
 	for i := 0; i < len(b); {
 		c := b[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			out = append(out, c)
-			i++
-			continue
-		}
-		if c == '"' {
-			inString = true
+		if str.holds(c) {
 			out = append(out, c)
 			i++
 			continue
