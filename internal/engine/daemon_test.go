@@ -17,23 +17,12 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
-
-const hostFio = "/usr/bin/fio"
-
-func requireFio(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(hostFio); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s: %v (CI is set: not skipping)", hostFio, err)
-		}
-		t.Skipf("%s: %v", hostFio, err)
-	}
-}
 
 func newTestClient(t *testing.T, host string) *Client {
 	t.Helper()
-	c, err := New("test", host, testLogger(t))
+	c, err := New("test", host, testharness.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +116,7 @@ func countFio(t *testing.T, c *Client, p *Probe, ok func(int) bool) int {
 // It ends with a crash (SIGKILL of dockerd with a probe running) and then
 // checks that the daemon's cleanup left no process, mount or directory.
 func TestOverlay2Engine(t *testing.T) {
-	requireFio(t)
+	testharness.RequireFio(t)
 	var dir string
 	var ids []string
 	t.Run("daemon", func(t *testing.T) {
@@ -205,7 +194,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := probeimage.Build(hostFio, self)
+	im, err := probeimage.Build(testharness.HostFio, self)
 	if err != nil {
 		t.Fatalf("probeimage.Build: %v", err)
 	}
@@ -312,7 +301,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		}
 
 		// One fio for both arms: the container's is the host's.
-		want, err := exec.Command(hostFio, "--version").Output()
+		want, err := exec.Command(testharness.HostFio, "--version").Output()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/probeimage"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // recordedEngine serves a directory of recorded engine answers (see
@@ -108,18 +108,6 @@ func (re *recordedEngine) host() string {
 	return "tcp://" + re.Listener.Addr().String()
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t *testing.T }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func TestInfoRecordedEngines(t *testing.T) {
 	// Data roots of engines that do not run here, and what statfs would
 	// say about them on their hosts.
@@ -186,7 +174,7 @@ func TestInfoRecordedEngines(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
 			re := serveRecorded(t, filepath.Join("testdata", tt.dir), nil)
-			c, err := New("rec", re.host(), testLogger(t))
+			c, err := New("rec", re.host(), testharness.Logger(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +252,7 @@ func TestUnreachable(t *testing.T) {
 		{dead, "connection refused"},
 	} {
 		host := "unix://" + tc.sock
-		c, err := New("gone", host, testLogger(t))
+		c, err := New("gone", host, testharness.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +321,7 @@ func TestEnsureImageStreamError(t *testing.T) {
 			io.WriteString(w, `{"errorDetail":{"message":"failed to register layer: no space left on device"},"error":"failed to register layer: no space left on device"}`+"\n")
 		},
 	})
-	c, err := New("rec", re.host(), testLogger(t))
+	c, err := New("rec", re.host(), testharness.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

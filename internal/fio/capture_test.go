@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // capture rewrites the captured fio outputs in testdata/ by running the real
@@ -23,8 +24,6 @@ import (
 //
 //	go test ./internal/fio -run TestCapture -capture
 var capture = flag.Bool("capture", false, "run real fio and rewrite testdata/*.stdout|stderr|exit and testdata/derived-*.json")
-
-const fioBinary = "/usr/bin/fio"
 
 // captureCase is one real fio execution recorded in testdata. The same
 // table drives TestParseCaptured.
@@ -194,7 +193,7 @@ func TestCapture(t *testing.T) {
 				defer cleanup()
 				dir = d
 			}
-			argv := Command(fioBinary, c.job, dir)
+			argv := Command(testharness.HostFio, c.job, dir)
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Dir = t.TempDir()
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

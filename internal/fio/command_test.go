@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 func TestCommand(t *testing.T) {
@@ -50,21 +51,8 @@ func TestCommand(t *testing.T) {
 	}
 }
 
-// requireFio returns the real fio binary, skipping when it is missing
-// unless CI is set.
-func requireFio(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat(fioBinary); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("fio is required in CI: %v", err)
-		}
-		t.Skipf("fio not installed: %v", err)
-	}
-	return fioBinary
-}
-
 func TestVersion(t *testing.T) {
-	bin := requireFio(t)
+	bin := testharness.RequireFio(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v, err := Version(ctx, bin)
@@ -134,7 +122,7 @@ func TestFailureFromRunError(t *testing.T) {
 
 // TestRealFio runs every quick-profile job with real fio in a temp dir.
 func TestRealFio(t *testing.T) {
-	bin := requireFio(t)
+	bin := testharness.RequireFio(t)
 	p, err := LookupProfile("quick")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,20 +18,20 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // testServer is a handler over a fake source, with the log captured.
 type testServer struct {
 	h   http.Handler
 	src *fakeSource
-	log *bytes.Buffer
-	mu  sync.Mutex // guards log: slog handlers write from request goroutines
+	log *testharness.Buffer // slog handlers write from request goroutines
 }
 
 func newTestServer(t *testing.T, mod func(*Options)) *testServer {
 	t.Helper()
-	ts := &testServer{src: newFakeSource(), log: &bytes.Buffer{}}
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&ts.mu, ts.log}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts := &testServer{src: newFakeSource(), log: &testharness.Buffer{}}
+	logger := slog.New(slog.NewTextHandler(ts.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o := Options{Source: ts.src, Metrics: metricsHandler, Logger: logger, APIToken: []byte(testToken)}
 	if mod != nil {
 		mod(&o)
@@ -41,22 +40,7 @@ func newTestServer(t *testing.T, mod func(*Options)) *testServer {
 	return ts
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (ts *testServer) logText() string {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.log.String()
-}
+func (ts *testServer) logText() string { return ts.log.String() }
 
 func (ts *testServer) do(method, target string, header map[string]string, body string) *httptest.ResponseRecorder {
 	c := apiCase{method: method, target: target, header: header, body: body}

@@ -20,6 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // scrape GETs /metrics from a real HTTP server the way Prometheus would
@@ -52,26 +54,9 @@ func parse(t testing.TB, body []byte) map[string]*dto.MetricFamily {
 }
 
 // bufLogger collects what Handler logs, so tests can require silence.
-func bufLogger() (*slog.Logger, *syncBuffer) {
-	var b syncBuffer
+func bufLogger() (*slog.Logger, *testharness.Buffer) {
+	var b testharness.Buffer
 	return slog.New(slog.NewTextHandler(&b, nil)), &b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The real linter Prometheus users run, on a real scrape of the whole

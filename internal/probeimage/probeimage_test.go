@@ -17,20 +17,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
-
-const hostFio = "/usr/bin/fio"
-
-// requireFio skips without fio, except in CI where fio is a prerequisite.
-func requireFio(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(hostFio); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s: %v (CI is set: not skipping)", hostFio, err)
-		}
-		t.Skipf("%s: %v", hostFio, err)
-	}
-}
 
 // smallBinary copies a small dynamically linked host binary into a temp
 // dir, so a test can change it.
@@ -145,7 +134,7 @@ func fileSum(t *testing.T, p string) string {
 }
 
 func TestBuildContents(t *testing.T) {
-	requireFio(t)
+	hostFio := testharness.RequireFio(t)
 	helper := smallBinary(t)
 	im, err := Build(hostFio, helper)
 	if err != nil {
@@ -233,7 +222,7 @@ func TestBuildContents(t *testing.T) {
 }
 
 func TestDigest(t *testing.T) {
-	requireFio(t)
+	hostFio := testharness.RequireFio(t)
 	helper := smallBinary(t)
 	a, err := Build(hostFio, helper)
 	if err != nil {
@@ -296,7 +285,7 @@ func TestBuildErrors(t *testing.T) {
 	for name, args := range map[string][2]string{
 		"missing fio":    {filepath.Join(dir, "nope"), script},
 		"fio not ELF":    {script, script},
-		"helper missing": {hostFio, ""},
+		"helper missing": {testharness.HostFio, ""},
 	} {
 		if _, err := Build(args[0], args[1]); err == nil {
 			t.Errorf("%s: Build(%q, %q) = nil error", name, args[0], args[1])
@@ -343,7 +332,7 @@ func TestExpandOrigin(t *testing.T) {
 // chrooted there: the library resolution is right only if fio starts with
 // nothing but the image's files.
 func TestImageRunsFio(t *testing.T) {
-	requireFio(t)
+	hostFio := testharness.RequireFio(t)
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
 			t.Fatal("chroot needs root (CI is set: not skipping)")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 func coldCycle(t *testing.T, s *Store, start time.Time, first, n int, result string, reflink *bool) Cycle {
@@ -90,7 +91,7 @@ func TestMigrationFromV1KeepsCycles(t *testing.T) {
 	saved := migrations
 	migrations = migrations[:1]
 	schemaVersion = 1
-	s, err := Open(dir, testLogger(t))
+	s, err := Open(dir, testharness.Logger(t))
 	if err != nil {
 		migrations, schemaVersion = saved, len(saved)
 		t.Fatal(err)

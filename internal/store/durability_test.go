@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // childEnv makes the test binary act as an agent process that the
@@ -232,7 +234,7 @@ func TestOpenCorruptDatabase(t *testing.T) {
 // still there, byte for byte, and the lock was released.
 func expectCorrupt(t *testing.T, dir string, content []byte) {
 	t.Helper()
-	s, err := Open(dir, testLogger(t))
+	s, err := Open(dir, testharness.Logger(t))
 	if err == nil {
 		s.Close()
 		t.Fatal("Open of a corrupt database succeeded")

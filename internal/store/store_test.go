@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,25 +15,14 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func openStore(t *testing.T, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir, testLogger(t))
+	s, err := Open(dir, testharness.Logger(t))
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
@@ -656,7 +644,7 @@ func TestSecondOpenIsLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := Open(dir, testLogger(t))
+	s2, err := Open(dir, testharness.Logger(t))
 	if err == nil {
 		s2.Close()
 		t.Fatal("second Open on the same directory succeeded")
@@ -780,7 +768,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(dir, testLogger(t))
+	s2, err := Open(dir, testharness.Logger(t))
 	if err == nil {
 		s2.Close()
 		t.Fatal("Open of a newer schema succeeded")
@@ -789,7 +777,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		t.Errorf("error %q does not say the schema is newer", err)
 	}
 	// The refusal released the lock.
-	s3, err := Open(dir, testLogger(t))
+	s3, err := Open(dir, testharness.Logger(t))
 	if errors.Is(err, ErrLocked) {
 		t.Fatalf("lock not released after a failed Open: %v", err)
 	}

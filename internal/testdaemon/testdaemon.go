@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // Options choose the daemon's storage.
@@ -86,7 +88,7 @@ const (
 func Require(t testing.TB) {
 	t.Helper()
 	if err := prerequisites(); err != nil {
-		skipOrFail(t, "testdaemon: %v", err)
+		testharness.SkipOrFail(t, "testdaemon: %v", err)
 	}
 }
 
@@ -100,16 +102,6 @@ func prerequisites() error {
 		}
 	}
 	return nil
-}
-
-// skipOrFail skips, except in CI, where a missing prerequisite is a broken
-// CI machine and must fail.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format+" (CI is set: not skipping)", args...)
-	}
-	t.Skipf(format, args...)
 }
 
 // lookPath finds a binary in PATH or in the sbin directories, which a
@@ -150,7 +142,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 	case "":
 	case "btrfs", "xfs":
 		if err := loopPrerequisites(opts.Backing); err != nil {
-			skipOrFail(t, "testdaemon: %v", err)
+			testharness.SkipOrFail(t, "testdaemon: %v", err)
 		}
 	default:
 		t.Fatalf("testdaemon: unsupported backing %q (want \"\", btrfs or xfs)", opts.Backing)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 // TestStartKillRestartCleanup runs a daemon through a crash and a restart
@@ -134,7 +136,7 @@ func procsNaming(dir string) []int {
 // deepest first, unescaped, and that unmountUnder removes them all.
 func TestMountsUnderAndUnmount(t *testing.T) {
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "mounting needs root")
+		testharness.SkipOrFail(t, "mounting needs root")
 	}
 	dir := filepath.Join(t.TempDir(), "a b")
 	inner := filepath.Join(dir, "inner")

@@ -2,7 +2,9 @@
 // test/ops) and the benchmarks (bench) share to drive the layerprobe binary
 // from outside: the binary built once the way `make build` builds it, free
 // ports, child processes with their output collected, polling until
-// something holds, and /metrics scraped and searched.
+// something holds, and /metrics scraped and searched. The unit tests share
+// its smaller pieces too: a locked buffer, a logger to t.Log, and skipping
+// (or failing in CI) without a prerequisite.
 //
 // It is for tests only; nothing in the shipped binary imports it.
 package testharness

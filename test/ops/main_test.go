@@ -34,16 +34,6 @@ var repoRoot = func() string {
 // repoPath joins a slash-separated path below the repository root.
 func repoPath(p string) string { return filepath.Join(repoRoot, filepath.FromSlash(p)) }
 
-// skipOrFail skips the test, except in CI, where a missing prerequisite
-// means a broken CI machine.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf(format+" (CI is set: not skipping)", args...)
-	}
-	t.Skipf(format, args...)
-}
-
 // needsSystem marks a test that starts daemons or builds images: skipped
 // with -short, and it needs root.
 func needsSystem(t testing.TB) {
@@ -52,7 +42,7 @@ func needsSystem(t testing.TB) {
 		t.Skip("-short: needs root, daemons and real tools")
 	}
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root")
+		testharness.SkipOrFail(t, "needs root")
 	}
 }
 
@@ -71,7 +61,7 @@ func tool(t testing.TB, name string, extraDirs ...string) string {
 			return p
 		}
 	}
-	skipOrFail(t, "%s not found (scripts/install-deps.sh installs it)", name)
+	testharness.SkipOrFail(t, "%s not found (scripts/install-deps.sh installs it)", name)
 	return ""
 }
 
