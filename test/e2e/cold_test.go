@@ -5,12 +5,10 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -206,18 +204,7 @@ func finite(vs ...float64) bool {
 
 // coldAgentConfig: agentConfig with the cold probe on; its first scheduled
 // cold cycle would come a minute after start, the test triggers one.
-const coldAgentConfig = `profile: smoke
-agent:
-  interval: 1h
-  cold_interval: 1h
-  cold_rounds: 3
-  jitter: 0
-  rounds_per_cycle: 2
-  window_rounds: 6
-  daily_byte_budget: 0
-  max_io_pressure: 100
-  max_disk_util: 1
-  churn_quiet_period: 0s`
+var coldAgentConfig = strings.Replace(agentConfig, "cold_interval: 0s", "cold_interval: 1h\n  cold_rounds: 3", 1)
 
 // The agent runs a cold cycle on POST /api/v1/cycles?mode=cold, records
 // it with mode cold, serves its figures with mode="cold" in /metrics and
@@ -322,18 +309,7 @@ func TestKilledColdRunIsSweptByTheNext(t *testing.T) {
 		}
 		return out
 	}
-	cmd := exec.Command(binary, "run", "--mode", "cold", "--rounds", "100", "--log.level", "warn")
-	cmd.Env = lpEnv(t, d.Host)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	run := startLayerprobe(t, d.Host, "run", "--mode", "cold", "--rounds", "100", "--log.level", "warn")
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(coldContainers()) == 0 {
 		if time.Now().After(deadline) {
@@ -341,11 +317,7 @@ func TestKilledColdRunIsSweptByTheNext(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	killed = true
+	run.Kill()
 	left := coldContainers()
 	if len(left) == 0 {
 		t.Skip("the cold container was removed between the check and the kill; nothing to sweep")

@@ -68,6 +68,20 @@ func layerprobe(t *testing.T, host string, timeout time.Duration, args ...string
 	return result{out.String(), errb.String(), code}
 }
 
+// startLayerprobe starts the binary against the daemon at host without
+// waiting; the test's cleanup kills it if the test has not.
+func startLayerprobe(t *testing.T, host string, args ...string) *testharness.Proc {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = lpEnv(t, host)
+	p, err := testharness.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	return p
+}
+
 // lpEnv points layerprobe at one private daemon, with its own lock file so
 // parallel test packages do not wait on each other, and no config file.
 func lpEnv(t *testing.T, host string) []string {

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,18 +167,7 @@ func hostFioVersion(t *testing.T) string {
 func TestKilledRunThenCleanupLeavesNothing(t *testing.T) {
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	api := newAPI(d.Host)
-	cmd := exec.Command(binary, "run", "--rounds", "100", "--log.level", "warn")
-	cmd.Env = lpEnv(t, d.Host)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	run := startLayerprobe(t, d.Host, "run", "--rounds", "100", "--log.level", "warn")
 	// Wait until the probe container runs and fio is busy in it.
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(api.labelled(t).Containers) == 0 {
@@ -189,11 +177,7 @@ func TestKilledRunThenCleanupLeavesNothing(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second)
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	killed = true
+	run.Kill()
 
 	left := api.labelled(t)
 	if len(left.Containers) == 0 || len(left.Volumes) == 0 {
