@@ -775,17 +775,13 @@ func saveFootprintRSSPlot(dir string, r *footprintResult) error {
 			xy = append(xy, plotter.XY{X: s.T, Y: float64(s.RSS) / (1 << 20)})
 			top = max(top, s.T)
 		}
-		if len(xy) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(xy)
+		l, err := addLine(p, v.Name, i, xy)
 		if err != nil {
 			return err
 		}
-		l.Color = plotutil.Color(i)
-		l.Width = vg.Points(1.5)
-		p.Add(l)
-		p.Legend.Add(v.Name, l)
+		if l != nil {
+			l.Width = vg.Points(1.5)
+		}
 	}
 	target, err := plotter.NewLine(plotter.XYs{{X: 0, Y: rssTargetBytes / (1 << 20)}, {X: top, Y: rssTargetBytes / (1 << 20)}})
 	if err != nil {

@@ -111,23 +111,13 @@ func saveDetectionPlot(dir string, pts []detectionPoint, capCycles int, floor fl
 		lxy = append(lxy, plotter.XY{X: d.slowdown, Y: y + 0.25})
 		labels = append(labels, d.label)
 	}
-	if len(flagged) > 0 {
-		sc, err := plotter.NewScatter(flagged)
-		if err != nil {
-			return err
-		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(0), Shape: draw.CircleGlyph{}, Radius: vg.Points(4)}
-		p.Add(sc)
-		p.Legend.Add("flagged", sc)
+	if err := addScatter(p, "flagged", flagged,
+		draw.GlyphStyle{Color: plotutil.Color(0), Shape: draw.CircleGlyph{}, Radius: vg.Points(4)}); err != nil {
+		return err
 	}
-	if len(missed) > 0 {
-		sc, err := plotter.NewScatter(missed)
-		if err != nil {
-			return err
-		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(1), Shape: draw.CrossGlyph{}, Radius: vg.Points(5)}
-		p.Add(sc)
-		p.Legend.Add(fmt.Sprintf("not flagged within %d cycles", capCycles), sc)
+	if err := addScatter(p, fmt.Sprintf("not flagged within %d cycles", capCycles), missed,
+		draw.GlyphStyle{Color: plotutil.Color(1), Shape: draw.CrossGlyph{}, Radius: vg.Points(5)}); err != nil {
+		return err
 	}
 	if len(lxy) > 0 {
 		l, err := plotter.NewLabels(plotter.XYLabels{XYs: lxy, Labels: labels})
@@ -276,16 +266,9 @@ func saveSeriesPlot(dir string, container, bind []float64, floor float64) error 
 		for j, x := range s.xs {
 			xy = append(xy, plotter.XY{X: float64(j + 1), Y: x})
 		}
-		if len(xy) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(xy)
-		if err != nil {
+		if _, err := addLine(p, s.name, i, xy); err != nil {
 			return err
 		}
-		l.Color = plotutil.Color(i)
-		p.Add(l)
-		p.Legend.Add(s.name, l)
 	}
 	if floor > 0 && !math.IsNaN(floor) {
 		f := plotter.NewFunction(func(float64) float64 { return floor })
@@ -296,4 +279,36 @@ func saveSeriesPlot(dir string, container, bind []float64, floor float64) error 
 	}
 	p.Legend.Top = true
 	return p.Save(7*vg.Inch, 3.5*vg.Inch, filepath.Join(dir, plotSeries))
+}
+
+// addLine adds xy to p as a line in the i-th colour, with a legend entry;
+// with no points it adds nothing and returns nil.
+func addLine(p *plot.Plot, name string, i int, xy plotter.XYs) (*plotter.Line, error) {
+	if len(xy) == 0 {
+		return nil, nil
+	}
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	l.Color = plotutil.Color(i)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return l, nil
+}
+
+// addScatter adds xy to p as points drawn with glyph, with a legend entry;
+// with no points it adds nothing.
+func addScatter(p *plot.Plot, name string, xy plotter.XYs, glyph draw.GlyphStyle) error {
+	if len(xy) == 0 {
+		return nil
+	}
+	sc, err := plotter.NewScatter(xy)
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle = glyph
+	p.Add(sc)
+	p.Legend.Add(name, sc)
+	return nil
 }
