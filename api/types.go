@@ -57,21 +57,6 @@ type (
 	CopyUpSample = measure.CopyUpSample
 )
 
-// Modes, targets and workloads.
-const (
-	ModeSteady = measure.ModeSteady
-	ModeCold   = measure.ModeCold
-
-	TargetHost      = measure.TargetHost
-	TargetContainer = measure.TargetContainer
-	TargetBind      = measure.TargetBind
-	TargetVolume    = measure.TargetVolume
-
-	SeqWrite  = measure.SeqWrite
-	RandWrite = measure.RandWrite
-	Fsync     = measure.Fsync
-)
-
 // ErrorResponse is every 4xx/5xx body: {"error": {"code": ..., "message": ...}}.
 type ErrorResponse struct {
 	Error ErrorBody `json:"error"`

@@ -253,18 +253,7 @@ func TestRunRoundsRecordsFailures(t *testing.T) {
 // TestHostJobFailureClearsItsDirectory: a failed host job's files are
 // removed; the host directory itself stays.
 func TestHostJobFailureClearsItsDirectory(t *testing.T) {
-	opts := testOptions(t)
-	bin := filepath.Join(t.TempDir(), "fio")
-	script := "#!/bin/sh\nfor a; do case \"$a\" in --version) echo " + enginetest.FioVersion + "; exit 0;; --directory=*) d=${a#--directory=};; esac; done\n" +
-		"echo half > \"$d/seqwrite.0.0\"\necho 'fio: io_u error on file: Input/output error' >&2\nexit 1\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opts.FioBinary = bin
-	opts.Targets = []measure.Target{measure.TargetContainer}
-	s, _ := prepare(t, opts)
-	prof := smoke(t)
-	prof.Jobs = prof.Jobs[:1]
+	s, prof := hostJob(t, "echo half > \"$d/seqwrite.0.0\"\necho 'fio: io_u error on file: Input/output error' >&2\nexit 1\n")
 	samples := s.RunRounds(context.Background(), prof, 1, 1, rand.New(rand.NewPCG(5, 6)), nil)
 	for _, sm := range samples {
 		if (sm.Target == measure.TargetHost) == sm.OK() {
@@ -279,17 +268,7 @@ func TestHostJobFailureClearsItsDirectory(t *testing.T) {
 // TestHostJobTimeout: a host fio that hangs is stopped at its job's
 // timeout (its whole process group) and recorded as a timeout.
 func TestHostJobTimeout(t *testing.T) {
-	opts := testOptions(t)
-	bin := filepath.Join(t.TempDir(), "fio")
-	script := "#!/bin/sh\ncase \"$1\" in --version) echo " + enginetest.FioVersion + "; exit 0;; esac\nsleep 60 &\nwait\n"
-	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opts.FioBinary = bin
-	opts.Targets = []measure.Target{measure.TargetContainer}
-	s, _ := prepare(t, opts)
-	prof := smoke(t)
-	prof.Jobs = prof.Jobs[:1]
+	s, prof := hostJob(t, "sleep 60 &\nwait\n")
 	prof.Jobs[0].Timeout = 300 * time.Millisecond
 	start := time.Now()
 	for _, sm := range s.RunRounds(context.Background(), prof, 1, 1, rand.New(rand.NewPCG(17, 18)), nil) {
@@ -466,6 +445,26 @@ func TestRunColdNeedsAnFsyncJob(t *testing.T) {
 	if _, err := s.RunCold(context.Background(), prof, 1, 1, rand.New(rand.NewPCG(1, 1)), nil); !errors.As(err, &perr) || perr.Code != "profile" {
 		t.Errorf("RunCold without fsync job = %v", err)
 	}
+}
+
+// hostJob prepares a session of the host and container targets whose host
+// fio answers --version like the fake and runs the shell code job for a
+// job ($d is the job's directory); the profile is the smoke profile's
+// first job.
+func hostJob(t *testing.T, job string) (*Session, fio.Profile) {
+	t.Helper()
+	opts := testOptions(t)
+	opts.FioBinary = filepath.Join(t.TempDir(), "fio")
+	script := "#!/bin/sh\nfor a; do case \"$a\" in --version) echo " + enginetest.FioVersion + "; exit 0;; " +
+		"--directory=*) d=${a#--directory=};; esac; done\n" + job
+	if err := os.WriteFile(opts.FioBinary, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts.Targets = []measure.Target{measure.TargetContainer}
+	s, _ := prepare(t, opts)
+	prof := smoke(t)
+	prof.Jobs = prof.Jobs[:1]
+	return s, prof
 }
 
 func count(xs []string, x string) int {
