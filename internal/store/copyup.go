@@ -35,25 +35,16 @@ func insertCopyUp(ctx context.Context, tx *sql.Tx, c *Cycle) error {
 
 // queryCopyUp reads copy-up samples selected by from (a FROM ... WHERE ...
 // ORDER BY clause in which copyup_samples is aliased u).
-func queryCopyUp(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, from string, args ...any) ([]measure.CopyUpSample, error) {
-	rows, err := q.QueryContext(ctx, `SELECT u.round, u.target, u.size_bytes, u.seconds, u.error `+from, args...)
+func queryCopyUp(ctx context.Context, q queryer, from string, args ...any) ([]measure.CopyUpSample, error) {
+	out, err := queryAll(ctx, q, `SELECT u.round, u.target, u.size_bytes, u.seconds, u.error `+from, args,
+		func(rows *sql.Rows) (measure.CopyUpSample, error) {
+			var u measure.CopyUpSample
+			var secs sql.NullFloat64
+			err := rows.Scan(&u.Round, &u.Target, &u.SizeBytes, &secs, &u.Error)
+			u.Seconds = secs.Float64
+			return u, err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("read copy-up samples: %w", err)
-	}
-	defer rows.Close()
-	var out []measure.CopyUpSample
-	for rows.Next() {
-		var u measure.CopyUpSample
-		var secs sql.NullFloat64
-		if err := rows.Scan(&u.Round, &u.Target, &u.SizeBytes, &secs, &u.Error); err != nil {
-			return nil, fmt.Errorf("read copy-up samples: %w", err)
-		}
-		u.Seconds = secs.Float64
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read copy-up samples: %w", err)
 	}
 	return out, nil

@@ -56,11 +56,7 @@ func (s *Store) FinishCycle(ctx context.Context, c *Cycle) error {
 	if c.FinishedAt.IsZero() {
 		c.FinishedAt = time.Now().UTC()
 	}
-	results, err := encodeResults(c.Results)
-	if err != nil {
-		return fmt.Errorf("finish cycle %d: %w", c.ID, err)
-	}
-	rows, err := encodeSamples(c)
+	results, rows, err := encodeCycle(c)
 	if err != nil {
 		return fmt.Errorf("finish cycle %d: %w", c.ID, err)
 	}
@@ -127,11 +123,7 @@ func (s *Store) RecordSkip(ctx context.Context, c *Cycle) error {
 	if c.FinishedAt.IsZero() {
 		c.FinishedAt = now
 	}
-	results, err := encodeResults(c.Results)
-	if err != nil {
-		return fmt.Errorf("record skipped cycle of %s: %w", c.Engine, err)
-	}
-	rows, err := encodeSamples(c)
+	results, rows, err := encodeCycle(c)
 	if err != nil {
 		return fmt.Errorf("record skipped cycle of %s: %w", c.Engine, err)
 	}
@@ -230,20 +222,8 @@ func (s *Store) Cycles(ctx context.Context, q Query) ([]Cycle, error) {
 	query += ` ORDER BY started_at DESC, id DESC LIMIT ?`
 	args = append(args, q.Limit)
 
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	out, err := queryAll(ctx, s.db, query, args, func(rows *sql.Rows) (Cycle, error) { return scanCycle(rows, nil) })
 	if err != nil {
-		return nil, fmt.Errorf("list cycles: %w", err)
-	}
-	defer rows.Close()
-	var out []Cycle
-	for rows.Next() {
-		c, err := scanCycle(rows, nil)
-		if err != nil {
-			return nil, fmt.Errorf("list cycles: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list cycles: %w", err)
 	}
 	return out, nil
@@ -338,22 +318,20 @@ func (s *Store) Counts(ctx context.Context, engine string) (map[string]int64, er
 		args = append(args, engine)
 	}
 	query += ` GROUP BY result`
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	type count struct {
+		result string
+		n      int64
+	}
+	counts, err := queryAll(ctx, s.db, query, args, func(rows *sql.Rows) (count, error) {
+		var c count
+		return c, rows.Scan(&c.result, &c.n)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("count cycles of %q: %w", engine, err)
 	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var result string
-		var n int64
-		if err := rows.Scan(&result, &n); err != nil {
-			return nil, fmt.Errorf("count cycles of %q: %w", engine, err)
-		}
-		out[result] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count cycles of %q: %w", engine, err)
+	out := make(map[string]int64, len(counts))
+	for _, c := range counts {
+		out[c.result] = c.n
 	}
 	return out, nil
 }
@@ -386,6 +364,18 @@ func scanCycle(sc scanner, results *string) (Cycle, error) {
 		return Cycle{}, fmt.Errorf("cycle %d: %w", c.ID, err)
 	}
 	return c, nil
+}
+
+// encodeCycle encodes a cycle's results and samples before its write
+// transaction begins, so that the transaction only executes statements.
+func encodeCycle(c *Cycle) (results string, samples []sampleRow, err error) {
+	if results, err = encodeResults(c.Results); err != nil {
+		return "", nil, err
+	}
+	if samples, err = encodeSamples(c); err != nil {
+		return "", nil, err
+	}
+	return results, samples, nil
 }
 
 // Results are stored as one JSON array per cycle (results_json), in the

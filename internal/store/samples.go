@@ -88,36 +88,29 @@ func insertSamples(ctx context.Context, tx *sql.Tx, cycleID int64, rows []sample
 
 // querySamples reads samples selected by from (a FROM ... WHERE ... ORDER
 // BY clause in which the samples table is aliased s).
-func querySamples(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, from string, args ...any) ([]measure.Sample, error) {
-	rows, err := q.QueryContext(ctx, `SELECT s.result_json, s.duration_seconds, s.runtime_ns `+from, args...)
+func querySamples(ctx context.Context, q queryer, from string, args ...any) ([]measure.Sample, error) {
+	out, err := queryAll(ctx, q, `SELECT s.result_json, s.duration_seconds, s.runtime_ns `+from, args,
+		func(rows *sql.Rows) (measure.Sample, error) {
+			var sm measure.Sample
+			var js string
+			var duration sql.NullFloat64
+			var runtime int64
+			if err := rows.Scan(&js, &duration, &runtime); err != nil {
+				return sm, err
+			}
+			if err := json.Unmarshal([]byte(js), &sm); err != nil {
+				return sm, fmt.Errorf("decode sample: %w", err)
+			}
+			sm.StartedAt = sm.StartedAt.UTC()
+			sm.DurationSeconds = math.NaN()
+			if duration.Valid {
+				sm.DurationSeconds = duration.Float64
+			}
+			// Runtime is not part of the sample's JSON form (json:"-").
+			sm.Runtime = time.Duration(runtime)
+			return sm, nil
+		})
 	if err != nil {
-		return nil, fmt.Errorf("read samples: %w", err)
-	}
-	defer rows.Close()
-	var out []measure.Sample
-	for rows.Next() {
-		var js string
-		var duration sql.NullFloat64
-		var runtime int64
-		if err := rows.Scan(&js, &duration, &runtime); err != nil {
-			return nil, fmt.Errorf("read samples: %w", err)
-		}
-		var sm measure.Sample
-		if err := json.Unmarshal([]byte(js), &sm); err != nil {
-			return nil, fmt.Errorf("decode sample: %w", err)
-		}
-		sm.StartedAt = sm.StartedAt.UTC()
-		sm.DurationSeconds = math.NaN()
-		if duration.Valid {
-			sm.DurationSeconds = duration.Float64
-		}
-		// Runtime is not part of the sample's JSON form (json:"-").
-		sm.Runtime = time.Duration(runtime)
-		out = append(out, sm)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read samples: %w", err)
 	}
 	return out, nil

@@ -333,6 +333,29 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// queryer runs queries: the database or a transaction.
+type queryer interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+// queryAll runs query and reads every row it returns with scan.
+func queryAll[T any](ctx context.Context, q queryer, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // write runs fn in one write transaction, serialised with this process's
 // other writes, and commits when fn returns nil.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
