@@ -24,31 +24,20 @@ import (
 // agentToken is the trigger token of the agents the benchmark starts.
 const agentToken = "bench-token-0123456789abcdef0123"
 
-// agentDir is one agent's directory: config.yml, token and state/. The
-// state directory (history and detector state) can be copied to another
-// agentDir so several runs start from one learned baseline.
-type agentDir struct {
-	dir string
-}
+// agentDir is one agent's files: config, token and state. The state
+// directory (history and detector state) can be copied to another agentDir
+// so several runs start from one learned baseline.
+type agentDir struct{ testharness.AgentFiles }
 
 func newAgentDir(dir, configYAML string) (agentDir, error) {
-	a := agentDir{dir: dir}
-	if err := os.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
-		return a, fmt.Errorf("agent dir: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.yml"), []byte(configYAML), 0o600); err != nil {
-		return a, fmt.Errorf("agent config: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(agentToken+"\n"), 0o600); err != nil {
-		return a, fmt.Errorf("agent token: %w", err)
-	}
-	return a, nil
+	f, err := testharness.WriteAgentFiles(dir, configYAML, agentToken)
+	return agentDir{f}, err
 }
 
 // cloneState copies this directory's state (the agent must be stopped)
 // into a fresh agentDir with the same configuration.
 func (a agentDir) cloneState(dir string) (agentDir, error) {
-	cfg, err := os.ReadFile(filepath.Join(a.dir, "config.yml"))
+	cfg, err := os.ReadFile(a.Config)
 	if err != nil {
 		return agentDir{}, fmt.Errorf("read config: %w", err)
 	}
@@ -56,8 +45,7 @@ func (a agentDir) cloneState(dir string) (agentDir, error) {
 	if err != nil {
 		return n, err
 	}
-	src := filepath.Join(a.dir, "state")
-	ents, err := os.ReadDir(src)
+	ents, err := os.ReadDir(a.StateDir)
 	if err != nil {
 		return n, fmt.Errorf("read state dir: %w", err)
 	}
@@ -65,11 +53,11 @@ func (a agentDir) cloneState(dir string) (agentDir, error) {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		b, err := os.ReadFile(filepath.Join(a.StateDir, e.Name()))
 		if err != nil {
 			return n, fmt.Errorf("copy state: %w", err)
 		}
-		if err := os.WriteFile(filepath.Join(n.dir, "state", e.Name()), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(n.StateDir, e.Name()), b, 0o600); err != nil {
 			return n, fmt.Errorf("copy state: %w", err)
 		}
 	}
@@ -93,10 +81,7 @@ func startBenchAgent(ctx context.Context, bin string, d agentDir, host, lockFile
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"agent", "--config", filepath.Join(d.dir, "config.yml"), "--web.listen-address", addr,
-		"--api-token-file", filepath.Join(d.dir, "token"), "--state-dir", filepath.Join(d.dir, "state"),
-		"--log.format", "json"}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, d.Args(addr, "--log.format", "json")...)
 	cmd.Env = append(append(lpBaseEnv(host, lockFile), "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=24h"), env...)
 	p, err := testharness.Start(cmd)
 	if err != nil {
@@ -119,26 +104,7 @@ func (a *benchAgent) saveLog(path string) {
 }
 
 func (a *benchAgent) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("GET %s: decode: %w", path, err)
-	}
-	return nil
+	return testharness.GetJSON(ctx, a.http, a.base+path, v)
 }
 
 // scrape returns the series of /metrics.

@@ -109,7 +109,7 @@ func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, wor
 	}
 	a.stop()
 	res.Unperturbed.Events = a.events()
-	a.saveLog(filepath.Join(base.dir, "agent.log"))
+	a.saveLog(filepath.Join(base.Dir, "agent.log"))
 	if runErr != nil {
 		return res, runErr
 	}
@@ -180,7 +180,7 @@ func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, wor
 		}
 		a.stop()
 		lv.Series.Events = a.events()
-		a.saveLog(filepath.Join(dir.dir, "agent.log"))
+		a.saveLog(filepath.Join(dir.Dir, "agent.log"))
 		res.Levels = append(res.Levels, lv)
 		if runErr != nil {
 			return res, runErr

@@ -6,7 +6,6 @@ import (
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image/color"
@@ -28,6 +27,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
@@ -365,16 +365,9 @@ agent:
 
 // measureAgent runs one agent variant through idle, cycles, settle and load.
 func measureAgent(ctx context.Context, t testing.TB, bin, host, dir string, v agentVariant, plan footprintPlan) (*variantResult, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("work dir: %w", err)
-	}
-	cfg := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfg, []byte(footprintConfig(plan)), 0o600); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(footprintToken+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("token: %w", err)
+	files, err := testharness.WriteAgentFiles(dir, footprintConfig(plan), footprintToken)
+	if err != nil {
+		return nil, err
 	}
 	port, err := testharness.FreePort()
 	if err != nil {
@@ -393,8 +386,7 @@ func measureAgent(ctx context.Context, t testing.TB, bin, host, dir string, v ag
 	if err := dropPageCache(bin); err != nil {
 		return nil, err
 	}
-	p, err := startProc(bin, []string{"agent", "--config", cfg, "--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--api-token-file", tokenFile, "--state-dir", filepath.Join(dir, "state")}, env)
+	p, err := startProc(bin, files.Args(fmt.Sprintf("127.0.0.1:%d", port)), env)
 	if err != nil {
 		return nil, err
 	}
@@ -511,30 +503,12 @@ func runCycle(ctx context.Context, base string, timeout time.Duration) error {
 	}
 }
 
-type cycleRow struct {
-	ID      int64  `json:"id"`
-	Result  string `json:"result"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
-	Trigger string `json:"trigger"`
-}
+type cycleRow = api.Cycle
 
 func listCycles(base string) ([]cycleRow, error) {
-	resp, err := http.Get(base + "/api/v1/cycles?limit=50")
-	if err != nil {
-		return nil, fmt.Errorf("list cycles: %w", err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Cycles []cycleRow `json:"cycles"`
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("list cycles: %s", resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("list cycles: %w", err)
-	}
-	return body.Cycles, nil
+	var body api.CyclesResponse
+	err := testharness.GetJSON(context.Background(), http.DefaultClient, base+"/api/v1/cycles?limit=50", &body)
+	return body.Cycles, err
 }
 
 func maxID(cs []cycleRow) int64 {

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
@@ -24,27 +22,17 @@ type agentProc struct {
 
 // agentSetup is what several agent runs of one test share.
 type agentSetup struct {
-	host     string
-	dir      string
-	config   string
-	token    string
-	stateDir string
-	port     int
+	testharness.AgentFiles
+	host  string
+	token string
+	port  int
 }
 
 func newAgentSetup(t *testing.T, host, configYAML string) *agentSetup {
 	t.Helper()
-	dir := t.TempDir()
-	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: testharness.MustFreePort(t),
-		token: "e2e-token-0123456789abcdef"}
-	s.config = filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(s.config, []byte(configYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(s.token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	const token = "e2e-token-0123456789abcdef"
+	return &agentSetup{AgentFiles: testharness.MustWriteAgentFiles(t, configYAML, token), host: host, token: token,
+		port: testharness.MustFreePort(t)}
 }
 
 // start runs the agent with extra environment and waits until it answers.
@@ -57,10 +45,7 @@ func (s *agentSetup) start(t *testing.T, env ...string) *agentProc {
 // /healthz over plain HTTP.
 func (s *agentSetup) startWith(t *testing.T, flags []string, wait bool, env ...string) *agentProc {
 	t.Helper()
-	args := append([]string{"agent", "--config", s.config,
-		"--web.listen-address", fmt.Sprintf("127.0.0.1:%d", s.port),
-		"--api-token-file", filepath.Join(s.dir, "token"), "--state-dir", s.stateDir, "--log.level", "debug"}, flags...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(binary, s.Args(fmt.Sprintf("127.0.0.1:%d", s.port), append([]string{"--log.level", "debug"}, flags...)...)...)
 	cmd.Env = append(lpEnv(t, s.host), env...)
 	p, err := testharness.Start(cmd)
 	if err != nil {
@@ -93,40 +78,14 @@ func (a *agentProc) stop() (int, time.Duration) {
 	return code, time.Since(start)
 }
 
-// apiCycle is the part of a listed cycle the tests look at.
-type apiCycle struct {
-	ID      int64  `json:"id"`
-	Result  string `json:"result"`
-	Reason  string `json:"reason"`
-	Trigger string `json:"trigger"`
-	Mode    string `json:"mode"`
-	Rounds  int    `json:"rounds"`
-}
+// apiCycle is a listed cycle.
+type apiCycle = api.Cycle
 
-func (a *agentProc) cycles(t *testing.T) []apiCycle {
-	t.Helper()
-	var body struct {
-		Cycles []apiCycle `json:"cycles"`
-	}
-	a.getJSON(t, "/api/v1/cycles?limit=1000", &body)
-	return body.Cycles
-}
+func (a *agentProc) api() testharness.API { return testharness.API{Base: a.base} }
 
-func (a *agentProc) getJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	resp, err := http.Get(a.base + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("GET %s: decode: %v\n%s", path, err, b)
-	}
-}
+func (a *agentProc) cycles(t *testing.T) []apiCycle { return a.api().Cycles(t) }
+
+func (a *agentProc) getJSON(t *testing.T, path string, v any) { a.api().GetJSON(t, path, v) }
 
 // waitCycles waits until at least n cycles with the result exist.
 func (a *agentProc) waitCycles(t *testing.T, result string, n int, timeout time.Duration) []apiCycle {
@@ -155,14 +114,7 @@ func (a *agentProc) waitCycles(t *testing.T, result string, n int, timeout time.
 }
 
 // scrape returns the raw exposition and its series.
-func (a *agentProc) scrape(t *testing.T) (string, testharness.Metrics) {
-	t.Helper()
-	raw, series, err := testharness.Scrape(context.Background(), http.DefaultClient, a.base+"/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw, series
-}
+func (a *agentProc) scrape(t *testing.T) (string, testharness.Metrics) { return a.api().Scrape(t) }
 
 func (a *agentProc) do(t *testing.T, method, path, token string) (int, map[string]any) {
 	t.Helper()

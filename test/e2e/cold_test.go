@@ -71,7 +71,7 @@ func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
 				c.name, fmtRatio(e.Cold.Results), 1e3*sizes[0].ExtraSeconds, 1e3*sizes[len(sizes)-1].ExtraSeconds,
 				fmtCost(e.Cold.CopyUp.CostSecondsPerMiB), run.DurationSeconds, run.BytesWritten>>20)
 
-			if l := newAPI(d.Host).labelled(t); !l.empty() {
+			if l := newAPI(d.Host).labelled(t); !l.Empty() {
 				t.Errorf("left behind on the engine: %+v", l)
 			}
 			scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
@@ -327,7 +327,7 @@ func TestKilledColdRunIsSweptByTheNext(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("next run exited %d: %s", res.code, res.stderr)
 	}
-	if l := dapi.labelled(t); !l.empty() {
+	if l := dapi.labelled(t); !l.Empty() {
 		t.Errorf("left after the next run (killed run left %v): %+v", left, l)
 	}
 	if pids := fioUnder(d.DataRoot); len(pids) > 0 {

@@ -6,16 +6,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -105,69 +100,10 @@ func lockDir(t *testing.T) string {
 
 // apiClient talks to a daemon's socket directly, so the checks do not
 // depend on layerprobe's own engine code or on a docker CLI.
-type apiClient struct {
-	c *http.Client
-}
+type apiClient struct{ *testharness.Docker }
 
-func newAPI(host string) *apiClient {
-	sock := strings.TrimPrefix(host, "unix://")
-	return &apiClient{c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}}
-}
+func newAPI(host string) apiClient { return apiClient{testharness.NewDocker(host)} }
 
-func (a *apiClient) get(t *testing.T, path string, v any) {
-	t.Helper()
-	resp, err := a.c.Get("http://docker" + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: decode: %v", path, err)
-	}
-}
+func (a apiClient) get(t *testing.T, path string, v any) { a.Do(t, "GET", path, v) }
 
-// labelled lists what the daemon holds with layerprobe's label.
-type labelled struct {
-	Containers, Volumes, Images []string
-}
-
-func (l labelled) empty() bool {
-	return len(l.Containers)+len(l.Volumes)+len(l.Images) == 0
-}
-
-func (a *apiClient) labelled(t *testing.T) labelled {
-	t.Helper()
-	filter := url.QueryEscape(`{"label":["io.layerprobe.managed"]}`)
-	var cs []struct {
-		ID    string   `json:"Id"`
-		Names []string `json:"Names"`
-	}
-	a.get(t, "/containers/json?all=1&filters="+filter, &cs)
-	var vs struct {
-		Volumes []struct{ Name string }
-	}
-	a.get(t, "/volumes?filters="+filter, &vs)
-	var is []struct {
-		ID string `json:"Id"`
-	}
-	a.get(t, "/images/json?filters="+filter, &is)
-	var l labelled
-	for _, c := range cs {
-		l.Containers = append(l.Containers, strings.Join(c.Names, ","))
-	}
-	for _, v := range vs.Volumes {
-		l.Volumes = append(l.Volumes, v.Name)
-	}
-	for _, i := range is {
-		l.Images = append(l.Images, i.ID)
-	}
-	return l
-}
+func (a apiClient) labelled(t *testing.T) testharness.Labelled { return a.Labelled(t) }

@@ -48,7 +48,7 @@ func TestRunOnPrivateEngines(t *testing.T) {
 			checkRun(t, run, c.driver, c.backing, hostFio)
 			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
 
-			if l := newAPI(d.Host).labelled(t); !l.empty() {
+			if l := newAPI(d.Host).labelled(t); !l.Empty() {
 				t.Errorf("left behind on the engine: %+v", l)
 			}
 			scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
@@ -193,12 +193,12 @@ func TestKilledRunThenCleanupLeavesNothing(t *testing.T) {
 		t.Fatalf("cleanup exited %d: %s", res.code, res.stderr)
 	}
 	for _, c := range left.Containers {
-		name := strings.TrimPrefix(c, "/")
+		name := strings.TrimPrefix(strings.Join(c.Names, ","), "/")
 		if !strings.Contains(res.stdout, name) {
 			t.Errorf("cleanup output does not name container %s:\n%s", name, res.stdout)
 		}
 	}
-	if l := api.labelled(t); !l.empty() {
+	if l := api.labelled(t); !l.Empty() {
 		t.Errorf("left after cleanup: %+v", l)
 	}
 	if _, err := os.Stat(scratch); !os.IsNotExist(err) {

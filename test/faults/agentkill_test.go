@@ -50,7 +50,7 @@ func TestAgentKilledMidCycle(t *testing.T) {
 	}
 	code := second.Cmd.ProcessState.ExitCode()
 	want := fmt.Sprintf("state directory in use by another layerprobe agent (held by pid %d, lock file %s)",
-		a.Cmd.Process.Pid, filepath.Join(s.stateDir, "agent.lock"))
+		a.Cmd.Process.Pid, filepath.Join(s.StateDir, "agent.lock"))
 	if code != 1 || !strings.Contains(second.Log.String(), want) {
 		t.Errorf("second agent: exit %d, output:\n%s\nwant exit 1 and %q", code, second.Log.String(), want)
 	}
@@ -67,7 +67,7 @@ func TestAgentKilledMidCycle(t *testing.T) {
 	owner := ownerOf(t, docker)
 	a.kill(t)
 	left := docker.labelled(t)
-	if len(left.ownedBy(owner)) != 1 || len(left.Volumes) != 1 || !slices.Contains(scratchOwners(d.DataRoot), owner) {
+	if len(left.OwnedBy(owner)) != 1 || len(left.Volumes) != 1 || !slices.Contains(scratchOwners(d.DataRoot), owner) {
 		t.Fatalf("after SIGKILL expected the dead agent's probe container, volume and scratch directory; got %s, scratch %v",
 			left, scratchOwners(d.DataRoot))
 	}
@@ -92,7 +92,7 @@ func TestAgentKilledMidCycle(t *testing.T) {
 		t.Errorf("first cycle after the restart: %+v; want a scheduled ok cycle", resumed)
 	}
 	now := docker.labelled(t)
-	if len(now.ownedBy(owner)) != 0 {
+	if len(now.OwnedBy(owner)) != 0 {
 		t.Errorf("the dead agent's probe container survived the sweep: %s", now)
 	}
 	if slices.Contains(scratchOwners(d.DataRoot), owner) {
@@ -105,7 +105,7 @@ func TestAgentKilledMidCycle(t *testing.T) {
 	checkClean(t, docker, d.DataRoot, 0)
 
 	// The store, read directly: intact, every cycle there.
-	st, err := store.Open(s.stateDir, slog.New(slog.DiscardHandler))
+	st, err := store.Open(s.StateDir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("open the store after the kill and restart: %v", err)
 	}
@@ -126,7 +126,7 @@ func TestAgentKilledMidCycle(t *testing.T) {
 }
 
 // ownerOf returns the owner token of the only probe container.
-func ownerOf(t *testing.T, docker *dockerAPI) string {
+func ownerOf(t *testing.T, docker dockerAPI) string {
 	t.Helper()
 	l := docker.labelled(t)
 	if len(l.Containers) != 1 {

@@ -2,12 +2,9 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
@@ -52,10 +50,8 @@ func lpEnv(host string) []string {
 // agentSetup is what several agent processes of one test share: config,
 // state directory, token file, port.
 type agentSetup struct {
+	testharness.AgentFiles
 	host     string
-	dir      string
-	config   string
-	stateDir string
 	port     int
 	logLevel string
 	flags    []string // extra flags of `layerprobe agent`
@@ -63,12 +59,8 @@ type agentSetup struct {
 
 func newAgentSetup(t *testing.T, host, configYAML string) *agentSetup {
 	t.Helper()
-	dir := t.TempDir()
-	s := &agentSetup{host: host, dir: dir, stateDir: filepath.Join(dir, "state"), port: testharness.MustFreePort(t), logLevel: "debug"}
-	s.config = filepath.Join(dir, "config.yml")
-	must(t, os.WriteFile(s.config, []byte(configYAML), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "token"), []byte(testToken+"\n"), 0o600))
-	return s
+	return &agentSetup{AgentFiles: testharness.MustWriteAgentFiles(t, configYAML, testToken), host: host,
+		port: testharness.MustFreePort(t), logLevel: "debug"}
 }
 
 func must(t *testing.T, err error) {
@@ -97,9 +89,7 @@ func (s *agentSetup) start(t *testing.T, env ...string) *agentProc {
 // the test has not stopped it, and shows its log when the test failed.
 func (s *agentSetup) spawn(t *testing.T, port int, env ...string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"agent", "--config", s.config,
-		"--web.listen-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--api-token-file", filepath.Join(s.dir, "token"), "--state-dir", s.stateDir, "--log.level", s.logLevel}, s.flags...)...)
+	cmd := exec.Command(binary, s.Args(fmt.Sprintf("127.0.0.1:%d", port), append([]string{"--log.level", s.logLevel}, s.flags...)...)...)
 	// Cycles start with POST only, unless the caller asks for the
 	// scheduled first cycle with its own LAYERPROBE_TEST_FIRST_CYCLE_DELAY
 	// (the last value of a duplicate variable wins).
@@ -137,17 +127,7 @@ func (a *agentProc) stop(t *testing.T) int {
 func (a *agentProc) kill(*testing.T) { a.Kill() }
 
 // apiCycle is a listed cycle.
-type apiCycle struct {
-	ID           int64     `json:"id"`
-	Result       string    `json:"result"`
-	Reason       string    `json:"reason"`
-	Message      string    `json:"message"`
-	Trigger      string    `json:"trigger"`
-	Rounds       int       `json:"rounds"`
-	StartedAt    time.Time `json:"started_at"`
-	FinishedAt   time.Time `json:"finished_at"`
-	BytesWritten int64     `json:"bytes_written"`
-}
+type apiCycle = api.Cycle
 
 // apiSample is one fio execution of a cycle.
 type apiSample struct {
@@ -160,14 +140,9 @@ type apiSample struct {
 	} `json:"error"`
 }
 
-func (a *agentProc) cycles(t *testing.T) []apiCycle {
-	t.Helper()
-	var body struct {
-		Cycles []apiCycle `json:"cycles"`
-	}
-	a.getJSON(t, "/api/v1/cycles?limit=1000", &body)
-	return body.Cycles
-}
+func (a *agentProc) api() testharness.API { return testharness.API{Base: a.base} }
+
+func (a *agentProc) cycles(t *testing.T) []apiCycle { return a.api().Cycles(t) }
 
 func (a *agentProc) samples(t *testing.T, id int64) []apiSample {
 	t.Helper()
@@ -178,16 +153,7 @@ func (a *agentProc) samples(t *testing.T, id int64) []apiSample {
 	return body.Samples
 }
 
-func (a *agentProc) getJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	code, b := a.get(t, path)
-	if code != http.StatusOK {
-		t.Fatalf("GET %s: %d: %s", path, code, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("GET %s: decode: %v\n%s", path, err, b)
-	}
-}
+func (a *agentProc) getJSON(t *testing.T, path string, v any) { a.api().GetJSON(t, path, v) }
 
 func (a *agentProc) get(t *testing.T, path string) (int, []byte) {
 	t.Helper()
@@ -203,9 +169,7 @@ func (a *agentProc) get(t *testing.T, path string) (int, []byte) {
 
 // metrics scrapes the agent's /metrics.
 func (a *agentProc) metrics(t *testing.T) testharness.Metrics {
-	t.Helper()
-	_, ms, err := testharness.Scrape(context.Background(), &http.Client{Timeout: 10 * time.Second}, a.base+"/metrics")
-	must(t, err)
+	_, ms := a.api().Scrape(t)
 	return ms
 }
 
@@ -294,85 +258,13 @@ func (a *agentProc) trigger(t *testing.T, timeout time.Duration) {
 // --- the daemon, seen without layerprobe's own code -------------------------
 
 // dockerAPI talks to a daemon's socket directly.
-type dockerAPI struct{ c *http.Client }
+type dockerAPI struct{ *testharness.Docker }
 
-func newDockerAPI(host string) *dockerAPI {
-	sock := strings.TrimPrefix(host, "unix://")
-	return &dockerAPI{c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-	}}}
-}
+func newDockerAPI(host string) dockerAPI { return dockerAPI{testharness.NewDocker(host)} }
 
-func (d *dockerAPI) do(t *testing.T, method, path string, v any) int {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://docker"+path, nil)
-	must(t, err)
-	resp, err := d.c.Do(req)
-	if err != nil {
-		t.Fatalf("docker %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("docker %s %s: %s: %s", method, path, resp.Status, b)
-	}
-	if v != nil {
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("docker %s %s: decode: %v", method, path, err)
-		}
-	}
-	return resp.StatusCode
-}
+func (d dockerAPI) do(t *testing.T, method, path string, v any) { d.Do(t, method, path, v) }
 
-// labelled is what the daemon holds with layerprobe's label.
-type labelled struct {
-	Containers []ctr
-	Volumes    []string
-}
-
-type ctr struct {
-	ID     string            `json:"Id"`
-	Names  []string          `json:"Names"`
-	State  string            `json:"State"`
-	Labels map[string]string `json:"Labels"`
-}
-
-func (l labelled) String() string {
-	var names []string
-	for _, c := range l.Containers {
-		names = append(names, strings.Join(c.Names, ",")+"("+c.State+")")
-	}
-	return fmt.Sprintf("containers %v, volumes %v", names, l.Volumes)
-}
-
-func (d *dockerAPI) labelled(t *testing.T) labelled {
-	t.Helper()
-	filter := url.QueryEscape(`{"label":["io.layerprobe.managed"]}`)
-	var l labelled
-	d.do(t, "GET", "/containers/json?all=1&filters="+filter, &l.Containers)
-	var vs struct {
-		Volumes []struct{ Name string }
-	}
-	d.do(t, "GET", "/volumes?filters="+filter, &vs)
-	for _, v := range vs.Volumes {
-		l.Volumes = append(l.Volumes, v.Name)
-	}
-	return l
-}
-
-// ownedBy filters the labelled containers by owner token.
-func (l labelled) ownedBy(owner string) []ctr {
-	var out []ctr
-	for _, c := range l.Containers {
-		if c.Labels["io.layerprobe.owner"] == owner {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (d dockerAPI) labelled(t *testing.T) testharness.Labelled { return d.Labelled(t) }
 
 // jobFileRE matches the files fio lays out ("<job>.<jobnum>.<filenum>") and
 // the fake fio's file.
@@ -465,7 +357,7 @@ func fioJobsRunning(dataRoot string) []fioProc {
 // dead layerprobe on the engine, at most the live agent's own probe
 // container and volume (keep), no fio job file on the data root and no fio
 // still running there.
-func checkClean(t *testing.T, d *dockerAPI, dataRoot string, keep int) {
+func checkClean(t *testing.T, d dockerAPI, dataRoot string, keep int) {
 	t.Helper()
 	l := d.labelled(t)
 	if len(l.Containers) > keep || len(l.Volumes) > keep {

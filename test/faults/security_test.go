@@ -232,7 +232,7 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 	if _, err := os.Stat(evilPath); !os.IsNotExist(err) {
 		t.Errorf("%s exists (err %v)", evilPath, err)
 	}
-	for _, root := range []string{d.DataRoot, s.stateDir} {
+	for _, root := range []string{d.DataRoot, s.StateDir} {
 		_ = filepath.WalkDir(root, func(p string, _ os.DirEntry, _ error) error {
 			if strings.Contains(p, canary) {
 				t.Errorf("a path carries the canary: %s", p)
@@ -333,7 +333,7 @@ func TestBasicAuthConflictsWithTheToken(t *testing.T) {
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret-pass"), bcrypt.MinCost)
 	must(t, err)
 	s := newAgentSetup(t, "unix:///tmp/lp-faults-no-engine.sock", baseConfig)
-	web := filepath.Join(s.dir, "web.yml")
+	web := filepath.Join(s.Dir, "web.yml")
 	must(t, os.WriteFile(web, []byte("basic_auth_users:\n  prom: "+string(hash)+"\n"), 0o600))
 	s.flags = []string{"--web.config.file", web}
 	a := s.spawn(t, s.port)
