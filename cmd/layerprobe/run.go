@@ -28,11 +28,13 @@ import (
 const confidence = measure.DefaultConfidence
 
 type runOptions struct {
-	Profile string
-	Rounds  int
-	Output  string
-	Mode    string
-	Engines []string
+	Profile   string
+	Rounds    int
+	Precision float64
+	MaxBytes  string
+	Output    string
+	Mode      string
+	Engines   []string
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -44,8 +46,10 @@ func newRunCommand(g *globalOptions) *cobra.Command {
 socket) and print, per target and workload, the speed in percent of the host's with a
 95% confidence interval, and the raw IOPS, bandwidth and latencies.
 
-Each round runs every workload on every target (host, container, bind, volume) once,
-in a fresh random order; the overhead is the median of the per-round ratios to host.`,
+Each round runs one workload on every target (host, container, bind, volume) once, in
+a random order that the workload's next round reverses; the overhead is the
+Hodges-Lehmann estimate of the per-round ratios to host. With the default profile the
+rounds go on until every interval is within --precision or --max-bytes is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig(cmd)
@@ -57,6 +61,16 @@ in a fresh random order; the overhead is the median of the per-round ratios to h
 			}
 			if cmd.Flags().Changed("rounds") {
 				cfg.Rounds = o.Rounds
+			}
+			if cmd.Flags().Changed("precision") {
+				cfg.Precision = o.Precision
+			}
+			if cmd.Flags().Changed("max-bytes") {
+				n, err := config.ParseByteSize(o.MaxBytes)
+				if err != nil {
+					return usageError{fmt.Errorf("--max-bytes %q: %w", o.MaxBytes, err)}
+				}
+				cfg.MaxBytes = n
 			}
 			switch measure.Mode(o.Mode) {
 			case measure.ModeSteady, measure.ModeCold, measure.ModeBoth:
@@ -74,7 +88,10 @@ in a fresh random order; the overhead is the median of the per-round ratios to h
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
-	f.IntVar(&o.Rounds, "rounds", 0, "rounds (0 = the profile's default; at least 6 for a 95% interval)")
+	def := config.Default()
+	f.IntVar(&o.Rounds, "rounds", 0, "fixed rounds of every job (0 = the profile's default: adaptive for quick; at least 6 for a 95% interval)")
+	f.Float64Var(&o.Precision, "precision", def.Precision, "stop an adaptive run when every 95% interval's half-width is at most this (0.03 = 3 percentage points)")
+	f.StringVar(&o.MaxBytes, "max-bytes", def.MaxBytes.String(), "most bytes the run writes per engine (0 = no cap)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
@@ -86,9 +103,10 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	if err != nil {
 		return usageError{err}
 	}
-	rounds := cfg.Rounds
-	if rounds == 0 {
-		rounds = prof.DefaultRounds
+	plan := probe.Plan{Rounds: cfg.Rounds, MinRounds: prof.MinRounds, Precision: cfg.Precision,
+		MaxBytes: int64(cfg.MaxBytes), Confidence: confidence}
+	if plan.Rounds == 0 {
+		plan.Rounds = prof.DefaultRounds
 	}
 	engines, err := selectEngines(cfg.EffectiveEngines(), o.Engines)
 	if err != nil {
@@ -105,14 +123,17 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 
 	v, _, _ := version.Info()
 	run := report.Run{SchemaVersion: report.SchemaVersion, LayerprobeVersion: v, Profile: prof.Name,
-		Mode: measure.Mode(o.Mode), Rounds: rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
+		Mode: measure.Mode(o.Mode), Rounds: plan.Rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
+	if plan.Rounds == 0 {
+		run.Precision, run.MaxBytes = plan.Precision, plan.MaxBytes
+	}
 	var prog *progressPrinter
 	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		prog = &progressPrinter{w: stderr}
 	}
 	var failed []string
 	for _, ec := range engines {
-		er := measureEngine(ctx, cfg, ec, prof, rounds, measure.Mode(o.Mode), logger, prog)
+		er := measureEngine(ctx, cfg, ec, prof, plan, measure.Mode(o.Mode), logger, prog)
 		if er.Error != nil {
 			failed = append(failed, er.Error.Message)
 		}
@@ -146,7 +167,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	return nil
 }
 
-func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, rounds int, mode measure.Mode,
+func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, plan probe.Plan, mode measure.Mode,
 	logger *slog.Logger, prog *progressPrinter) (er report.Engine) {
 	start := time.Now()
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
@@ -184,14 +205,21 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 		progress = prog.update
 	}
 	if mode != measure.ModeCold {
-		er.Samples = sess.RunRounds(ctx, prof, 1, rounds, rng, progress)
-		for _, s := range er.Samples {
-			er.BytesWritten += s.BytesWritten
+		out := sess.Measure(ctx, prof, plan, 1, rng, progress)
+		er.Samples, er.Rounds, er.StopReason = out.Samples, out.Rounds, string(out.Stop)
+		er.BytesWritten = out.BytesWritten
+		for _, n := range out.LayoutBytes {
+			er.LayoutBytes += n
 		}
 		er.Results = measure.Summarize(er.Samples, confidence)
 	}
 	if mode != measure.ModeSteady && ctx.Err() == nil {
-		cr, err := sess.RunCold(ctx, prof, 1, rounds, rng, progress)
+		// Cold rounds are a fixed number: each one starts a container.
+		cold := plan.Rounds
+		if cold == 0 {
+			cold = prof.MinRounds
+		}
+		cr, err := sess.RunCold(ctx, prof, 1, cold, rng, progress)
 		if err != nil {
 			var perr *probe.Error
 			if errors.As(err, &perr) {
@@ -270,8 +298,11 @@ func (p *progressPrinter) update(pr probe.Progress) {
 	if pr.Done > 0 {
 		eta = fmtClock(pr.ETA)
 	}
-	fmt.Fprintf(p.w, "\r\033[K[%s] round %d/%d  %-18s %3d/%d jobs  elapsed %s  ETA %s",
-		pr.Engine, pr.Round, pr.Rounds, what, pr.Done, pr.Total, fmtClock(pr.Elapsed), eta)
+	if pr.Phase == "layout" {
+		what = fmt.Sprintf("layout %s/%s", pr.Target, pr.Workload)
+	}
+	fmt.Fprintf(p.w, "\r\033[K[%s] round %d  %-22s %6.0f MiB  elapsed %s  ETA %s",
+		pr.Engine, pr.Round, what, float64(pr.BytesWritten)/(1<<20), fmtClock(pr.Elapsed), eta)
 	p.dirty = true
 }
 

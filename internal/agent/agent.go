@@ -265,8 +265,8 @@ func (a *Agent) cycleAll(ctx context.Context, trigger string) {
 		if ctx.Err() != nil {
 			return
 		}
-		if a.cycle(ctx, e, trigger, a.prof, a.cfg.Agent.RoundsPerCycle) && ctx.Err() == nil {
-			a.cycle(ctx, e, triggerConfirm, fsyncOnly(a.prof), a.det.ConfirmRounds)
+		if a.cycle(ctx, e, trigger, a.prof) && ctx.Err() == nil {
+			a.confirm(ctx, e, a.prof)
 		}
 	}
 	if n, err := a.store.Prune(ctx, a.now().Add(-a.cfg.Agent.Retention)); err != nil {

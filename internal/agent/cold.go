@@ -117,12 +117,31 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 		r.abort(ctx, ResultFailed, failReason(err), err.Error())
 		return
 	}
-	c.Results = a.windowResults(ctx, e, measure.ModeCold, c.Samples)
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.WindowRounds)
+	if err != nil {
+		r.log.Warn("read recent cold rounds", "err", err)
+	}
+	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
 	r.end(ctx, "failed cold measurements", append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)
 	a.mu.Lock()
 	e.cold.sizes, e.cold.costPerMiB = sizes, cost
 	a.mu.Unlock()
+}
+
+// completedRounds counts the rounds that have perRound samples.
+func completedRounds(samples []measure.Sample, perRound int) int {
+	n := map[int]int{}
+	for _, s := range samples {
+		n[s.Round]++
+	}
+	done := 0
+	for _, c := range n {
+		if c == perRound {
+			done++
+		}
+	}
+	return done
 }
 
 // copyUpFailures counts failed copy-up timings like failureReasons counts

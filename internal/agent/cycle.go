@@ -41,8 +41,9 @@ type engineState struct {
 	cli  Engine
 	sess *probe.Session
 	det  map[measure.Target]detector.State
-	// lastBytesPerRound estimates the next cycle's writes for the budget.
-	lastBytesPerRound int64
+	// lastCycleBytes estimates the next cycle's writes for the budget
+	// when cycles have no byte cap.
+	lastCycleBytes int64
 
 	// published
 	info         engine.Info
@@ -83,17 +84,28 @@ func (e *engineState) closeSession(ctx context.Context) {
 	}
 }
 
-// estimateBytes is what a cycle of rounds is expected to write: the last
-// cycle's bytes per round, or the profile's file sizes before the first.
-func (e *engineState) estimateBytes(prof fio.Profile, rounds int) int64 {
-	if e.lastBytesPerRound > 0 {
-		return e.lastBytesPerRound * int64(rounds)
+// estimateBytes is what a cycle is expected to write, for the daily
+// budget: its byte cap when it has one; otherwise the last cycle's bytes,
+// or before the first what the plan's rounds can write on every target.
+func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
+	if plan.MaxBytes > 0 {
+		return plan.MaxBytes
+	}
+	if e.lastCycleBytes > 0 {
+		return e.lastCycleBytes
+	}
+	rounds := plan.Rounds
+	if rounds <= 0 {
+		rounds = max(plan.MinRounds, 1)
 	}
 	var per int64
 	for _, j := range prof.Jobs {
-		per += j.FileBytes
+		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
+		if prof.Steady {
+			per += j.FileBytes // the layout
+		}
 	}
-	return per * int64(len(measure.Targets)) * int64(rounds)
+	return per * int64(targets)
 }
 
 // restore loads what the store remembers, so metrics and the detector
@@ -122,9 +134,7 @@ func (a *Agent) restore(ctx context.Context, e *engineState) {
 		e.results = c.Results
 		if full, err := a.store.Cycle(ctx, c.ID); err == nil {
 			e.raw = full.Samples
-			if c.Rounds > 0 {
-				e.lastBytesPerRound = c.BytesWritten / int64(c.Rounds)
-			}
+			e.lastCycleBytes = c.BytesWritten
 		}
 	}
 }
@@ -155,6 +165,8 @@ type cycleRun struct {
 	log   *slog.Logger
 	first int
 	lock  *hostfs.Lock
+	// layout is what laying out the job files wrote, per target.
+	layout map[measure.Target]int64
 }
 
 // begin does what every cycle does before it measures: take the host lock,
@@ -249,41 +261,90 @@ func (r *cycleRun) end(ctx context.Context, what string, failures []string) (res
 // whatever happens: a failed cycle is data. It reports whether the
 // detector became suspicious, so the caller runs confirmation rounds
 // (after this cycle has released the host lock).
-func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile, rounds int) (confirm bool) {
+func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile) (confirm bool) {
+	plan := a.cyclePlan(prof)
 	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
-		rounds: rounds, estimate: e.estimateBytes(prof, rounds), unguarded: trigger == triggerConfirm})
+		rounds: plannedRounds(plan, prof), estimate: e.estimateBytes(prof, plan, len(a.cfg.Targets)+1)})
 	if r == nil {
 		return false
 	}
 	c := r.c
+	// The window's rounds count towards the precision: a cycle stops as
+	// soon as the published interval is narrow enough.
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, a.cfg.Agent.WindowRounds)
+	if err != nil {
+		r.log.Warn("read recent rounds", "err", err)
+	}
+	plan.Prior = prior
+	out := e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil)
+	r.took(out)
 	var suspects []measure.Target
-	if trigger == triggerConfirm {
-		// Round by round: the detector decides as soon as the rounds
-		// still missing cannot change the outcome, which saves writes.
-		for i := 0; i < rounds && ctx.Err() == nil; i++ {
-			s := e.sess.RunRounds(ctx, prof, r.first+i, 1, a.rng, nil)
-			c.Samples = append(c.Samples, s...)
-			a.observe(ctx, e, s)
-			if !a.confirming(e) {
-				break
-			}
-		}
-	} else {
-		c.Samples = e.sess.RunRounds(ctx, prof, r.first, rounds, a.rng, nil)
-		if ctx.Err() == nil {
-			suspects = a.observe(ctx, e, c.Samples)
-		}
+	if ctx.Err() == nil {
+		suspects = a.observe(ctx, e, c.Samples)
 	}
-	c.Rounds = completedRounds(c.Samples, len(prof.Jobs)*len(e.sess.Targets()))
-	for _, s := range c.Samples {
-		c.BytesWritten += s.BytesWritten
-	}
-	c.Results = a.windowResults(ctx, e, measure.ModeSteady, c.Samples)
+	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
 	if r.end(ctx, "failed fio jobs", failureReasons(c.Samples)) != ResultInterrupted && len(suspects) > 0 {
 		r.log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
 		return true
 	}
 	return false
+}
+
+// confirm runs the confirmation rounds of an open suspicion: fsync rounds
+// only, fed to the detector one by one, until it has its verdict or the
+// detector's confirm_rounds are done. Confirmation is not guarded: it must
+// run while the suspicion is open.
+func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
+	prof = fsyncOnly(prof)
+	plan := probe.Plan{Rounds: a.det.ConfirmRounds}
+	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: triggerConfirm, profile: prof.Name, jobs: prof,
+		rounds: plan.Rounds, unguarded: true})
+	if r == nil {
+		return
+	}
+	plan.After = func(round []measure.Sample) bool {
+		a.observe(ctx, e, round)
+		return !a.confirming(e)
+	}
+	out := e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil)
+	r.took(out)
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, a.cfg.Agent.WindowRounds)
+	if err != nil {
+		r.log.Warn("read recent rounds", "err", err)
+	}
+	r.c.Results = windowResults(prior, r.c.Samples, a.cfg.Agent.WindowRounds)
+	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
+}
+
+// cyclePlan is the plan of a steady cycle from the configuration: fixed
+// rounds when agent.rounds_per_cycle says so, adaptive otherwise.
+func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
+	ac := a.cfg.Agent
+	return probe.Plan{
+		Rounds:    ac.RoundsPerCycle,
+		MinRounds: ac.MinRoundsPerCycle,
+		Precision: ac.TargetPrecision,
+		MaxBytes:  int64(ac.CycleMaxBytes),
+	}
+}
+
+// plannedRounds is the most rounds a plan can run: the round numbers a
+// cycle claims when it starts.
+func plannedRounds(plan probe.Plan, prof fio.Profile) int {
+	per := plan.Rounds
+	if per <= 0 {
+		per = max(plan.MaxRounds, probe.DefaultMaxRounds)
+	}
+	return per * len(prof.Jobs)
+}
+
+// took records what a measurement did in the cycle.
+func (r *cycleRun) took(out probe.Outcome) {
+	r.c.Samples = out.Samples
+	r.c.Rounds = out.Rounds
+	r.c.BytesWritten = out.BytesWritten
+	r.c.StopReason = string(out.Stop)
+	r.layout = out.LayoutBytes
 }
 
 // finish records a cycle's outcome (inserted whole if it never started,
@@ -302,13 +363,13 @@ func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 	if err != nil {
 		log.Error("record cycle", "mode", c.Mode, "err", err)
 	}
-	a.account(r.e, c)
+	a.account(r.e, c, r.layout)
 	lv := log.Info
 	if result == ResultFailed {
 		lv = log.Warn
 	}
 	lv("cycle done", "mode", c.Mode, "result", result, "reason", reason, "msg", msg, "rounds", c.Rounds,
-		"bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
+		"stop", c.StopReason, "bytes_written", c.BytesWritten, "duration_seconds", c.FinishedAt.Sub(c.StartedAt).Seconds())
 }
 
 // Cycle triggers.
@@ -348,28 +409,30 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 	return nil
 }
 
-// windowResults computes the published overheads of a mode over the most
-// recent window of its rounds: the stored ones plus this cycle's.
-func (a *Agent) windowResults(ctx context.Context, e *engineState, mode measure.Mode, current []measure.Sample) []measure.Result {
-	window := a.cfg.Agent.WindowRounds
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, mode, window)
-	if err != nil {
-		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "mode", mode, "err", err)
-	}
-	all := append(prior, current...)
-	rounds := map[int]bool{}
+// windowResults computes the published overheads over the most recent
+// window of rounds of each workload: the stored ones (prior) plus this
+// cycle's.
+func windowResults(prior, current []measure.Sample, window int) []measure.Result {
+	all := append(slices.Clone(prior), current...)
+	rounds := map[measure.Workload]map[int]bool{}
 	for _, s := range all {
-		rounds[s.Round] = true
+		if rounds[s.Workload] == nil {
+			rounds[s.Workload] = map[int]bool{}
+		}
+		rounds[s.Workload][s.Round] = true
 	}
-	keys := make([]int, 0, len(rounds))
-	for r := range rounds {
-		keys = append(keys, r)
+	cut := map[measure.Workload]int{}
+	for w, set := range rounds {
+		keys := make([]int, 0, len(set))
+		for r := range set {
+			keys = append(keys, r)
+		}
+		sort.Ints(keys)
+		if len(keys) > window {
+			cut[w] = keys[len(keys)-window]
+		}
 	}
-	sort.Ints(keys)
-	if len(keys) > window {
-		cut := keys[len(keys)-window]
-		all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut })
-	}
+	all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut[s.Workload] })
 	return measure.Summarize(all, Confidence)
 }
 
@@ -438,7 +501,7 @@ func (a *Agent) observe(ctx context.Context, e *engineState, samples []measure.S
 }
 
 // account updates the published counters and state after a cycle.
-func (a *Agent) account(e *engineState, c *store.Cycle) {
+func (a *Agent) account(e *engineState, c *store.Cycle, layout map[measure.Target]int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c.Mode == measure.ModeCold {
@@ -459,13 +522,16 @@ func (a *Agent) account(e *engineState, c *store.Cycle) {
 	for _, s := range c.Samples {
 		e.written[s.Target] += float64(s.BytesWritten)
 	}
+	for t, n := range layout {
+		e.written[t] += float64(n)
+	}
 	if len(c.Samples) > 0 {
 		e.raw = c.Samples
 		if len(c.Results) > 0 {
 			e.results = c.Results
 		}
-		if c.Rounds > 0 && c.Trigger != triggerConfirm {
-			e.lastBytesPerRound = c.BytesWritten / int64(c.Rounds)
+		if c.Trigger != triggerConfirm {
+			e.lastCycleBytes = c.BytesWritten
 		}
 	}
 	if c.Result == ResultOK {
@@ -478,21 +544,6 @@ func (a *Agent) lockPath() string {
 		return a.opts.LockPath
 	}
 	return hostfs.DefaultLockPath
-}
-
-// completedRounds counts rounds in which every job ran on every target.
-func completedRounds(samples []measure.Sample, perRound int) int {
-	n := map[int]int{}
-	for _, s := range samples {
-		n[s.Round]++
-	}
-	done := 0
-	for _, c := range n {
-		if c == perRound {
-			done++
-		}
-	}
-	return done
 }
 
 // failureReasons lists the distinct failure reasons with their counts.

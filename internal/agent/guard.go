@@ -53,7 +53,13 @@ func (a *Agent) guard(ctx context.Context, e *engineState, info engine.Info, pro
 		reserve := max(uint64(max(int64(a.cfg.FreeSpace.MinFreeBytes), 0)), uint64(float64(sp.Total)*a.cfg.FreeSpace.MinFreeRatio))
 		var need uint64
 		for _, j := range prof.Jobs {
-			need = max(need, uint64(j.FileBytes))
+			if prof.Steady {
+				// A steady cycle keeps every job's file on every target
+				// until it ends.
+				need += uint64(j.FileBytes) * uint64(len(a.cfg.Targets)+1)
+			} else {
+				need = max(need, uint64(j.FileBytes))
+			}
 		}
 		if sp.Avail < reserve+need+need/10 {
 			return &skip{SkipLowSpace, fmt.Sprintf("%d MiB free on the data root's file system, %d MiB must stay free",

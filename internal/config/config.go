@@ -14,8 +14,17 @@ import (
 type Config struct {
 	// Profile is the built-in fio profile: "quick" or "seed".
 	Profile string `yaml:"profile"`
-	// Rounds per `layerprobe run`; 0 means the profile's default.
+	// Rounds is a fixed number of rounds of every job per `layerprobe
+	// run`; 0 means the profile's default, which for the default profile
+	// is adaptive: rounds go on until every interval is within Precision or
+	// MaxBytes is spent.
 	Rounds int `yaml:"rounds"`
+	// Precision is the 95% interval half-width, as a ratio (0.03 = 3
+	// percentage points), at which an adaptive `layerprobe run` stops.
+	Precision float64 `yaml:"precision"`
+	// MaxBytes bounds what one `layerprobe run` writes per engine, file
+	// layout included.
+	MaxBytes ByteSize `yaml:"max_bytes"`
 	// Targets to measure besides host (host is always measured: every
 	// overhead is relative to it): container, bind, volume. A file may
 	// list "host" too; Load drops it, so after Load Targets never holds it.
@@ -62,20 +71,29 @@ type FreeSpace struct {
 
 // Agent configures `layerprobe agent`.
 type Agent struct {
-	ListenAddress  string        `yaml:"listen_address"`
-	WebConfigFile  string        `yaml:"web_config_file"`
-	StateDir       string        `yaml:"state_dir"`
-	APITokenFile   string        `yaml:"api_token_file"`
-	Interval       time.Duration `yaml:"interval"`
-	Jitter         float64       `yaml:"jitter"`
-	RoundsPerCycle int           `yaml:"rounds_per_cycle"`
+	ListenAddress string        `yaml:"listen_address"`
+	WebConfigFile string        `yaml:"web_config_file"`
+	StateDir      string        `yaml:"state_dir"`
+	APITokenFile  string        `yaml:"api_token_file"`
+	Interval      time.Duration `yaml:"interval"`
+	Jitter        float64       `yaml:"jitter"`
+	// RoundsPerCycle fixes the rounds of every job per cycle; 0 (the
+	// default) makes cycles adaptive: at least MinRoundsPerCycle rounds of
+	// every job, then more until the published interval (over the window,
+	// this cycle's rounds included) is within TargetPrecision or the cycle
+	// has written CycleMaxBytes.
+	RoundsPerCycle    int      `yaml:"rounds_per_cycle"`
+	MinRoundsPerCycle int      `yaml:"min_rounds_per_cycle"`
+	TargetPrecision   float64  `yaml:"target_precision"`
+	CycleMaxBytes     ByteSize `yaml:"cycle_max_bytes"`
 	// ColdInterval is the time between cold cycles (a fresh container per
 	// round, and copy-up); 0 turns the cold probe off. ColdRounds is the
 	// number of rounds per cold cycle.
 	ColdInterval time.Duration `yaml:"cold_interval"`
 	ColdRounds   int           `yaml:"cold_rounds"`
-	// WindowRounds is how many of the most recent rounds (across cycles)
-	// the published overhead and its interval are computed over.
+	// WindowRounds is how many of the most recent rounds of each workload
+	// (across cycles) the published overhead and its interval are computed
+	// over.
 	WindowRounds    int           `yaml:"window_rounds"`
 	Retention       time.Duration `yaml:"retention"`
 	DailyByteBudget ByteSize      `yaml:"daily_byte_budget"`

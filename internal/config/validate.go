@@ -97,6 +97,10 @@ func (c *Config) check() []problem {
 	if !slices.Contains(fio.ProfileNames(), c.Profile) {
 		ch.addf("profile", "%q is not a built-in profile, want one of %s", short(c.Profile), strings.Join(fio.ProfileNames(), ", "))
 	}
+	ch.floatRange("precision", c.Precision, 0, 1)
+	if c.MaxBytes < 0 {
+		ch.addf("max_bytes", "%s is negative, want 0 (no cap) or more", c.MaxBytes)
+	}
 	if c.Rounds != 0 && (c.Rounds < 2 || c.Rounds > maxRounds) {
 		ch.addf("rounds", "%d is out of range, want 0 (the profile's default) or 2 to %d: one round gives no confidence interval", c.Rounds, maxRounds)
 	}
@@ -255,7 +259,14 @@ func (c *Config) checkAgent(ch *checker) {
 		ch.addf("agent.interval", "%s is too short, want at least %s (production: 15m or more)", fmtDuration(a.Interval), fmtDuration(minInterval))
 	}
 	ch.floatRange("agent.jitter", a.Jitter, 0, maxJitter)
-	ch.intRange("agent.rounds_per_cycle", a.RoundsPerCycle, 1, maxRoundsPerCycle)
+	if a.RoundsPerCycle != 0 {
+		ch.intRange("agent.rounds_per_cycle", a.RoundsPerCycle, 1, maxRoundsPerCycle)
+	}
+	ch.intRange("agent.min_rounds_per_cycle", a.MinRoundsPerCycle, 1, maxRoundsPerCycle)
+	ch.floatRange("agent.target_precision", a.TargetPrecision, 0, 1)
+	if a.CycleMaxBytes < 0 {
+		ch.addf("agent.cycle_max_bytes", "%s is negative, want 0 (no cap) or more", a.CycleMaxBytes)
+	}
 	if a.ColdInterval != 0 && a.ColdInterval < minInterval {
 		ch.addf("agent.cold_interval", "%s is too short, want 0 (no cold probe) or at least %s (production: hours)", fmtDuration(a.ColdInterval), fmtDuration(minInterval))
 	}

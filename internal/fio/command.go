@@ -6,22 +6,50 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
+// Execution says how a command treats the job's file.
+type Execution int
+
+// Executions.
+const (
+	// Fresh lays out a new file, runs the job once and removes the file
+	// (fio's unlink=1): the seed article's way, and the cold probe's, whose
+	// point is a file that did not exist a moment ago.
+	Fresh Execution = iota
+	// Steady runs one short, bounded execution on the file Layout wrote,
+	// and keeps it for the next execution.
+	Steady
+	// Layout writes the job's file in full (1 MiB writes, then fsync), so
+	// that every later Steady execution overwrites allocated, written
+	// blocks on every target alike.
+	Layout
+)
+
+// FileName is the name of a job's file in its directory: the same name on
+// every target, so that host and bind, which share a directory, measure
+// the very same file.
+func FileName(w measure.Workload) string { return string(w) + ".dat" }
+
 // Command returns the full argv (argv[0] is binary) that runs job with its
-// files in directory dir.
+// file in directory dir, as how says.
 //
-// The builder adds JSON output, no ETA lines (they would corrupt the JSON
-// stream on a TTY), the job name (the workload), the directory, unlink=1 so
-// fio removes its files after the job, and kb_base=1024 so "4k" means 4096
-// bytes whatever the fio version's default. The job's own options follow,
-// each as --<opt>. Nothing is validated: profiles are compiled in and
-// trusted, and Command never adds filename, exec_prerun or exec_postrun.
+// The builder adds JSON output with latency histograms (json+), no ETA
+// lines (they would corrupt the JSON stream on a TTY), the job name (the
+// workload), the directory and kb_base=1024 so "4k" means 4096 bytes
+// whatever the fio version's default. The job's own options follow, each as
+// --<opt>, and for jobs with time and byte bounds (Job.Runtime) the size,
+// byte cap, runtime, ramp and clones that Job describes. Nothing is
+// validated: profiles are compiled in and trusted, and Command never adds
+// exec_prerun or exec_postrun; the only file it names is FileName.
 //
-// dir must be a directory the agent owns and created for this run: fio
-// creates, overwrites and unlinks files named after the job in it. fio reads
-// ':' in a directory as a separator between several directories, so Command
+// dir must be a directory the agent owns and created for this measurement:
+// fio creates, overwrites and (Fresh) unlinks files in it. fio reads ':' in
+// a directory as a separator between several directories, so Command
 // escapes every ':' in dir as `\:`, fio's own escape.
 //
 // Stopping fio: by default fio forks each job into a process of its own
@@ -29,21 +57,50 @@ import (
 // the job process writing until its runtime ends (verified with fio 3.33).
 // Command therefore adds --thread: jobs are threads of the one fio process,
 // and a SIGKILL (or the parent-death signal) stops all of them. Send SIGTERM
-// first anyway: fio then stops its jobs, unlinks their files, prints partial
-// JSON and exits 128, which Parse reports as measure.ReasonCrashed (prefer the
-// context's reason).
-func Command(binary string, job Job, dir string) []string {
-	argv := make([]string, 0, 8+len(job.Options))
+// first anyway: fio then stops its jobs, prints partial JSON and exits 128,
+// which Parse reports as measure.ReasonCrashed (prefer the context's
+// reason).
+func Command(binary string, job Job, dir string, how Execution) []string {
+	argv := make([]string, 0, 16+len(job.Options))
 	argv = append(argv,
 		binary,
-		"--output-format=json",
+		"--output-format=json+",
 		"--eta=never",
-		"--name="+string(job.Workload),
 		"--directory="+strings.ReplaceAll(dir, ":", `\:`),
-		"--unlink=1",
 		"--kb_base=1024",
 		"--thread",
 	)
+	if how == Layout {
+		return append(argv,
+			"--name="+string(job.Workload)+"-layout",
+			"--filename="+FileName(job.Workload),
+			"--rw=write", "--bs=1M", "--ioengine=psync",
+			"--size="+strconv.FormatInt(job.FileBytes, 10),
+			"--end_fsync=1", "--unlink=0",
+		)
+	}
+	argv = append(argv, "--name="+string(job.Workload))
+	if how == Steady {
+		argv = append(argv, "--filename="+FileName(job.Workload), "--unlink=0")
+	} else {
+		argv = append(argv, "--unlink=1")
+	}
+	if job.Runtime > 0 {
+		// Bounded by time and bytes, whichever comes first: without
+		// time_based fio stops at the io_size cap or at runtime. Ramp I/O
+		// counts towards io_size, so the cap bounds what is written.
+		argv = append(argv,
+			"--size="+strconv.FormatInt(job.FileBytes, 10),
+			"--io_size="+strconv.FormatInt(max(job.IOBytes/int64(job.clones()), 4096), 10),
+			"--runtime="+strconv.FormatInt(max(job.Runtime.Milliseconds(), 1), 10)+"ms",
+		)
+		if how == Steady && job.Ramp > 0 {
+			argv = append(argv, "--ramp_time="+strconv.FormatInt(job.Ramp.Milliseconds(), 10)+"ms")
+		}
+		if job.clones() > 1 {
+			argv = append(argv, "--numjobs="+strconv.Itoa(job.clones()), "--group_reporting=1")
+		}
+	}
 	for _, opt := range job.Options {
 		argv = append(argv, "--"+opt)
 	}

@@ -17,37 +17,109 @@ import (
 
 func TestCommand(t *testing.T) {
 	job := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "bs=4k"}}
-	got := Command("/usr/bin/fio", job, "/var/lib/layerprobe/scratch/a:b")
+	got := Command("/usr/bin/fio", job, "/var/lib/layerprobe/scratch/a:b", Fresh)
 	want := []string{
 		"/usr/bin/fio",
-		"--output-format=json",
+		"--output-format=json+",
 		"--eta=never",
-		"--name=randwrite",
 		`--directory=/var/lib/layerprobe/scratch/a\:b`,
-		"--unlink=1",
 		"--kb_base=1024",
 		"--thread",
+		"--name=randwrite",
+		"--unlink=1",
 		"--rw=randwrite",
 		"--bs=4k",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("Command =\n%q\nwant\n%q", got, want)
 	}
-	// Every built-in job: no option may name files or run commands.
+
+	bounded := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}, Clones: 4, FileBytes: 16 << 20,
+		Runtime: 250 * time.Millisecond, Ramp: 20 * time.Millisecond, IOBytes: 16 << 20}
+	steady := Command("fio", bounded, "/d", Steady)
+	for _, w := range []string{"--filename=randwrite.dat", "--unlink=0", "--size=16777216", "--io_size=4194304",
+		"--runtime=250ms", "--ramp_time=20ms", "--numjobs=4", "--group_reporting=1", "--rw=randwrite"} {
+		if !slices.Contains(steady, w) {
+			t.Errorf("Steady command %q lacks %s", steady, w)
+		}
+	}
+	// A fresh execution of a bounded job (the cold probe's) has no ramp:
+	// its first moments are the point.
+	fresh := Command("fio", bounded, "/d", Fresh)
+	if slices.ContainsFunc(fresh, func(a string) bool { return strings.HasPrefix(a, "--ramp_time") }) || !slices.Contains(fresh, "--unlink=1") {
+		t.Errorf("Fresh command %q: want unlink and no ramp", fresh)
+	}
+	layout := Command("fio", bounded, "/d", Layout)
+	for _, w := range []string{"--name=randwrite-layout", "--filename=randwrite.dat", "--rw=write", "--size=16777216", "--end_fsync=1", "--unlink=0"} {
+		if !slices.Contains(layout, w) {
+			t.Errorf("Layout command %q lacks %s", layout, w)
+		}
+	}
+
+	// Every built-in job: no option may name other files or run commands.
 	for _, name := range ProfileNames() {
 		p, err := LookupProfile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range p.Jobs {
-			for _, arg := range Command("fio", j, "/d")[1:] {
-				for _, bad := range []string{"--filename", "--exec_", "--output=", "--directory=/d/", "--write_"} {
-					if strings.HasPrefix(arg, bad) {
-						t.Errorf("profile %s job %s: forbidden argument %q", name, j.Workload, arg)
+			for _, how := range []Execution{Fresh, Steady, Layout} {
+				for _, arg := range Command("fio", j, "/d", how)[1:] {
+					for _, bad := range []string{"--exec_", "--output=", "--directory=/d/", "--write_"} {
+						if strings.HasPrefix(arg, bad) {
+							t.Errorf("profile %s job %s: forbidden argument %q", name, j.Workload, arg)
+						}
+					}
+					if strings.HasPrefix(arg, "--filename") && arg != "--filename="+FileName(j.Workload) {
+						t.Errorf("profile %s job %s: file %q", name, j.Workload, arg)
 					}
 				}
 			}
+			if p.Steady && (j.Runtime <= 0 || j.IOBytes <= 0 || j.FileBytes <= 0) {
+				t.Errorf("profile %s job %s: a steady job needs Runtime, IOBytes and FileBytes", name, j.Workload)
+			}
 		}
+	}
+}
+
+// TestSteadyExecutionsOnRealFio: the layout writes the file, a steady
+// execution overwrites it within its byte cap and keeps it, and the bytes
+// counted include the ramp's.
+func TestSteadyExecutionsOnRealFio(t *testing.T) {
+	bin := testharness.RequireFio(t)
+	dir := t.TempDir()
+	job := Job{Workload: measure.SeqWrite, Options: []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1"}, FileBytes: 8 << 20,
+		Runtime: 5 * time.Second, Ramp: 5 * time.Millisecond, IOBytes: 64 << 20, Timeout: time.Minute}
+	run := func(how Execution) measure.JobResult {
+		argv := Command(bin, job, dir, how)
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", argv, err)
+		}
+		return ParseExecution(job, how, out, nil, 0)
+	}
+	lay := run(Layout)
+	if !lay.OK() || lay.BytesWritten != 8<<20 {
+		t.Fatalf("layout: %+v", lay)
+	}
+	fi, err := os.Stat(filepath.Join(dir, FileName(job.Workload)))
+	if err != nil || fi.Size() != 8<<20 {
+		t.Fatalf("layout file: %v %v", fi, err)
+	}
+	res := run(Steady)
+	if !res.OK() {
+		t.Fatalf("steady: %v", res.Failure)
+	}
+	// The cap (64 MiB, ramp included) ends the execution long before 5 s;
+	// what was written, ramp included, is the cap, never more.
+	if res.Write.Bytes <= 0 || res.BytesWritten > 64<<20 || res.BytesWritten < res.Write.Bytes {
+		t.Errorf("steady: %d bytes written (%d measured), want at most the 64 MiB cap", res.BytesWritten, res.Write.Bytes)
+	}
+	if res.Write.Histogram == nil || res.Write.Histogram.Empty() {
+		t.Error("steady: no latency histogram from json+")
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileName(job.Workload))); err != nil {
+		t.Errorf("steady execution removed its file: %v", err)
 	}
 }
 
@@ -120,50 +192,60 @@ func TestFailureFromRunError(t *testing.T) {
 	}
 }
 
-// TestRealFio runs every quick-profile job with real fio in a temp dir.
+// TestRealFio runs every quick-profile job with real fio in a temp dir:
+// layout, one steady execution, and a fresh one elsewhere (the cold
+// probe's), which must leave nothing behind.
 func TestRealFio(t *testing.T) {
 	bin := testharness.RequireFio(t)
 	p, err := LookupProfile("quick")
 	if err != nil {
 		t.Fatal(err)
 	}
+	run := func(t *testing.T, job Job, dir string, how Execution) measure.JobResult {
+		ctx, cancel := context.WithTimeout(context.Background(), job.Timeout)
+		defer cancel()
+		argv := Command(bin, job, dir, how)
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Dir = t.TempDir()
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		runErr := cmd.Run()
+		var exitErr *exec.ExitError
+		if runErr != nil && !errors.As(runErr, &exitErr) {
+			t.Fatalf("run fio: %v (%v)", runErr, FailureFromRunError(runErr))
+		}
+		res := ParseExecution(job, how, []byte(stdout.String()), []byte(stderr.String()), cmd.ProcessState.ExitCode())
+		if res.Failure != nil {
+			t.Fatalf("%s: %v", strings.Join(argv, " "), res.Failure)
+		}
+		return res
+	}
 	for _, job := range p.Jobs {
 		t.Run(string(job.Workload), func(t *testing.T) {
 			dir := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), job.Timeout)
-			defer cancel()
-			argv := Command(bin, job, dir)
-			cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-			cmd.Dir = t.TempDir()
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			runErr := cmd.Run()
-			var exitErr *exec.ExitError
-			if runErr != nil && !errors.As(runErr, &exitErr) {
-				t.Fatalf("run fio: %v (%v)", runErr, FailureFromRunError(runErr))
+			if lay := run(t, job, dir, Layout); lay.BytesWritten != job.FileBytes {
+				t.Errorf("layout wrote %d bytes, want %d", lay.BytesWritten, job.FileBytes)
 			}
-			res := Parse(job, []byte(stdout.String()), []byte(stderr.String()), cmd.ProcessState.ExitCode())
-			if res.Failure != nil {
-				t.Fatalf("%s: %v", strings.Join(argv, " "), res.Failure)
-			}
+			res := run(t, job, dir, Steady)
 			ops := map[string]measure.Op{"write": res.Write}
 			if job.Workload == measure.Fsync {
 				ops["read"], ops["sync"] = res.Read, res.Sync
 			}
 			for name, op := range ops {
-				if !(op.IOPS > 0) || op.IOs <= 0 || !(op.LatencyP99Sec > 0) {
-					t.Errorf("%s: %+v, want IOPS, IOs and p99 > 0", name, op)
+				if !(op.IOPS > 0) || op.IOs <= 0 || !(op.LatencyP99Sec > 0) || op.Histogram == nil {
+					t.Errorf("%s: %+v, want IOPS, IOs, p99 > 0 and a histogram", name, op)
 				}
 			}
-			if !strings.HasPrefix(res.FioVersion, "fio-") || res.Runtime <= 0 || res.BytesWritten <= 0 {
-				t.Errorf("FioVersion=%q Runtime=%v BytesWritten=%d", res.FioVersion, res.Runtime, res.BytesWritten)
+			if !strings.HasPrefix(res.FioVersion, "fio-") || res.Runtime <= 0 || res.BytesWritten <= 0 || res.BytesWritten > job.IOBytes {
+				t.Errorf("FioVersion=%q Runtime=%v BytesWritten=%d (cap %d)", res.FioVersion, res.Runtime, res.BytesWritten, job.IOBytes)
 			}
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				t.Fatal(err)
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != FileName(job.Workload) {
+				t.Errorf("after a steady execution %s holds %v, want only %s", dir, entries, FileName(job.Workload))
 			}
-			if len(entries) != 0 {
-				t.Errorf("fio left files in %s (unlink=1): %v", dir, entries)
+			fresh := t.TempDir()
+			run(t, job, fresh, Fresh)
+			if entries, _ := os.ReadDir(fresh); len(entries) != 0 {
+				t.Errorf("fio left files in %s (unlink=1): %v", fresh, entries)
 			}
 		})
 	}

@@ -68,7 +68,17 @@ const maxCandidates = 16
 // When Failure is set the figures are still filled with what fio reported
 // (BytesWritten in particular counts against the write budget) but they are
 // not measurements and must not be used as such.
-func Parse(job Job, stdout, stderr []byte, exitCode int) (res measure.JobResult) {
+func Parse(job Job, stdout, stderr []byte, exitCode int) measure.JobResult {
+	return ParseExecution(job, Fresh, stdout, stderr, exitCode)
+}
+
+// ParseExecution is Parse for a command built with Command(..., how): it
+// differs only in what counts as written. A Fresh execution of a job that
+// reads writes its file first; a Steady one reuses its file but writes
+// during its ramp, which fio does not report: that part is estimated from
+// the measured write rate over the ramp, bounded by the execution's byte
+// cap. A Layout writes exactly what it reports.
+func ParseExecution(job Job, how Execution, stdout, stderr []byte, exitCode int) (res measure.JobResult) {
 	res = measure.JobResult{Workload: job.Workload}
 	nan := math.NaN()
 	for _, op := range []*measure.Op{&res.Read, &res.Write, &res.Sync} {
@@ -96,7 +106,7 @@ func Parse(job Job, stdout, stderr []byte, exitCode int) (res measure.JobResult)
 	}
 
 	res.FioVersion = doc.Version
-	fill(&res, job, doc)
+	fill(&res, job, how, doc)
 
 	if f := jobErrorFailure(job, doc, text); f != nil {
 		res.Failure = f
@@ -360,6 +370,9 @@ type fioLat struct {
 	Mean       fioNum            `json:"mean"`
 	N          fioNum            `json:"N"`
 	Percentile map[string]fioNum `json:"percentile"`
+	// Bins is the latency histogram (--output-format=json+): bucket
+	// latency in ns to count.
+	Bins map[string]fioNum `json:"bins"`
 }
 
 // --- figures ----------------------------------------------------------------
@@ -369,11 +382,12 @@ type latStat struct {
 	n    float64 // sample count (weight)
 	mean float64
 	pct  []pctPoint // ascending by percent; empty when fio printed none
+	bins map[int64]uint64 // ns -> count; nil when fio printed none
 }
 
 type pctPoint struct{ p, v float64 } // percent (0..100], seconds
 
-func fill(res *measure.JobResult, job Job, doc *fioOutput) {
+func fill(res *measure.JobResult, job Job, how Execution, doc *fioOutput) {
 	var readLat, writeLat, syncLat []latStat
 	var runtimeMS float64
 	for i := range doc.Jobs {
@@ -422,9 +436,35 @@ func fill(res *measure.JobResult, job Job, doc *fioOutput) {
 	setLat(&res.Sync, syncLat)
 
 	res.BytesWritten = res.Write.Bytes
-	if jobReads(job) {
-		res.BytesWritten = satAdd(res.BytesWritten, max(job.FileBytes, 0))
+	switch how {
+	case Fresh:
+		if jobReads(job) {
+			res.BytesWritten = satAdd(res.BytesWritten, max(job.FileBytes, 0))
+		}
+	case Steady:
+		res.BytesWritten = satAdd(res.BytesWritten, rampBytes(job, res))
 	}
+}
+
+// rampBytes estimates what a steady execution wrote during its ramp: the
+// measured write rate over the ramp time, but never more than the part of
+// the byte cap the measured I/O left (fio counts ramp I/O towards io_size).
+func rampBytes(job Job, res *measure.JobResult) int64 {
+	if job.Ramp <= 0 || res.Write.Bytes <= 0 || !finiteNonNeg(res.Write.BandwidthBytes) {
+		return 0
+	}
+	est := res.Write.BandwidthBytes * job.Ramp.Seconds()
+	if job.IOBytes > 0 {
+		total := float64(res.Read.Bytes + res.Write.Bytes)
+		share := float64(res.Write.Bytes) / total
+		if room := float64(job.IOBytes)*share - float64(res.Write.Bytes); room < est {
+			est = max(room, 0)
+		}
+	}
+	if est >= math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return int64(est)
 }
 
 // addDir adds one job's direction to op and returns its latency statistic.
@@ -480,6 +520,18 @@ func latFrom(l *fioLat, div, ios float64) *latStat {
 		return nil
 	}
 	s := &latStat{n: n, mean: l.Mean.f() / div}
+	if div == 1e9 && len(l.Bins) > 0 {
+		// Only the nanosecond objects of fio 3 carry bins worth reading.
+		s.bins = make(map[int64]uint64, len(l.Bins))
+		for k, v := range l.Bins {
+			ns, err := strconv.ParseInt(strings.TrimSpace(k), 10, 64)
+			c := v.int64()
+			if err != nil || ns <= 0 || c <= 0 {
+				continue
+			}
+			s.bins[ns] += uint64(c)
+		}
+	}
 	for k, v := range l.Percentile {
 		p, err := strconv.ParseFloat(strings.TrimSpace(k), 64)
 		val := v.f() / div
@@ -519,9 +571,37 @@ func setLat(op *measure.Op, stats []latStat) {
 	if w > 0 {
 		op.LatencyMeanSec = sum / w
 	}
+	if h, ok := mergedBins(stats); ok {
+		// The histogram holds every sample: its quantiles are exact for
+		// several jobs too, and equal fio's own for one job.
+		op.Histogram = &h
+		op.LatencyP50Sec = h.Quantile(0.50)
+		op.LatencyP99Sec = h.Quantile(0.99)
+		op.LatencyP999Sec = h.Quantile(0.999)
+		return
+	}
 	op.LatencyP50Sec = mixtureQuantile(stats, 50)
 	op.LatencyP99Sec = mixtureQuantile(stats, 99)
 	op.LatencyP999Sec = mixtureQuantile(stats, 99.9)
+}
+
+// mergedBins merges the jobs' histograms; ok is false unless every job
+// with samples printed one.
+func mergedBins(stats []latStat) (measure.Histogram, bool) {
+	if len(stats) == 0 {
+		return measure.Histogram{}, false
+	}
+	all := map[int64]uint64{}
+	for _, s := range stats {
+		if len(s.bins) == 0 {
+			return measure.Histogram{}, false
+		}
+		for ns, c := range s.bins {
+			all[ns] += c
+		}
+	}
+	h := measure.NewHistogram(all)
+	return h, !h.Empty()
 }
 
 // mixtureQuantile returns the q-th percentile (0 < q <= 100) of the

@@ -13,25 +13,61 @@ import (
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
-// Profile is a fixed, built-in set of fio jobs plus how many rounds a
-// `layerprobe run` makes by default.
+// Profile is a fixed, built-in set of fio jobs and how a measurement runs
+// them.
 type Profile struct {
-	Name          string
-	Description   string
+	Name        string
+	Description string
+	Jobs        []Job
+	// Steady profiles keep one file per job and target for the whole
+	// measurement: laid out once (Layout), then overwritten by every
+	// execution, so that every target measures the same steady state and
+	// no execution pays for layout, allocation or ext4's conversion of
+	// unwritten extents (which alone can make a fresh file 30% slower).
+	// Their executions are short and bounded by time and bytes
+	// (Job.Runtime, Job.IOBytes). A profile that is not steady lays out a
+	// fresh file for every execution and removes it afterwards, as the
+	// seed article's commands do.
+	Steady bool
+	// DefaultRounds is the number of rounds a measurement makes when none
+	// is configured; 0 means adaptive: rounds go on until every headline
+	// interval is as narrow as asked or the byte budget is spent (see
+	// probe.Plan). MinRounds is the fewest rounds of each job an adaptive
+	// measurement makes before it may stop.
 	DefaultRounds int
-	Jobs          []Job
+	MinRounds     int
 }
 
 // Job is one built-in fio job of a profile.
 type Job struct {
 	Workload measure.Workload
 	// Options are fio command-line options (without the leading "--") that
-	// define the job, e.g. "rw=randwrite". They never contain filename,
-	// directory, output or exec options: the builder adds those.
+	// define the job's I/O, e.g. "rw=randwrite". They never contain
+	// filename, directory, output or exec options: the builder adds those.
+	// A steady profile's options hold no size, runtime or numjobs either:
+	// the builder derives them from the fields below.
 	Options []string
-	// FileBytes is the size of the file(s) the job lays out on the target:
-	// the free-space check needs at least this much (plus a margin).
+	// FileBytes is the size of the job's file on each target (shared by
+	// its clones): the free-space check needs at least this much (plus a
+	// margin), and a steady profile lays out this many bytes per target.
 	FileBytes int64
+	// Clones is the number of threads running the job at once, each with
+	// its own queue (fio's numjobs; 0 means 1). They share one file and
+	// fio reports them as one (group_reporting).
+	Clones int
+	// Runtime bounds the measured part of one execution of a steady job,
+	// Ramp the warm-up before it, whose I/O is done but not counted (fio's
+	// ramp_time): the first I/Os after fio opens a file pay for set-up
+	// that has nothing to do with the storage path.
+	Runtime, Ramp time.Duration
+	// IOBytes bounds the bytes one execution of a steady job writes or
+	// reads, ramp included, over all clones: on a fast device an execution
+	// stops here before Runtime, so that no device can make a round
+	// expensive.
+	IOBytes int64
 	// Timeout bounds one execution of the job, including layout.
 	Timeout time.Duration
 }
+
+// clones returns the job's clone count, at least 1.
+func (j Job) clones() int { return max(j.Clones, 1) }

@@ -33,6 +33,10 @@ type Op struct {
 	LatencyP50Sec  float64 `json:"latency_p50_seconds"`
 	LatencyP99Sec  float64 `json:"latency_p99_seconds"`
 	LatencyP999Sec float64 `json:"latency_p99_9_seconds"`
+	// Histogram is fio's latency histogram of the op (completion latency
+	// for read and write, fsync latency for sync), nil when fio printed
+	// none (output other than json+, fio 2, no I/O).
+	Histogram *Histogram `json:"latency_histogram,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler: NaN and ±Inf figures (a latency

@@ -6,7 +6,7 @@ type Result struct {
 	Workload     Workload `json:"job"`
 	RoundsOK     int      `json:"rounds_ok"`
 	RoundsFailed int      `json:"rounds_failed"`
-	// Raw holds medians over the successful rounds.
+	// Raw holds the target's own figures over its successful rounds.
 	Raw Raw `json:"raw"`
 	// Overhead relative to host, by metric name (the Metric* constants).
 	// Absent for the host target itself.
@@ -14,8 +14,11 @@ type Result struct {
 	Failures []FailedRound       `json:"failures,omitempty"`
 }
 
-// Raw holds a target's own figures: medians over successful rounds, in base
-// units. NaN (null in JSON) means not applicable or not measured.
+// Raw holds a target's own figures over its successful rounds, in base
+// units: throughput over their measured time together, latency percentiles
+// of their latency samples pooled (where fio gave no histogram, the median
+// of the rounds' own). NaN (null in JSON) means not applicable or not
+// measured.
 type Raw struct {
 	IOPS           float64 `json:"iops"`                       // read + write
 	BandwidthBytes float64 `json:"bandwidth_bytes_per_second"` // read + write
@@ -31,8 +34,10 @@ func (r Raw) MarshalJSON() ([]byte, error) { return marshalFigures(r) }
 // as NaN, so that a missing figure can never pass for a measured zero.
 func (r *Raw) UnmarshalJSON(b []byte) error { return unmarshalFigures(b, r, true) }
 
-// Overhead is the paired median overhead of a target relative to host for
-// one metric (see stats.PairedOverhead for the definitions).
+// Overhead is the paired overhead of a target relative to host for one
+// metric: the Hodges–Lehmann estimate of the per-round log ratios with its
+// exact signed-rank interval (see stats.PairedOverhead for the
+// definitions).
 type Overhead struct {
 	Ratio         float64 `json:"ratio"` // 0.08 = 8% slower than host; negative = faster
 	CILow         float64 `json:"ci_low"`
@@ -43,6 +48,10 @@ type Overhead struct {
 	N             int     `json:"rounds"`   // round pairs used
 	Coverage      float64 `json:"coverage"` // achieved coverage of the interval
 }
+
+// HalfWidth is half the interval's width in ratio units (0.03 = 3
+// percentage points); NaN without an interval.
+func (o Overhead) HalfWidth() float64 { return (o.CIHigh - o.CILow) / 2 }
 
 // MarshalJSON implements json.Marshaler: NaN and ±Inf become null.
 func (o Overhead) MarshalJSON() ([]byte, error) { return marshalFigures(o) }

@@ -60,13 +60,7 @@ func Summarize(samples []Sample, confidence float64) []Result {
 			res.Failures = append(res.Failures, FailedRound{Round: s.Round, Reason: s.Failure.Reason, Message: s.Failure.Message})
 		}
 		slices.SortStableFunc(res.Failures, func(a, b FailedRound) int { return cmp.Compare(a.Round, b.Round) })
-		res.Raw = Raw{
-			IOPS:           medianOf(ok, MetricIOPS),
-			BandwidthBytes: medianOf(ok, MetricBandwidth),
-			LatencyP50:     medianOf(ok, MetricLatencyP50),
-			LatencyP99:     medianOf(ok, MetricLatencyP99),
-			FsyncP99:       medianOf(ok, MetricFsyncP99),
-		}
+		res.Raw = pooledRaw(ok, k.workload)
 		if k.target != TargetHost {
 			res.Overhead = overheads(groups[key{TargetHost, k.workload}], group, k.workload, confidence)
 		}
@@ -114,6 +108,58 @@ func fromStats(o stats.Overhead) Overhead {
 		PercentOfHost: o.PercentOfHost, PercentLow: o.PercentLow, PercentHigh: o.PercentHigh,
 		N: o.N, Coverage: o.Coverage,
 	}
+}
+
+// pooledRaw is a target's own figures over its successful executions:
+// throughput over their measured time together, and latency percentiles
+// of all their latency samples pooled (fio's histograms). Where fio gave no
+// histogram (other output formats, fio 2, results stored before histograms
+// were kept) the percentile is the median of the executions' own.
+func pooledRaw(ok []JobResult, w Workload) Raw {
+	raw := Raw{IOPS: math.NaN(), BandwidthBytes: math.NaN()}
+	var ios, bytes, secs float64
+	for _, r := range ok {
+		n := float64(r.Read.IOs + r.Write.IOs)
+		rate := r.Read.IOPS + r.Write.IOPS
+		if n <= 0 || !(rate > 0) || math.IsInf(rate, 0) {
+			continue
+		}
+		// fio's IOPS is I/Os over the measured runtime, so this is the
+		// runtime.
+		ios += n
+		bytes += float64(r.Read.Bytes + r.Write.Bytes)
+		secs += n / rate
+	}
+	if secs > 0 {
+		raw.IOPS, raw.BandwidthBytes = ios/secs, bytes/secs
+	} else {
+		raw.IOPS, raw.BandwidthBytes = medianOf(ok, MetricIOPS), medianOf(ok, MetricBandwidth)
+	}
+	write := func(r JobResult) *Op { return &r.Write }
+	raw.LatencyP50 = pooledQuantile(ok, write, 0.50, MetricLatencyP50)
+	raw.LatencyP99 = pooledQuantile(ok, write, 0.99, MetricLatencyP99)
+	raw.FsyncP99 = math.NaN()
+	if w == Fsync {
+		raw.FsyncP99 = pooledQuantile(ok, func(r JobResult) *Op { return &r.Sync }, 0.99, MetricFsyncP99)
+	}
+	return raw
+}
+
+// pooledQuantile is the q-quantile of op's pooled histograms, or the median
+// of metric when any result lacks a histogram.
+func pooledQuantile(ok []JobResult, op func(JobResult) *Op, q float64, metric string) float64 {
+	hs := make([]Histogram, 0, len(ok))
+	for _, r := range ok {
+		h := op(r).Histogram
+		if h == nil || h.Empty() {
+			return medianOf(ok, metric)
+		}
+		hs = append(hs, *h)
+	}
+	if len(hs) == 0 {
+		return math.NaN()
+	}
+	return MergeHistograms(hs...).Quantile(q)
 }
 
 // medianOf is the median of metric over results, NaN values left out.

@@ -230,3 +230,44 @@ func TestMetricHelpers(t *testing.T) {
 	}()
 	measure.MetricDirection("nope")
 }
+
+// TestSummarizePoolsRawFigures: throughput is I/O over the rounds' time
+// together, percentiles come from the pooled histograms, and a result
+// without a histogram falls back to the median of the rounds' own.
+func TestSummarizePoolsRawFigures(t *testing.T) {
+	h1 := measure.NewHistogram(map[int64]uint64{1000: 99, 9000: 1})
+	h2 := measure.NewHistogram(map[int64]uint64{1000: 50, 3000: 50})
+	nan := math.NaN()
+	jr := func(ios int64, iops float64, h measure.Histogram) measure.JobResult {
+		return measure.JobResult{Workload: measure.RandWrite,
+			Write: measure.Op{IOs: ios, IOPS: iops, Bytes: ios * 4096, BandwidthBytes: iops * 4096,
+				LatencyP50Sec: h.Quantile(0.5), LatencyP99Sec: h.Quantile(0.99), LatencyMeanSec: nan, LatencyP999Sec: nan, Histogram: &h},
+			Read: measure.Op{LatencyMeanSec: nan, LatencyP50Sec: nan, LatencyP99Sec: nan, LatencyP999Sec: nan},
+			Sync: measure.Op{LatencyMeanSec: nan, LatencyP50Sec: nan, LatencyP99Sec: nan, LatencyP999Sec: nan}}
+	}
+	// 1000 I/Os in 1 s and 1000 I/Os in 0.25 s: 2000 I/Os in 1.25 s.
+	samples := []measure.Sample{
+		{Round: 1, Target: measure.TargetHost, JobResult: jr(1000, 1000, h1)},
+		{Round: 2, Target: measure.TargetHost, JobResult: jr(1000, 4000, h2)},
+	}
+	raw := measure.Summarize(samples, 0.95)[0].Raw
+	if math.Abs(raw.IOPS-1600) > 1e-9 || math.Abs(raw.BandwidthBytes-1600*4096) > 1e-6 {
+		t.Errorf("pooled IOPS %v, bandwidth %v; want 1600 and 1600·4096", raw.IOPS, raw.BandwidthBytes)
+	}
+	// Pooled: 149 samples at 1 µs of 200, 50 at 3 µs, 1 at 9 µs.
+	if raw.LatencyP50 != 1e-6 || raw.LatencyP99 != 3e-6 {
+		t.Errorf("pooled p50 %v p99 %v, want 1e-6 and 3e-6", raw.LatencyP50, raw.LatencyP99)
+	}
+	// Without a histogram: the median of the rounds' own percentiles.
+	noHist := jr(1000, 2000, h2)
+	noHist.Write.Histogram = nil
+	samples = append(samples, measure.Sample{Round: 3, Target: measure.TargetHost, JobResult: noHist})
+	raw = measure.Summarize(samples, 0.95)[0].Raw
+	if want := median3(h1.Quantile(0.99), h2.Quantile(0.99), h2.Quantile(0.99)); raw.LatencyP99 != want {
+		t.Errorf("fallback p99 %v, want the median of the rounds' %v", raw.LatencyP99, want)
+	}
+}
+
+func median3(a, b, c float64) float64 {
+	return max(min(a, b), min(max(a, b), c))
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -66,10 +67,20 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 	}
 
 	total, done, start := n*2, 0, time.Now()
-	step := func(r int, target measure.Target) {
-		if progress != nil {
-			progress(s.progress(r, first+n-1, target, job.Workload, done, total, start))
+	report := func(phase string, r int, target measure.Target) {
+		if progress == nil {
+			return
 		}
+		el := time.Since(start)
+		var eta time.Duration
+		if done > 0 {
+			eta = time.Duration(float64(el) / float64(done) * float64(total-done))
+		}
+		progress(Progress{Engine: s.opts.EngineName, Phase: phase, Round: r - first + 1, Target: target, Workload: job.Workload,
+			Done: done, Total: total, HalfWidth: math.NaN(), Elapsed: el, ETA: eta})
+	}
+	step := func(r int, target measure.Target) {
+		report("cold", r, target)
 		done++
 	}
 	for r := first; r < first+n && ctx.Err() == nil; r++ {
@@ -77,7 +88,7 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 		order := 1
 		if hostFirst {
 			step(r, measure.TargetHost)
-			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job))
+			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job, fio.Fresh))
 			order++
 		}
 		step(r, measure.TargetContainer)
@@ -88,12 +99,10 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 		order++
 		if !hostFirst && ctx.Err() == nil {
 			step(r, measure.TargetHost)
-			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job))
+			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job, fio.Fresh))
 		}
 	}
-	if progress != nil {
-		progress(s.progress(first+n-1, first+n-1, "", "", done, total, start))
-	}
+	report("done", first+n-1, "")
 	return run, nil
 }
 
@@ -199,7 +208,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 	}()
 	// The sample's clock starts at container creation: the cold penalty
 	// includes whatever the start itself costs the first writes.
-	sample := s.runJob(ctx, p, round, order, measure.TargetContainer, job)
+	sample := s.runJob(ctx, p, round, order, measure.TargetContainer, job, fio.Fresh)
 	sample.StartedAt = started.UTC()
 	sample.DurationSeconds = time.Since(started).Seconds()
 	if ctx.Err() != nil {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path"
@@ -313,63 +312,11 @@ func (s *Session) Close(ctx context.Context) {
 	}
 }
 
-// Progress reports a session's position to a UI.
-type Progress struct {
-	Engine       string
-	Round        int
-	Rounds       int
-	Target       measure.Target
-	Workload     measure.Workload
-	Done, Total  int
-	Elapsed, ETA time.Duration
-}
-
-// RunRounds runs rounds first..first+n-1 of the profile's jobs on every
-// target. Within a round each job runs on every target once, in a fresh
-// random order, so drift over time cancels out of the paired ratios. It stops
-// early only when ctx ends; failed jobs are recorded and the run goes on.
-func (s *Session) RunRounds(ctx context.Context, prof fio.Profile, first, n int, rng *rand.Rand, progress func(Progress)) []measure.Sample {
-	total := n * len(prof.Jobs) * len(s.targets)
-	done := 0
-	start := time.Now()
-	var samples []measure.Sample
-	for r := first; r < first+n; r++ {
-		for _, job := range prof.Jobs {
-			order := append([]measure.Target(nil), s.targets...)
-			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-			for i, t := range order {
-				if ctx.Err() != nil {
-					return samples
-				}
-				if progress != nil {
-					progress(s.progress(r, first+n-1, t, job.Workload, done, total, start))
-				}
-				samples = append(samples, s.runJob(ctx, s.probe, r, i+1, t, job))
-				done++
-			}
-		}
-	}
-	if progress != nil {
-		progress(s.progress(first+n-1, first+n-1, "", "", done, total, start))
-	}
-	return samples
-}
-
-func (s *Session) progress(round, rounds int, target measure.Target, w measure.Workload, done, total int, start time.Time) Progress {
-	el := time.Since(start)
-	var eta time.Duration
-	if done > 0 {
-		eta = time.Duration(float64(el) / float64(done) * float64(total-done))
-	}
-	return Progress{Engine: s.opts.EngineName, Round: round, Rounds: rounds, Target: target, Workload: w,
-		Done: done, Total: total, Elapsed: el, ETA: eta}
-}
-
 // runJob runs one job on one target (in container p unless the target is
 // the host) and always returns a sample: failures are data.
-func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target measure.Target, job fio.Job) measure.Sample {
+func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target measure.Target, job fio.Job, how fio.Execution) measure.Sample {
 	started := time.Now()
-	res := s.execute(ctx, p, target, job)
+	res := s.execute(ctx, p, target, job, how)
 	res.Workload = job.Workload
 	if !res.OK() {
 		s.logger.Warn("fio job failed", "target", target, "job", job.Workload, "round", round,
@@ -379,7 +326,7 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 		DurationSeconds: time.Since(started).Seconds(), JobResult: res}
 }
 
-func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job) measure.JobResult {
+func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job, how fio.Execution) measure.JobResult {
 	if f := s.checkSpace(job); f != nil {
 		return measure.JobResult{Failure: f}
 	}
@@ -391,9 +338,11 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		if s.fioPath == "" {
 			return measure.JobResult{Failure: &measure.Failure{Reason: measure.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
 		}
-		stdout, stderr, code, err := runHost(jctx, fio.Command(s.fioPath, job, s.hostDir))
-		res = resultOf(jctx, job, stdout, stderr, code, err)
-		if !res.OK() {
+		stdout, stderr, code, err := runHost(jctx, fio.Command(s.fioPath, job, s.hostDir, how))
+		res = resultOf(jctx, job, how, stdout, stderr, code, err)
+		// A fresh execution that failed may leave its file behind. Steady
+		// files stay until the measurement ends and removes them.
+		if !res.OK() && how == fio.Fresh {
 			if err := hostfs.ClearDir(s.hostDir); err != nil {
 				s.logger.Error("remove files of a failed job", "dir", s.hostDir, "err", err)
 			}
@@ -401,9 +350,9 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		return res
 	}
 	dir := s.containerDir(target)
-	out, err := s.eng.Exec(jctx, p, fio.Command(engine.ContainerFio, job, dir))
-	res = resultOf(jctx, job, out.Stdout, out.Stderr, out.ExitCode, err)
-	if !res.OK() {
+	out, err := s.eng.Exec(jctx, p, fio.Command(engine.ContainerFio, job, dir, how))
+	res = resultOf(jctx, job, how, out.Stdout, out.Stderr, out.ExitCode, err)
+	if !res.OK() && how == fio.Fresh {
 		// fio unlinks its files when it finishes; a failed or killed
 		// job may leave them, so empty the job directory.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -447,14 +396,14 @@ func (s *Session) checkSpace(job fio.Job) *measure.Failure {
 	return nil
 }
 
-func resultOf(ctx context.Context, job fio.Job, stdout, stderr []byte, code int, err error) measure.JobResult {
+func resultOf(ctx context.Context, job fio.Job, how fio.Execution, stdout, stderr []byte, code int, err error) measure.JobResult {
 	switch {
 	case ctx.Err() != nil:
 		return measure.JobResult{Failure: fio.FailureFromRunError(ctx.Err())}
 	case err != nil:
 		return measure.JobResult{Failure: fio.FailureFromRunError(err)}
 	}
-	return fio.Parse(job, stdout, stderr, code)
+	return fio.ParseExecution(job, how, stdout, stderr, code)
 }
 
 func trim(b []byte) string {

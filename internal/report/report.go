@@ -15,7 +15,10 @@ import (
 )
 
 // SchemaVersion is the version of the JSON document written by WriteJSON.
-const SchemaVersion = 1
+// Version 2: rounds are per workload and adaptive, overheads are
+// Hodges-Lehmann estimates with signed-rank intervals, raw figures are
+// pooled over the rounds, and samples carry latency histograms.
+const SchemaVersion = 2
 
 // DefaultConfidence is the confidence of the intervals `layerprobe run`
 // reports, and what WriteTable assumes when Run.Confidence is unset.
@@ -30,8 +33,15 @@ type Run struct {
 	// Mode is "steady" (a long-lived probe container: Engine.Results),
 	// "cold" (a fresh container per round and copy-up: Engine.Cold) or
 	// "both".
-	Mode   measure.Mode `json:"mode"`
-	Rounds int          `json:"rounds"`
+	Mode measure.Mode `json:"mode"`
+	// Rounds is the fixed number of rounds of every job, 0 when the run
+	// was adaptive (Precision, MaxBytes).
+	Rounds int `json:"rounds"`
+	// Precision is the target half-width of an adaptive run (ratio units,
+	// 0.03 = 3 percentage points); 0 when none. MaxBytes is its byte
+	// budget per engine, 0 when none.
+	Precision float64 `json:"precision"`
+	MaxBytes  int64   `json:"max_bytes"`
 	// Confidence of every interval in the document, e.g. 0.95.
 	Confidence      float64   `json:"confidence"`
 	StartedAt       time.Time `json:"started_at"`
@@ -60,7 +70,14 @@ type Engine struct {
 	Error           *Error           `json:"error,omitempty"`
 	BytesWritten    int64            `json:"bytes_written"`
 	DurationSeconds float64          `json:"duration_seconds"`
-	Results         []measure.Result `json:"results"`
+	// Rounds is the number of rounds run (each runs one job on every
+	// target); StopReason says what ended them: precision, bytes, rounds
+	// or canceled. LayoutBytes is what laying out the job files wrote
+	// (part of BytesWritten).
+	Rounds      int    `json:"rounds"`
+	StopReason  string `json:"stop_reason"`
+	LayoutBytes int64  `json:"layout_bytes"`
+	Results     []measure.Result `json:"results"`
 	Samples         []measure.Sample `json:"samples"`
 	// Cold is the cold-path measurement, present in modes cold and both.
 	Cold *Cold `json:"cold,omitempty"`

@@ -26,8 +26,8 @@ func (d Direction) String() string {
 	return fmt.Sprintf("Direction(%d)", int(d))
 }
 
-// Overhead is the paired median overhead of a target relative to the host,
-// with its confidence interval.
+// Overhead is the paired overhead of a target relative to the host, with
+// its confidence interval.
 type Overhead struct {
 	// Ratio is how much slower than host the target is: 0.08 means 8%
 	// slower, a negative value means faster. For throughput it is the
@@ -45,7 +45,7 @@ type Overhead struct {
 	// N is the number of valid pairs (rounds) the figures rest on.
 	N int
 	// Coverage is the achieved coverage of the interval; it is below the
-	// requested confidence when N is too small (see MedianCI).
+	// requested confidence when N is too small (see WilcoxonCI).
 	Coverage float64
 }
 
@@ -53,12 +53,12 @@ type Overhead struct {
 // host[i] and target[i] were measured in the same round.
 //
 // A pair is dropped when either value is NaN, infinite or not positive (a
-// failed or empty measurement has no ratio). The statistic is the median of
-// the per-round log ratios r = ln(target/host), with MedianCI's exact
-// interval; the log makes the ratio symmetric (a 2x slowdown and a 2x
-// speed-up are equally far from 0) and pairing by round cancels whatever
-// load the host had in that round. With m, low and high the median and
-// bounds of r:
+// failed or empty measurement has no ratio). The statistic is the
+// Hodges–Lehmann estimate of the per-round log ratios r = ln(target/host),
+// with WilcoxonCI's exact interval; the log makes the ratio symmetric (a 2x
+// slowdown and a 2x speed-up are equally far from 0) and pairing by round
+// cancels whatever load the host had in that round. With m, low and high
+// the estimate and bounds of r:
 //
 //	HigherIsBetter: Ratio = 1 - e^m, CI [1 - e^high, 1 - e^low], PercentOfHost = 100·e^m
 //	LowerIsBetter:  Ratio = e^m - 1, CI [e^low - 1, e^high - 1], PercentOfHost = 100·e^-m
@@ -92,7 +92,7 @@ func PairedOverhead(host, target []float64, dir Direction, confidence float64) O
 		return Overhead{Ratio: nan, CILow: nan, CIHigh: nan, PercentOfHost: nan, PercentLow: nan, PercentHigh: nan, Coverage: nan}
 	}
 
-	ci := MedianCI(logs, confidence)
+	ci := WilcoxonCI(logs, confidence)
 	m, lo, hi := ci.Median, ci.Low, ci.High
 	o := Overhead{N: ci.N, Coverage: ci.Coverage}
 	switch dir {

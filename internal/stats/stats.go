@@ -1,15 +1,17 @@
 // Package stats holds the statistics layerprobe reports: medians, exact
-// distribution-free confidence intervals for a median, the median absolute
-// deviation and the paired target/host overhead.
+// distribution-free confidence intervals for a median (sign test) and for a
+// centre of symmetry (Wilcoxon signed rank, with the Hodges–Lehmann
+// estimate), the median absolute deviation and the paired target/host
+// overhead.
 //
-// The method (see the project's methodology notes) treats a measurement
-// round as the unit of replication: every round runs each target once, the
-// per-round log ratio target/host is the observation, and the overhead is the
-// median of those ratios with an exact order-statistic (sign-test) interval.
-// Medians and order statistics are used instead of means and normal theory
+// The method (docs/methodology.md) treats a measurement round as the unit
+// of replication: every round runs one job on each target once, the
+// per-round log ratio target/host is the observation, and the overhead is
+// the Hodges–Lehmann estimate of those ratios with the exact signed-rank
+// interval. Rank methods are used instead of means and normal theory
 // because fio figures, fsync latencies above all, are skewed and
-// heavy-tailed, and because a run has few rounds (often 6 to 20), where a
-// bootstrap interval is anti-conservative.
+// heavy-tailed, and because a measurement has few rounds (often 6 to 30),
+// where a bootstrap interval is anti-conservative.
 //
 // Everything here is a pure function of its arguments. NaN is not a valid
 // observation: functions that take raw samples document whether callers must

@@ -14,7 +14,8 @@ import (
 
 // cycleColumns are the columns scanCycle reads, in its order.
 const cycleColumns = `id, engine, mode, profile, triggered_by, driver, backing_fs, engine_version,
-	fio_version, started_at, finished_at, result, reason, message, first_round, rounds, bytes_written, reflink`
+	fio_version, started_at, finished_at, result, reason, message, first_round, rounds, bytes_written, reflink,
+	stop_reason`
 
 // StartCycle records c as running and sets c.ID and c.Result. A zero
 // c.StartedAt is set to now.
@@ -67,11 +68,12 @@ func (s *Store) FinishCycle(ctx context.Context, c *Cycle) error {
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE cycles SET
 	driver = ?, backing_fs = ?, engine_version = ?, fio_version = ?, finished_at = ?, result = ?,
-	reason = ?, message = ?, first_round = ?, rounds = ?, bytes_written = ?, results_json = ?, reflink = ?
+	reason = ?, message = ?, first_round = ?, rounds = ?, bytes_written = ?, results_json = ?, reflink = ?,
+	stop_reason = ?
 WHERE id = ? AND result = ?`,
 			c.Driver, c.BackingFS, c.EngineVersion, c.FioVersion, nullTime(c.FinishedAt), c.Result,
 			c.Reason, c.Message, c.FirstRound, c.Rounds, c.BytesWritten, results, reflink,
-			c.ID, ResultRunning)
+			c.StopReason, c.ID, ResultRunning)
 		if err != nil {
 			return err
 		}
@@ -155,11 +157,12 @@ func checkNew(c *Cycle) error {
 func insertCycle(ctx context.Context, tx *sql.Tx, c *Cycle, results string) (int64, error) {
 	res, err := tx.ExecContext(ctx, `INSERT INTO cycles (
 	engine, mode, profile, triggered_by, driver, backing_fs, engine_version, fio_version,
-	started_at, finished_at, result, reason, message, first_round, rounds, bytes_written, results_json
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	started_at, finished_at, result, reason, message, first_round, rounds, bytes_written, results_json,
+	stop_reason
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.Engine, c.Mode, c.Profile, c.Trigger, c.Driver, c.BackingFS, c.EngineVersion, c.FioVersion,
 		formatTime(c.StartedAt), nullTime(c.FinishedAt), c.Result, c.Reason, c.Message,
-		c.FirstRound, c.Rounds, c.BytesWritten, results)
+		c.FirstRound, c.Rounds, c.BytesWritten, results, c.StopReason)
 	if err != nil {
 		return 0, err
 	}
@@ -346,7 +349,7 @@ func scanCycle(sc scanner, results *string) (Cycle, error) {
 	var reflink sql.NullBool
 	dest := []any{&c.ID, &c.Engine, &c.Mode, &c.Profile, &c.Trigger, &c.Driver, &c.BackingFS,
 		&c.EngineVersion, &c.FioVersion, &started, &finished, &c.Result, &c.Reason, &c.Message,
-		&c.FirstRound, &c.Rounds, &c.BytesWritten, &reflink}
+		&c.FirstRound, &c.Rounds, &c.BytesWritten, &reflink, &c.StopReason}
 	if results != nil {
 		dest = append(dest, results)
 	}

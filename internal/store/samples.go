@@ -129,16 +129,21 @@ WHERE s.engine = ? AND s.mode = ?
   AND (c.result = 'ok'
        OR (c.result = 'interrupted' AND c.first_round > 0 AND s.round < c.first_round + c.rounds))`
 
-// RecentSamples returns the samples of the last rounds distinct round
-// numbers of engine and mode that hold usable samples (see usableSamples:
-// ok cycles, and completed rounds of interrupted ones), oldest first: by
-// round, then in the order each cycle recorded them.
+// RecentSamples returns, for every workload, the samples of its last rounds
+// distinct round numbers of engine and mode that hold usable samples (see
+// usableSamples: ok cycles, and completed rounds of interrupted ones),
+// oldest first: by round, then in the order each cycle recorded them. A
+// round runs one workload, or (in stores written before rounds were per
+// workload) all of them; either way each workload gets its own window.
 func (s *Store) RecentSamples(ctx context.Context, engine string, mode measure.Mode, rounds int) ([]measure.Sample, error) {
 	if rounds <= 0 {
 		return nil, nil
 	}
 	out, err := querySamples(ctx, s.db, usableSamples+`
-  AND s.round IN (SELECT DISTINCT s.round `+usableSamples+` ORDER BY s.round DESC LIMIT ?)
+  AND EXISTS (SELECT 1 FROM (
+        SELECT job, round, ROW_NUMBER() OVER (PARTITION BY job ORDER BY round DESC) AS n
+        FROM (SELECT DISTINCT s.job AS job, s.round AS round `+usableSamples+`)
+      ) w WHERE w.job = s.job AND w.round = s.round AND w.n <= ?)
 ORDER BY s.round, s.cycle_id, s.seq`, engine, mode, engine, mode, rounds)
 	if err != nil {
 		return nil, fmt.Errorf("recent samples of %s/%s: %w", engine, mode, err)

@@ -93,6 +93,10 @@ CREATE TABLE copyup_samples (
 CREATE INDEX copyup_samples_engine_round ON copyup_samples (engine, round);
 ALTER TABLE cycles ADD COLUMN reflink INTEGER; -- cold cycles: 1 or 0; NULL unknown
 `,
+	// v3: rounds became adaptive; what ended a cycle's rounds.
+	`
+ALTER TABLE cycles ADD COLUMN stop_reason TEXT NOT NULL DEFAULT ''; -- precision, bytes, rounds, decided, canceled
+`,
 }
 
 // schemaVersion is the version this build writes and understands.

@@ -333,7 +333,7 @@ dir=$(dirname "$0")
 for a; do
 	case "$a" in
 	--version) echo ` + FioVersion + `; exit 0 ;;
-	--name=*) name=${a#--name=} ;;
+	--name=*) name=${a#--name=}; name=${name%-layout} ;;
 	esac
 done
 exec cat "$dir/$name.json"

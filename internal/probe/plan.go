@@ -1,0 +1,424 @@
+package probe
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/measure"
+)
+
+// Plan says how many rounds a measurement makes and when it stops.
+//
+// A round runs one job once on every target, in a random order that the
+// job's next round reverses (ABBA): whatever drifts during a pair of rounds
+// weighs on every target alike. Rounds of the different jobs alternate.
+type Plan struct {
+	// Rounds is a fixed number of rounds of every job. 0 makes the
+	// measurement adaptive: MinRounds rounds of every job, then more rounds
+	// of the job whose interval is furthest from Precision, per byte, until
+	// every headline interval is within Precision or the next round would
+	// exceed MaxBytes.
+	Rounds    int
+	MinRounds int
+	// MaxRounds bounds the rounds of any one job (0: DefaultMaxRounds).
+	MaxRounds int
+	// Precision is the half-width, in ratio units (0.03 = 3 percentage
+	// points), every headline interval must reach. 0 stops an adaptive
+	// measurement after MinRounds.
+	Precision float64
+	// MaxBytes bounds what the measurement writes, layout included; 0 is
+	// no bound. A round that would cross it is not started.
+	MaxBytes int64
+	// Prior holds earlier samples whose rounds count towards Precision
+	// (the agent's window of recent cycles). They are not returned.
+	Prior []measure.Sample
+	// Confidence of the intervals that decide Precision (0: the default).
+	Confidence float64
+	// After, when set, sees every completed round's samples; returning
+	// true ends the measurement (StopDecided). Confirmation rounds use it
+	// to stop as soon as the detector has its verdict.
+	After func(round []measure.Sample) bool
+}
+
+// DefaultMaxRounds bounds an adaptive job's rounds when Plan.MaxRounds is 0.
+const DefaultMaxRounds = 200
+
+// StopReason says why a measurement ended.
+type StopReason string
+
+// Stop reasons.
+const (
+	StopPrecision StopReason = "precision" // every headline interval reached the target precision
+	StopBytes     StopReason = "bytes"     // the next round would have exceeded the byte budget
+	StopRounds    StopReason = "rounds"    // the fixed (or maximum) number of rounds is done
+	StopCanceled  StopReason = "canceled"  // the caller stopped the measurement
+	StopDecided   StopReason = "decided"   // Plan.After ended it
+)
+
+// Outcome is what Measure did.
+type Outcome struct {
+	Samples []measure.Sample
+	// Rounds is the number of rounds run (of all jobs together); round
+	// numbers first..first+Rounds-1 are used.
+	Rounds int
+	// LayoutBytes is what laying out the job files wrote, per target.
+	LayoutBytes map[measure.Target]int64
+	// BytesWritten is everything written: samples and layout.
+	BytesWritten int64
+	Stop         StopReason
+	// HalfWidth is, per workload, the widest headline half-width over the
+	// non-host targets when the measurement stopped (NaN: no interval).
+	HalfWidth map[measure.Workload]float64
+}
+
+// Progress reports a measurement's position to a UI.
+type Progress struct {
+	Engine   string
+	Phase    string // "layout", "measure", "cold" or "done"
+	Round    int    // 1-based round of this measurement
+	Target   measure.Target
+	Workload measure.Workload
+	// Done counts executions so far; Total is their number when it is
+	// known in advance (fixed rounds), 0 otherwise.
+	Done, Total int
+	// BytesWritten so far and the budget (0: none).
+	BytesWritten, MaxBytes int64
+	// HalfWidth is the widest headline half-width so far (NaN before a
+	// first interval), Precision the target (0: none).
+	HalfWidth, Precision float64
+	Elapsed, ETA         time.Duration
+}
+
+// jobState is one job's bookkeeping during a measurement.
+type jobState struct {
+	job       fio.Job
+	rounds    int
+	order     []measure.Target // the last round's order, which the next one reverses
+	lastBytes int64            // bytes of the job's last round, the cost estimate of the next
+	lastTime  time.Duration
+	halfWidth float64
+	broken    map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
+	samples   []measure.Sample                    // prior and new, for the intervals
+}
+
+// Measure runs the profile's jobs on every target of the session as plan
+// says, starting at round number first, and returns every sample, failed
+// executions included. It stops early only when ctx ends; failed jobs are
+// recorded and the measurement goes on. A steady profile's files are laid
+// out first and removed at the end, whatever happens.
+func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, first int, rng *rand.Rand, progress func(Progress)) Outcome {
+	start := time.Now()
+	out := Outcome{LayoutBytes: map[measure.Target]int64{}, HalfWidth: map[measure.Workload]float64{}}
+	conf := plan.Confidence
+	if conf == 0 {
+		conf = measure.DefaultConfidence
+	}
+	maxRounds := plan.MaxRounds
+	if maxRounds <= 0 {
+		maxRounds = DefaultMaxRounds
+	}
+	if plan.Rounds > 0 {
+		maxRounds = plan.Rounds
+	}
+	jobs := make([]*jobState, len(prof.Jobs))
+	for i, j := range prof.Jobs {
+		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{}}
+		for _, sm := range plan.Prior {
+			if sm.Workload == j.Workload {
+				js.samples = append(js.samples, sm)
+			}
+		}
+		js.halfWidth = widestHalfWidth(js.samples, j.Workload, conf)
+		jobs[i] = js
+	}
+	done := 0
+	report := func(phase string, round int, t measure.Target, w measure.Workload) {
+		if progress == nil {
+			return
+		}
+		p := Progress{Engine: s.opts.EngineName, Phase: phase, Round: round, Target: t, Workload: w, Done: done,
+			BytesWritten: out.BytesWritten, MaxBytes: plan.MaxBytes, HalfWidth: widest(jobs), Precision: plan.Precision,
+			Elapsed: time.Since(start)}
+		if plan.Rounds > 0 {
+			p.Total = plan.Rounds * len(jobs) * len(s.targets)
+		}
+		p.ETA = eta(jobs, plan, out.BytesWritten, p.Total, done, p.Elapsed)
+		progress(p)
+	}
+
+	how := fio.Fresh
+	if prof.Steady {
+		how = fio.Steady
+		defer s.removeJobFiles(ctx, prof)
+		for _, js := range jobs {
+			for _, t := range s.targets {
+				if ctx.Err() != nil {
+					break
+				}
+				report("layout", 0, t, js.job.Workload)
+				n, f := s.layout(ctx, t, js.job)
+				out.LayoutBytes[t] += n
+				out.BytesWritten += n
+				if f != nil {
+					js.broken[t] = f
+					s.logger.Warn("layout of a job file failed: the target cannot run the job in this measurement",
+						"target", t, "job", js.job.Workload, "reason", f.Reason, "err", f.Message)
+				}
+			}
+		}
+	}
+
+	round := first
+	for {
+		if ctx.Err() != nil {
+			out.Stop = StopCanceled
+			break
+		}
+		js, stop := s.next(jobs, plan, maxRounds, out.BytesWritten, rng)
+		if js == nil {
+			out.Stop = stop
+			break
+		}
+		roundStart := time.Now()
+		var roundBytes int64
+		mark := len(out.Samples)
+		for i, t := range s.roundOrder(js, rng) {
+			if ctx.Err() != nil {
+				break
+			}
+			report("measure", round-first+1, t, js.job.Workload)
+			var sm measure.Sample
+			if f := js.broken[t]; f != nil {
+				sm = measure.Sample{Round: round, Order: i + 1, Target: t, StartedAt: time.Now().UTC(),
+					JobResult: measure.JobResult{Workload: js.job.Workload, Failure: f}}
+			} else {
+				sm = s.runJob(ctx, s.probe, round, i+1, t, js.job, how)
+			}
+			out.Samples = append(out.Samples, sm)
+			js.samples = append(js.samples, sm)
+			roundBytes += sm.BytesWritten
+			out.BytesWritten += sm.BytesWritten
+			done++
+		}
+		if ctx.Err() != nil {
+			// A round cut short is not a round: its samples are kept
+			// (they were written) but it does not count.
+			out.Stop = StopCanceled
+			break
+		}
+		js.rounds++
+		js.lastBytes, js.lastTime = roundBytes, time.Since(roundStart)
+		js.halfWidth = widestHalfWidth(js.samples, js.job.Workload, conf)
+		round++
+		if plan.After != nil && plan.After(out.Samples[mark:]) {
+			out.Stop = StopDecided
+			break
+		}
+	}
+	out.Rounds = round - first
+	for _, js := range jobs {
+		out.HalfWidth[js.job.Workload] = js.halfWidth
+	}
+	report("done", out.Rounds, "", "")
+	return out
+}
+
+// next picks the job whose round comes next, or says why none does.
+func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, rng *rand.Rand) (*jobState, StopReason) {
+	fits := func(js *jobState) bool {
+		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
+	}
+	// The fewest-rounds job first, so that the jobs' rounds alternate;
+	// ties in random order, so no job always runs first.
+	order := slices.Clone(jobs)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	slices.SortStableFunc(order, func(a, b *jobState) int { return a.rounds - b.rounds })
+
+	minRounds := plan.MinRounds
+	if plan.Rounds > 0 {
+		minRounds = plan.Rounds
+	}
+	minRounds = min(minRounds, maxRounds)
+	for _, js := range order {
+		if js.rounds < minRounds {
+			if !fits(js) {
+				return nil, StopBytes
+			}
+			return js, ""
+		}
+	}
+	if plan.Rounds > 0 || plan.Precision <= 0 {
+		return nil, StopRounds
+	}
+	// Adaptive: the job furthest from the target precision per byte it
+	// costs. A job without an interval yet (every pair failed) cannot be
+	// helped by more rounds of the same failures.
+	var best *jobState
+	bestScore, blocked, capped := 0.0, false, false
+	for _, js := range order {
+		hw := js.halfWidth
+		if math.IsNaN(hw) || hw <= plan.Precision {
+			continue
+		}
+		if js.rounds >= maxRounds {
+			capped = true
+			continue
+		}
+		if !fits(js) {
+			blocked = true
+			continue
+		}
+		score := (hw / plan.Precision) / float64(max(s.roundCost(js), 1))
+		if best == nil || score > bestScore {
+			best, bestScore = js, score
+		}
+	}
+	switch {
+	case best != nil:
+		return best, ""
+	case blocked:
+		return nil, StopBytes
+	case capped:
+		return nil, StopRounds
+	}
+	return nil, StopPrecision
+}
+
+// roundCost estimates what the job's next round writes: its last round, or
+// before the first one the job's byte cap on every target.
+func (s *Session) roundCost(js *jobState) int64 {
+	if js.lastBytes > 0 {
+		return js.lastBytes
+	}
+	per := js.job.IOBytes
+	if per <= 0 {
+		per = js.job.FileBytes
+	}
+	return per * int64(len(s.targets))
+}
+
+// roundOrder is the order of the job's next round: a fresh random order,
+// or the reverse of the job's previous one every second round.
+func (s *Session) roundOrder(js *jobState, rng *rand.Rand) []measure.Target {
+	var order []measure.Target
+	if js.rounds%2 == 1 && len(js.order) == len(s.targets) {
+		order = slices.Clone(js.order)
+		slices.Reverse(order)
+	} else {
+		order = slices.Clone(s.targets)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	js.order = order
+	return order
+}
+
+// widestHalfWidth is the widest headline half-width over the non-host
+// targets of w; NaN while any target has no interval.
+func widestHalfWidth(samples []measure.Sample, w measure.Workload, confidence float64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	widest := math.NaN()
+	for _, r := range measure.Summarize(samples, confidence) {
+		if r.Target == measure.TargetHost || r.Workload != w {
+			continue
+		}
+		o, ok := r.Overhead[measure.HeadlineMetric(w)]
+		if !ok {
+			continue
+		}
+		hw := o.HalfWidth()
+		if math.IsNaN(hw) {
+			if r.RoundsOK > 0 {
+				return math.NaN()
+			}
+			continue // the target never ran: it cannot hold the others back
+		}
+		if math.IsNaN(widest) || hw > widest {
+			widest = hw
+		}
+	}
+	return widest
+}
+
+// widest is the widest half-width over the jobs (NaN if none has one).
+func widest(jobs []*jobState) float64 {
+	w := math.NaN()
+	for _, js := range jobs {
+		if !math.IsNaN(js.halfWidth) && (math.IsNaN(w) || js.halfWidth > w) {
+			w = js.halfWidth
+		}
+	}
+	return w
+}
+
+// eta estimates the time left: from the executions left when the rounds
+// are fixed; otherwise the sooner of the budget running out and every job
+// reaching the precision at the rate its interval narrows (as 1/√rounds).
+func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time.Duration) time.Duration {
+	if done == 0 {
+		return 0
+	}
+	if total > 0 {
+		return time.Duration(float64(elapsed) / float64(done) * float64(total-done))
+	}
+	est := time.Duration(math.MaxInt64)
+	if plan.MaxBytes > 0 && spent > 0 {
+		est = time.Duration(float64(elapsed) / float64(spent) * float64(max(plan.MaxBytes-spent, 0)))
+	}
+	var byPrecision time.Duration
+	for _, js := range jobs {
+		rounds := float64(js.rounds)
+		if js.rounds < plan.MinRounds {
+			byPrecision += time.Duration(plan.MinRounds-js.rounds) * js.lastTime
+			rounds = float64(plan.MinRounds)
+		}
+		if plan.Precision > 0 && !math.IsNaN(js.halfWidth) && js.halfWidth > plan.Precision {
+			more := rounds*math.Pow(js.halfWidth/plan.Precision, 2) - rounds
+			byPrecision += time.Duration(more * float64(js.lastTime))
+		}
+	}
+	return min(est, byPrecision)
+}
+
+// layout writes the job's file on target t, once per measurement. bind
+// shares the host's directory and with it the host's file: laying it out
+// again would only write the same bytes twice.
+func (s *Session) layout(ctx context.Context, t measure.Target, job fio.Job) (int64, *measure.Failure) {
+	if t == measure.TargetBind && slices.Contains(s.targets, measure.TargetHost) {
+		return 0, nil
+	}
+	res := s.execute(ctx, s.probe, t, job, fio.Layout)
+	return res.BytesWritten, res.Failure
+}
+
+// removeJobFiles removes the steady profile's files from every target. It
+// runs with its own timeout so that it also works after cancellation.
+func (s *Session) removeJobFiles(ctx context.Context, prof fio.Profile) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, t := range s.targets {
+		if t == measure.TargetHost {
+			for _, j := range prof.Jobs {
+				if err := os.Remove(filepath.Join(s.hostDir, fio.FileName(j.Workload))); err != nil && !os.IsNotExist(err) {
+					s.logger.Error("remove a job file", "target", t, "err", err)
+				}
+			}
+			continue
+		}
+		if t == measure.TargetBind && slices.Contains(s.targets, measure.TargetHost) {
+			continue // the host's files, removed above
+		}
+		dir := s.containerDir(t)
+		if r, err := s.eng.Exec(ctx, s.probe, []string{engine.ContainerHelper, "probe-helper", "clean", dir}); err != nil || r.ExitCode != 0 {
+			s.logger.Error("remove job files", "target", t, "err", err, "stderr", trim(r.Stderr))
+		}
+	}
+}
