@@ -56,9 +56,9 @@ func Default() *Config {
 			K:                0.5,
 			H:                6,
 			Clip:             3,
-			MinEffect:        0.25,
+			MinEffect:        0.10,
 			ConfirmRounds:    16,
-			ConfirmMin:       14,
+			ConfirmMin:       13,
 		},
 	}
 }

@@ -12,7 +12,11 @@
 //     one-sided CUSUM, S = max(0, S + z − K). S > H opens a suspicion.
 //  2. Confirm. The agent runs fresh rounds; the regression is confirmed when
 //     at least ConfirmMin of ConfirmRounds of them exceed the floor
-//     m₀ + max(ln(1+MinEffect), 3σ₀), and rejected otherwise. The baseline
+//     m₀ + ln(1+MinEffect), and rejected otherwise: a one-sided sign test
+//     that the regression is larger than MinEffect. A round is a short
+//     execution, noisy on its own (a robust σ of 10-15% on a shared
+//     virtual disk); the count of rounds above the floor, not any single
+//     round, carries the evidence. The baseline
 //     is frozen from the moment a suspicion opens until the state is back to
 //     watching, so a regression cannot become its own baseline.
 //
@@ -41,14 +45,6 @@ import (
 // 0.8% wide, so a quiet series can have a MAD of exactly 0; without a floor
 // the smallest change would then be an infinite z-score.
 const DefaultSigmaFloor = 0.02
-
-// floorSigmas is how many σ₀ above the baseline median the confirmation
-// floor is at least, whatever MinEffect says. On a noisy series a 25%
-// effect floor alone would sit inside the noise, where heavy tails, or a
-// confounder lasting through the confirmation rounds (a noisy neighbour
-// during a burst), push 14 of 16 rounds over it far more easily than over
-// 3σ₀; iid normal arithmetic alone would not show the difference.
-const floorSigmas = 3
 
 // Params are the detector's settings. ParamsFrom builds them from the
 // configuration; the fields mirror the config keys detector.*.
@@ -192,10 +188,19 @@ type State struct {
 func (s State) Regressed() bool { return s.Phase == PhaseRegressed }
 
 // Floor returns the confirmation floor of a baseline, in log units:
-// m₀ + max(ln(1+MinEffect), 3σ₀). A confirmation round counts when its x
-// is above it; a round in recovery counts when below.
+// m₀ + ln(1+MinEffect). A confirmation round counts when its x is above
+// it; a round in recovery counts when below.
+//
+// The floor has no σ₀ term. With one round per observation a floor several
+// σ₀ above the baseline kept a lone noisy round from counting, but rounds
+// are now short executions with a σ₀ near the effects worth finding: a
+// 3σ₀ floor would sit near +50% and no 25% regression could ever be
+// confirmed. The sign test over ConfirmRounds rounds does that job: if the
+// regression were exactly MinEffect, each round would be above the floor
+// with probability 1/2 and ConfirmMin 13 of 16 would happen by chance one
+// time in a hundred; a smaller regression, or none, less often.
 func (p Params) Floor(b Baseline) float64 {
-	return b.Median + max(math.Log1p(p.MinEffect), floorSigmas*p.sigma(b))
+	return b.Median + math.Log1p(p.MinEffect)
 }
 
 // ConfirmRemaining returns how many more confirmation rounds the open

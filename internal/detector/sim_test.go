@@ -220,13 +220,15 @@ func TestAutocorrelated(t *testing.T) {
 
 func TestDelayTable(t *testing.T) {
 	p := defaults()
-	ratios := []float64{1, 1.10, 1.20, 1.25, 1.30, 1.35, 1.5, 2}
+	ratios := []float64{1, 1.05, 1.10, 1.20, 1.25, 1.5, 2}
 	shifts := make([]float64, len(ratios))
 	for i, r := range ratios {
 		shifts[i] = math.Log(r)
 	}
 	n := trials()
-	for _, sigma := range []float64{0.05, 0.10} {
+	// The robust σ of one round's fsync p99 log ratio measured on a
+	// shared virtual disk (docs/detector.md): 0.10 to 0.15.
+	for _, sigma := range []float64{0.10, 0.15} {
 		rows := DelayTable(p, shifts, sigma, 1, n)
 		var b strings.Builder
 		fmt.Fprintf(&b, "σ = %.2f, %d trials, horizon %d rounds\n", sigma, n, DelayHorizon)
@@ -253,24 +255,21 @@ func TestDelayTable(t *testing.T) {
 			}
 			panic("no such ratio")
 		}
-		// Nothing below the effect floor, nor at no shift, is confirmed.
-		for _, ratio := range []float64{1, 1.10, 1.20} {
-			if r := row(ratio); r.Confirmed != 0 {
-				t.Errorf("σ %v: %.2f× confirmed in %.1f%% of trials, want none", sigma, ratio, 100*r.Confirmed)
-			}
+		// No shift is never confirmed; half the effect floor almost never:
+		// each attempt needs 13 of 16 rounds above a floor that a round
+		// crosses with probability well under 1/2.
+		if r := row(1); r.Confirmed != 0 {
+			t.Errorf("σ %v: no shift confirmed in %.1f%% of trials", sigma, 100*r.Confirmed)
 		}
-		// A doubling is 7 to 14σ₀: z is clipped at 3, S gains 2.5 a round,
+		// A doubling is 4.6 to 7σ₀: z is clipped at 3, S gains 2.5 a round,
 		// so it is noticed within 3 rounds, and confirmed.
 		d := row(2)
 		if d.Suspected != 1 || d.SuspectP90 > 3 {
 			t.Errorf("σ %v: doubling suspected in %.3f of trials, p90 %v rounds; want all, within 3", sigma, d.Suspected, d.SuspectP90)
 		}
-		if sigma == 0.05 && (d.Confirmed != 1 || d.ConfirmMean > 3+float64(p.ConfirmMin)+0.5) {
-			t.Errorf("σ 0.05: doubling confirmed in %.3f of trials after %.1f rounds; want all, within %d",
-				d.Confirmed, d.ConfirmMean, 3+p.ConfirmMin)
-		}
-		if d.Confirmed < 0.9 {
-			t.Errorf("σ %v: doubling confirmed in only %.3f of trials", sigma, d.Confirmed)
+		if d.Confirmed < 0.99 || d.ConfirmP90 > 3+float64(p.ConfirmRounds) {
+			t.Errorf("σ %v: doubling confirmed in %.3f of trials, p90 after %v rounds; want all, within %d",
+				sigma, d.Confirmed, d.ConfirmP90, 3+p.ConfirmRounds)
 		}
 		// Bigger shifts are noticed sooner: trial i uses the same noise
 		// for every shift.
@@ -283,19 +282,25 @@ func TestDelayTable(t *testing.T) {
 		if short() {
 			continue // the rates below need more than a handful of trials
 		}
-		// A step of exactly the effect floor is a coin toss per round: a
-		// confirmation attempt succeeds with P(Bin(16, ½) ≥ 14) = 0.0021,
-		// and the screen makes a few dozen attempts at most before the
-		// window absorbs the new level.
-		if r := row(1.25); r.Confirmed > 0.05 {
-			t.Errorf("σ %v: 1.25× confirmed in %.1f%% of trials, want at most 5%%", sigma, 100*r.Confirmed)
+		if r := row(1.05); r.Confirmed > 0.05 {
+			t.Errorf("σ %v: 1.05× (half the effect floor) confirmed in %.1f%% of trials, want at most 5%%", sigma, 100*r.Confirmed)
+		}
+		// A 25% regression is what the detector exists for: confirmed in
+		// nearly every trial, within three cycles' fsync rounds (an
+		// adaptive cycle runs a dozen or more).
+		within := 36.0 // σ 0.10: the p90 of trials
+		if sigma > 0.1 {
+			within = 48 // σ 0.15: the mean
+		}
+		if r := row(1.25); r.Confirmed < 0.9 || (sigma <= 0.1 && r.ConfirmP90 > within) || (sigma > 0.1 && r.ConfirmMean > within) {
+			t.Errorf("σ %v: 1.25× confirmed in %.3f of trials, mean %v p90 %v rounds; want 90%%, within %v", sigma, r.Confirmed, r.ConfirmMean, r.ConfirmP90, within)
 		}
 		// The screen's delay for a 10% step matches the Markov chain's
 		// zero-state ARL1 for that many σ₀.
 		k := math.Log(1.10) / sigma
 		want := cusumARL(func(x float64) float64 { return normalCDF(x - k) }, p.K, p.H, p.Clip, 200)
-		if r := row(1.10); r.Suspected < 0.95 || math.Abs(r.SuspectMean-want) > 0.25*want {
-			t.Errorf("σ %v: 1.10× suspected in %.3f of trials after %.2f rounds, want all, after about the Markov ARL1 %.2f",
+		if r := row(1.10); r.Suspected < 0.8 || math.Abs(r.SuspectMean-want) > 0.25*want {
+			t.Errorf("σ %v: 1.10× suspected in %.3f of trials after %.2f rounds, want most, after about the Markov ARL1 %.2f",
 				sigma, r.Suspected, r.SuspectMean, want)
 		}
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 // DelayHorizon is how many rounds after a shift DelayTable follows a trial
-// before counting it as not detected: 200 rounds, under three days at the
-// default cadence (agent.interval 1h, three rounds a cycle).
+// before counting it as not detected: 200 fsync rounds, about four days at
+// the default cadence (agent.interval 6h, a dozen fsync rounds a cycle).
 const DelayHorizon = 200
 
 // DelayRow is DelayTable's result for one shift.
