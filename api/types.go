@@ -108,6 +108,10 @@ type Cycle struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	Rounds          int       `json:"rounds"`
 	BytesWritten    int64     `json:"bytes_written"`
+	// StopReason says what ended the cycle's rounds: precision, bytes,
+	// rounds, decided (confirmation rounds) or canceled; omitted for cycles
+	// that never measured.
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // CyclesResponse is GET /api/v1/cycles.

@@ -283,7 +283,7 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 func apiCycle(c store.Cycle) api.Cycle {
 	ac := api.Cycle{ID: c.ID, Engine: c.Engine, Mode: c.Mode, Profile: c.Profile, Result: c.Result,
 		Reason: c.Reason, Message: c.Message, Trigger: c.Trigger, StartedAt: c.StartedAt.UTC(),
-		FinishedAt: c.FinishedAt.UTC(), Rounds: c.Rounds, BytesWritten: c.BytesWritten}
+		FinishedAt: c.FinishedAt.UTC(), Rounds: c.Rounds, BytesWritten: c.BytesWritten, StopReason: c.StopReason}
 	if !c.FinishedAt.IsZero() {
 		ac.DurationSeconds = c.FinishedAt.Sub(c.StartedAt).Seconds()
 	}

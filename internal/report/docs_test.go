@@ -24,6 +24,7 @@ var docSections = map[reflect.Type]string{
 	reflect.TypeFor[measure.FailedRound]():  "Failure",
 	reflect.TypeFor[measure.Sample]():       "Sample",
 	reflect.TypeFor[measure.Op]():           "Op",
+	reflect.TypeFor[measure.Histogram]():    "Histogram",
 	reflect.TypeFor[measure.Failure]():      "Sample error",
 	reflect.TypeFor[Cold]():                 "Cold",
 	reflect.TypeFor[measure.CopyUp]():       "Copy-up",

@@ -86,7 +86,7 @@ func TestPairedOverheadMatchesLogCI(t *testing.T) {
 	for i := range host {
 		logs[i] = math.Log(target[i] / host[i])
 	}
-	ci := MedianCI(logs, 0.95)
+	ci := WilcoxonCI(logs, 0.95)
 	if ci.Low == ci.High {
 		t.Fatalf("test needs a non-degenerate interval, got %+v", ci)
 	}

@@ -140,9 +140,11 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 	must(t, err)
 	allowed := map[string]bool{}
 	for _, job := range prof.Jobs {
-		allowed[strings.Join(fio.Command(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner)), "\x00")] = true
-		for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner, "/lp/volume"} {
-			allowed[strings.Join(fio.Command("/lp/bin/fio", job, dir), "\x00")] = true
+		for _, how := range []fio.Execution{fio.Steady, fio.Layout} {
+			allowed[strings.Join(fio.Command(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner), how), "\x00")] = true
+			for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner, "/lp/volume"} {
+				allowed[strings.Join(fio.Command("/lp/bin/fio", job, dir, how), "\x00")] = true
+			}
 		}
 	}
 	for _, argv := range argvs {
