@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,6 +42,7 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 	cfg.FreeSpace = config.FreeSpace{}
 	cfg.Agent.StateDir = filepath.Join(t.TempDir(), "state")
 	cfg.Agent.RoundsPerCycle = 2
+	cfg.Agent.CycleMaxBytes = 0 // the fake engine's jobs "write" hundreds of MiB
 	cfg.Agent.ColdInterval = 0
 	cfg.Agent.ColdRounds = 2
 	cfg.Agent.DailyByteBudget = 0
@@ -91,7 +93,7 @@ func TestSteadyCyclePublishes(t *testing.T) {
 	a.cycleAll(ctx, triggerSchedule)
 
 	c := a.last(t)
-	if c.Result != ResultOK || c.Mode != measure.ModeSteady || c.Trigger != triggerSchedule || c.Rounds != 2 || c.FirstRound != 1 {
+	if c.Result != ResultOK || c.Mode != measure.ModeSteady || c.Trigger != triggerSchedule || c.Rounds != 2*len(a.prof.Jobs) || c.FirstRound != 1 || c.StopReason != "rounds" {
 		t.Fatalf("cycle %+v", c)
 	}
 	if c.BytesWritten <= 0 || c.FioVersion != enginetest.FioVersion || c.Driver != "overlay2" {
@@ -144,14 +146,20 @@ func TestSteadyCyclePublishes(t *testing.T) {
 		t.Errorf("Engines = %+v, %v", es, err)
 	}
 
-	// The next cycle numbers its rounds on, and its estimate comes from
-	// this cycle's bytes per round.
-	if got, want := a.engines[0].estimateBytes(a.prof, 2), c.BytesWritten; got != want {
-		t.Errorf("estimate for 2 rounds = %d, want the last cycle's %d", got, want)
+	// The next cycle numbers its rounds on. Its byte estimate is the
+	// cycle's cap, or without one this cycle's bytes.
+	plan := a.cyclePlan(a.prof)
+	plan.MaxBytes = 512 << 20
+	if got := a.engines[0].estimateBytes(a.prof, plan, 4); got != plan.MaxBytes {
+		t.Errorf("estimate = %d, want the cycle's cap %d", got, plan.MaxBytes)
+	}
+	plan.MaxBytes = 0
+	if got, want := a.engines[0].estimateBytes(a.prof, plan, 4), c.BytesWritten; got != want {
+		t.Errorf("estimate without a cap = %d, want the last cycle's %d", got, want)
 	}
 	a.cycleAll(ctx, triggerAPI)
-	if c2 := a.last(t); c2.FirstRound != 3 || c2.Trigger != triggerAPI || c2.Result != ResultOK {
-		t.Errorf("second cycle %+v, want rounds from 3", c2)
+	if c2 := a.last(t); c2.FirstRound != 1+2*len(a.prof.Jobs) || c2.Trigger != triggerAPI || c2.Result != ResultOK {
+		t.Errorf("second cycle %+v, want rounds from %d", c2, 1+2*len(a.prof.Jobs))
 	}
 	if n := a.eng.Started(measure.ModeSteady); n != 1 {
 		t.Errorf("%d probe containers started for two cycles, want the long-lived one", n)
@@ -237,9 +245,7 @@ func TestConfirmationRunsWhileBusy(t *testing.T) {
 	a := newTestAgent(t, func(c *config.Config) { c.Agent.ChurnQuietPeriod = time.Minute })
 	a.eng.SetChurn(1)
 	e := a.engines[0]
-	if a.cycle(context.Background(), e, triggerConfirm, fsyncOnly(a.prof), 2) {
-		t.Error("a confirmation cycle asked for confirmation")
-	}
+	a.confirm(context.Background(), e, a.prof)
 	c := a.last(t)
 	if c.Result != ResultOK || c.Trigger != triggerConfirm || len(a.eng.Jobs()) == 0 {
 		t.Errorf("confirmation cycle %s/%s with %d jobs, want it run", c.Result, c.Reason, len(a.eng.Jobs()))
@@ -329,8 +335,8 @@ func TestRegressionConfirmed(t *testing.T) {
 		}
 		t.Fatalf("want three scheduled cycles and a confirmation after the slowdown")
 	}
-	if cs[3].Rounds > 3 || cs[3].FirstRound != 7 {
-		t.Errorf("confirmation: rounds %d from %d, want at most 3 from 7", cs[3].Rounds, cs[3].FirstRound)
+	if first := 1 + 3*2*len(a.prof.Jobs); cs[3].Rounds > 3 || cs[3].FirstRound != first || cs[3].StopReason != "decided" {
+		t.Errorf("confirmation: rounds %d from %d, stop %q; want at most 3 from %d, decided", cs[3].Rounds, cs[3].FirstRound, cs[3].StopReason, first)
 	}
 	me := a.Snapshot().Engines[0]
 	if !me.Regression[measure.TargetContainer] {
@@ -502,3 +508,39 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestAdaptiveCycle: with rounds_per_cycle 0 a cycle makes its minimum
+// rounds and goes on until the published window is precise or its byte
+// cap is spent, and records which.
+func TestAdaptiveCycle(t *testing.T) {
+	t.Run("precise", func(t *testing.T) {
+		// The fake engine's rounds are all alike: no interval width once
+		// there are 6 pairs, the fewest for a 95% interval; the next cycle
+		// finds the window precise and makes its minimum rounds only.
+		a := newTestAgent(t, func(c *config.Config) {
+			c.Agent.RoundsPerCycle, c.Agent.MinRoundsPerCycle, c.Agent.TargetPrecision = 0, 2, 0.03
+		})
+		a.cycleAll(context.Background(), triggerSchedule)
+		if c := a.last(t); c.Result != ResultOK || c.StopReason != "precision" || c.Rounds != 6*len(a.prof.Jobs) {
+			t.Errorf("cycle %s, stop %q after %d rounds; want ok, precision after %d", c.Result, c.StopReason, c.Rounds, 6*len(a.prof.Jobs))
+		}
+		a.cycleAll(context.Background(), triggerSchedule)
+		if c := a.last(t); c.StopReason != "precision" || c.Rounds != 2*len(a.prof.Jobs) {
+			t.Errorf("second cycle: stop %q after %d rounds; want precision after the minimum %d", c.StopReason, c.Rounds, 2*len(a.prof.Jobs))
+		}
+	})
+	t.Run("budget", func(t *testing.T) {
+		a := newTestAgent(t, func(c *config.Config) {
+			c.Agent.RoundsPerCycle, c.Agent.MinRoundsPerCycle, c.Agent.TargetPrecision = 0, 1, 0.000001
+			c.Agent.CycleMaxBytes = 1 << 30
+		})
+		rng := rand.New(rand.NewPCG(1, 2))
+		a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+			return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1+0.5*rng.Float64())}
+		})
+		a.cycleAll(context.Background(), triggerSchedule)
+		if c := a.last(t); c.StopReason != "bytes" || c.BytesWritten > 1<<30 {
+			t.Errorf("cycle stop %q with %d bytes; want bytes, within 1 GiB", c.StopReason, c.BytesWritten)
+		}
+	})
+}

@@ -174,7 +174,7 @@ func TestFloor(t *testing.T) {
 func TestByHand(t *testing.T) {
 	p := Params{BaselineRounds: 3, MinBaselineRounds: 3, K: 0.5, H: 6, Clip: 3, MinEffect: 0.25,
 		ConfirmRounds: 4, ConfirmMin: 3, SigmaFloor: 0.125}
-	sig := stats.MADScale * 0.25 // σ₀ of windows like {0, 0.25, 1}: MAD 0.25
+	sig := stats.MADScale * 0.25   // σ₀ of windows like {0, 0.25, 1}: MAD 0.25
 	floor := 0.75 + math.Log(1.25) // of the frozen window {0.5, 1, 0.75}
 	type step struct {
 		x     float64

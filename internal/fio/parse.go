@@ -381,7 +381,7 @@ type fioLat struct {
 type latStat struct {
 	n    float64 // sample count (weight)
 	mean float64
-	pct  []pctPoint // ascending by percent; empty when fio printed none
+	pct  []pctPoint       // ascending by percent; empty when fio printed none
 	bins map[int64]uint64 // ns -> count; nil when fio printed none
 }
 

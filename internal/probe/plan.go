@@ -320,7 +320,9 @@ func (s *Session) roundOrder(js *jobState, rng *rand.Rand) []measure.Target {
 }
 
 // widestHalfWidth is the widest headline half-width over the non-host
-// targets of w; NaN while any target has no interval.
+// targets of w: +Inf while a target has too few pairs for an interval of
+// the asked confidence (fewer than 6 for 95%: what there is covers less),
+// NaN when a target has successful rounds but no pair at all.
 func widestHalfWidth(samples []measure.Sample, w measure.Workload, confidence float64) float64 {
 	if len(samples) == 0 {
 		return math.NaN()
@@ -335,6 +337,9 @@ func widestHalfWidth(samples []measure.Sample, w measure.Workload, confidence fl
 			continue
 		}
 		hw := o.HalfWidth()
+		if o.N > 0 && o.Coverage < confidence {
+			hw = math.Inf(1)
+		}
 		if math.IsNaN(hw) {
 			if r.RoundsOK > 0 {
 				return math.NaN()
@@ -379,6 +384,10 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 		if js.rounds < plan.MinRounds {
 			byPrecision += time.Duration(plan.MinRounds-js.rounds) * js.lastTime
 			rounds = float64(plan.MinRounds)
+		}
+		if math.IsInf(js.halfWidth, 1) {
+			byPrecision += js.lastTime // no interval yet: at least another round
+			continue
 		}
 		if plan.Precision > 0 && !math.IsNaN(js.halfWidth) && js.halfWidth > plan.Precision {
 			more := rounds*math.Pow(js.halfWidth/plan.Precision, 2) - rounds

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,67 +159,208 @@ func TestCheckTargetsKeepsTheDataRootsFileSystem(t *testing.T) {
 	}
 }
 
-// TestRunRoundsPlan: every round runs every job on every target exactly
-// once, targets in a fresh random order per job, rounds numbered from
-// first; progress counts every job.
-func TestRunRoundsPlan(t *testing.T) {
+// rounds runs a fixed number of rounds of every job, as `--rounds n` does.
+func rounds(s *Session, ctx context.Context, prof fio.Profile, first, n int, seed uint64) []measure.Sample {
+	return s.Measure(ctx, prof, Plan{Rounds: n}, first, rand.New(rand.NewPCG(seed, seed+1)), nil).Samples
+}
+
+// fresh is the smoke profile run the way the seed profile runs: a fresh
+// file per execution, removed afterwards.
+func fresh(t *testing.T) fio.Profile {
+	p := smoke(t)
+	p.Steady = false
+	return p
+}
+
+// TestMeasureFixedRounds: every round runs one job on every target exactly
+// once; a job's second round reverses its first one's order; rounds are
+// numbered from first; the job files are laid out once per target (bind
+// shares the host's) and removed at the end; progress counts every
+// execution.
+func TestMeasureFixedRounds(t *testing.T) {
 	s, eng := prepare(t, testOptions(t))
 	prof := smoke(t)
 	var progress []Progress
-	samples := s.RunRounds(context.Background(), prof, 5, 3, rand.New(rand.NewPCG(1, 2)), func(p Progress) { progress = append(progress, p) })
-	if want := 3 * len(prof.Jobs) * 4; len(samples) != want {
-		t.Fatalf("%d samples, want %d", len(samples), want)
+	out := s.Measure(context.Background(), prof, Plan{Rounds: 4}, 5, rand.New(rand.NewPCG(1, 2)), func(p Progress) { progress = append(progress, p) })
+	samples := out.Samples
+	nRounds := 4 * len(prof.Jobs)
+	if want := nRounds * 4; len(samples) != want || out.Rounds != nRounds || out.Stop != StopRounds {
+		t.Fatalf("%d samples, %d rounds, stop %q; want %d, %d, rounds", len(samples), out.Rounds, out.Stop, want, nRounds)
 	}
-	type key struct {
-		round int
-		w     measure.Workload
-	}
-	orders := map[key][]measure.Target{}
+	byRound := map[int][]measure.Sample{}
 	for _, sm := range samples {
 		if !sm.OK() {
 			t.Errorf("round %d %s/%s failed: %v", sm.Round, sm.Target, sm.Workload, sm.Failure)
 		}
-		k := key{sm.Round, sm.Workload}
-		orders[k] = append(orders[k], sm.Target)
-		if sm.Order != len(orders[k]) {
-			t.Errorf("round %d %s: %s has order %d, want %d", sm.Round, sm.Workload, sm.Target, sm.Order, len(orders[k]))
+		byRound[sm.Round] = append(byRound[sm.Round], sm)
+	}
+	var jobOrders = map[measure.Workload][][]measure.Target{}
+	for r := 5; r < 5+nRounds; r++ {
+		rs := byRound[r]
+		var order []measure.Target
+		for i, sm := range rs {
+			if sm.Workload != rs[0].Workload || sm.Order != i+1 {
+				t.Errorf("round %d: %s/%s order %d: one job per round, in order", r, sm.Target, sm.Workload, sm.Order)
+			}
+			order = append(order, sm.Target)
+		}
+		sorted := slices.Clone(order)
+		slices.Sort(sorted)
+		if want := []measure.Target{"bind", "container", "host", "volume"}; !slices.Equal(sorted, want) {
+			t.Errorf("round %d ran %v, want every target once", r, order)
+		}
+		if len(rs) > 0 {
+			jobOrders[rs[0].Workload] = append(jobOrders[rs[0].Workload], order)
 		}
 	}
 	distinct := map[string]bool{}
-	for k, o := range orders {
-		if k.round < 5 || k.round > 7 {
-			t.Errorf("round %d outside 5..7", k.round)
+	for w, orders := range jobOrders {
+		if len(orders) != 4 {
+			t.Errorf("%s: %d rounds, want 4", w, len(orders))
+			continue
 		}
-		sorted := slices.Clone(o)
-		slices.Sort(sorted)
-		if want := []measure.Target{"bind", "container", "host", "volume"}; !slices.Equal(sorted, want) {
-			t.Errorf("round %d %s ran %v, want every target once", k.round, k.w, o)
+		for i := 0; i+1 < len(orders); i += 2 {
+			rev := slices.Clone(orders[i])
+			slices.Reverse(rev)
+			if !slices.Equal(rev, orders[i+1]) {
+				t.Errorf("%s: round order %v then %v, want the reverse (ABBA)", w, orders[i], orders[i+1])
+			}
 		}
-		distinct[strings.Join(strs(o), ",")] = true
+		distinct[strings.Join(strs(orders[0]), ",")] = true
+		distinct[strings.Join(strs(orders[2]), ",")] = true
 	}
 	if len(distinct) < 2 {
 		t.Errorf("the target order never changed: %v", distinct)
 	}
-	if n := len(eng.Jobs()); n != 3*len(prof.Jobs)*3 {
-		t.Errorf("%d jobs in the probe container, want %d", n, 3*len(prof.Jobs)*3)
+	var layouts, measured int
+	for _, j := range eng.Jobs() {
+		if j.Layout {
+			layouts++
+			if j.Target == measure.TargetBind {
+				t.Errorf("bind laid out %s: it shares the host's file", j.Workload)
+			}
+		} else {
+			measured++
+		}
+	}
+	if layouts != 2*len(prof.Jobs) || measured != nRounds*3 {
+		t.Errorf("%d layouts and %d jobs in the probe container, want %d and %d", layouts, measured, 2*len(prof.Jobs), nRounds*3)
+	}
+	if out.LayoutBytes[measure.TargetHost] <= 0 || out.LayoutBytes[measure.TargetBind] != 0 {
+		t.Errorf("layout bytes %v: want the host's, none for bind", out.LayoutBytes)
+	}
+	var sum int64
+	for _, sm := range samples {
+		sum += sm.BytesWritten
+	}
+	for _, n := range out.LayoutBytes {
+		sum += n
+	}
+	if out.BytesWritten != sum {
+		t.Errorf("BytesWritten %d, want samples plus layout %d", out.BytesWritten, sum)
+	}
+	for _, dir := range []string{engine.ContainerLayer, engine.ContainerVolume} {
+		if n := count(eng.Calls(), "Exec clean "+dir); n != 1 {
+			t.Errorf("%s cleaned %d times, want once at the end; calls %v", dir, n, eng.Calls())
+		}
+	}
+	if ents, _ := os.ReadDir(s.hostDir); len(ents) != 0 {
+		t.Errorf("host job files left: %v", ents)
 	}
 	last := progress[len(progress)-1]
-	if len(progress) != len(samples)+1 || last.Done != last.Total || last.Total != len(samples) || last.Round != 7 || last.Rounds != 7 {
+	if last.Phase != "done" || last.Done != len(samples) || last.Total != len(samples) || last.Round != nRounds {
 		t.Errorf("%d progress reports, last %+v", len(progress), last)
 	}
 }
 
-// TestRunRoundsRecordsFailures: a failed job is a sample with its reason,
-// the run goes on, and what the job may have left is removed.
-func TestRunRoundsRecordsFailures(t *testing.T) {
+// noisy makes the fake engine's container jobs vary from round to round,
+// so that intervals have a width.
+func noisy(eng *enginetest.Engine, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	var mu sync.Mutex
+	eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		mu.Lock()
+		slow := 1 + 0.3*rng.Float64()
+		mu.Unlock()
+		return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, slow)}
+	})
+}
+
+// TestMeasureAdaptive: an adaptive measurement makes MinRounds rounds of
+// every job, then stops at the precision, at the byte budget, at its
+// maximum rounds or when After says so, whichever comes first, and says
+// which.
+func TestMeasureAdaptive(t *testing.T) {
+	prof := smoke(t)
+	t.Run("precision", func(t *testing.T) {
+		// Every round alike: the intervals have no width at once.
+		s, _ := prepare(t, testOptions(t))
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 6, Precision: 0.03}, 1, rand.New(rand.NewPCG(1, 1)), nil)
+		if out.Stop != StopPrecision || out.Rounds != 6*len(prof.Jobs) {
+			t.Errorf("stop %q after %d rounds, want precision after %d", out.Stop, out.Rounds, 6*len(prof.Jobs))
+		}
+		for w, hw := range out.HalfWidth {
+			if hw != 0 {
+				t.Errorf("%s: half-width %v, want 0", w, hw)
+			}
+		}
+	})
+	t.Run("bytes", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 2)
+		const budget = 800 << 20 // the fake jobs write 150 MiB of layout, about 200 MiB a round of each job
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-6, MaxBytes: budget}, 1, rand.New(rand.NewPCG(2, 2)), nil)
+		if out.Stop != StopBytes || out.BytesWritten > budget || out.Rounds <= 2*len(prof.Jobs) {
+			t.Errorf("stop %q after %d rounds and %d bytes; want bytes, within %d, after more than the minimum", out.Stop, out.Rounds, out.BytesWritten, budget)
+		}
+	})
+	t.Run("max rounds", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 3)
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, MaxRounds: 5, Precision: 1e-6}, 1, rand.New(rand.NewPCG(3, 3)), nil)
+		if out.Stop != StopRounds || out.Rounds != 5*len(prof.Jobs) {
+			t.Errorf("stop %q after %d rounds, want rounds after %d", out.Stop, out.Rounds, 5*len(prof.Jobs))
+		}
+	})
+	t.Run("after", func(t *testing.T) {
+		s, _ := prepare(t, testOptions(t))
+		seen := 0
+		out := s.Measure(context.Background(), prof, Plan{Rounds: 10, After: func(round []measure.Sample) bool {
+			seen++
+			if len(round) != 4 {
+				t.Errorf("After saw %d samples, want a whole round of 4", len(round))
+			}
+			return seen == 3
+		}}, 1, rand.New(rand.NewPCG(4, 4)), nil)
+		if out.Stop != StopDecided || out.Rounds != 3 {
+			t.Errorf("stop %q after %d rounds, want decided after 3", out.Stop, out.Rounds)
+		}
+	})
+	t.Run("prior rounds count", func(t *testing.T) {
+		// An agent's window already precise: only the minimum rounds.
+		s, _ := prepare(t, testOptions(t))
+		prior := s.Measure(context.Background(), prof, Plan{Rounds: 6}, 1, rand.New(rand.NewPCG(5, 5)), nil).Samples
+		s2, eng := prepare(t, testOptions(t))
+		noisy(eng, 6)
+		out := s2.Measure(context.Background(), prof, Plan{MinRounds: 1, Precision: 0.5, Prior: prior}, 100, rand.New(rand.NewPCG(6, 6)), nil)
+		if out.Stop != StopPrecision || out.Rounds != len(prof.Jobs) {
+			t.Errorf("stop %q after %d rounds, want precision after the minimum %d", out.Stop, out.Rounds, len(prof.Jobs))
+		}
+	})
+}
+
+// TestMeasureRecordsFailures: a failed job is a sample with its reason and
+// the measurement goes on; a steady file stays until the end (other jobs'
+// files share the directory).
+func TestMeasureRecordsFailures(t *testing.T) {
 	s, eng := prepare(t, testOptions(t))
 	eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
-		if j.Target == measure.TargetVolume && j.Workload == measure.Fsync {
+		if j.Target == measure.TargetVolume && j.Workload == measure.Fsync && !j.Layout {
 			return &engine.ExecResult{ExitCode: 1, Stderr: []byte("fio: pid=12, err=28/file:io_u.c:1889, func=io_u error, error=No space left on device")}
 		}
 		return nil
 	})
-	samples := s.RunRounds(context.Background(), smoke(t), 1, 2, rand.New(rand.NewPCG(3, 4)), nil)
+	samples := rounds(s, context.Background(), smoke(t), 1, 2, 3)
 	failed := 0
 	for _, sm := range samples {
 		if sm.OK() {
@@ -232,30 +374,49 @@ func TestRunRoundsRecordsFailures(t *testing.T) {
 	if failed != 2 || len(samples) != 2*3*4 {
 		t.Errorf("%d samples, %d failed; want 24 and 2", len(samples), failed)
 	}
-	if n := count(eng.Calls(), "Exec clean "+engine.ContainerVolume); n != 2 {
-		t.Errorf("job directory cleaned %d times after failed volume jobs, want 2; calls %v", n, eng.Calls())
-	}
-	if n := count(eng.Calls(), "Exec clean "+engine.ContainerLayer); n != 0 {
-		t.Errorf("the writable layer's directory cleaned %d times after successful jobs", n)
+	if n := count(eng.Calls(), "Exec clean "+engine.ContainerVolume); n != 1 {
+		t.Errorf("volume directory cleaned %d times, want once, at the end; calls %v", n, eng.Calls())
 	}
 
 	// The probe container vanishes: every container job fails with
 	// exec_error, the host's still run.
 	eng.RemoveAll()
-	samples = s.RunRounds(context.Background(), smoke(t), 3, 1, rand.New(rand.NewPCG(3, 4)), nil)
-	for _, sm := range samples {
+	for _, sm := range rounds(s, context.Background(), smoke(t), 10, 1, 3) {
 		if (sm.Target == measure.TargetHost) != sm.OK() || !sm.OK() && sm.Failure.Reason != measure.ReasonExec {
 			t.Errorf("%s/%s without a probe container: %+v", sm.Target, sm.Workload, sm.Failure)
 		}
 	}
 }
 
-// TestHostJobFailureClearsItsDirectory: a failed host job's files are
-// removed; the host directory itself stays.
+// TestMeasureLayoutFailure: a target whose file cannot be laid out cannot
+// run that job: its rounds record the layout's failure, without fio.
+func TestMeasureLayoutFailure(t *testing.T) {
+	s, eng := prepare(t, testOptions(t))
+	eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		if j.Layout && j.Target == measure.TargetContainer && j.Workload == measure.SeqWrite {
+			return &engine.ExecResult{ExitCode: 1, Stderr: []byte("fio: pid=3, err=28/file:filesetup.c:240, func=write, error=No space left on device")}
+		}
+		return nil
+	})
+	samples := rounds(s, context.Background(), smoke(t), 1, 2, 4)
+	for _, sm := range samples {
+		broken := sm.Target == measure.TargetContainer && sm.Workload == measure.SeqWrite
+		if broken != !sm.OK() || broken && sm.Failure.Reason != measure.ReasonNoSpace {
+			t.Errorf("%s/%s: %+v", sm.Target, sm.Workload, sm.Failure)
+		}
+	}
+	for _, j := range eng.Jobs() {
+		if !j.Layout && j.Target == measure.TargetContainer && j.Workload == measure.SeqWrite {
+			t.Error("fio ran a job whose file was never laid out")
+		}
+	}
+}
+
+// TestHostJobFailureClearsItsDirectory: a failed fresh host job's files
+// are removed; the host directory itself stays.
 func TestHostJobFailureClearsItsDirectory(t *testing.T) {
 	s, prof := hostJob(t, "echo half > \"$d/seqwrite.0.0\"\necho 'fio: io_u error on file: Input/output error' >&2\nexit 1\n")
-	samples := s.RunRounds(context.Background(), prof, 1, 1, rand.New(rand.NewPCG(5, 6)), nil)
-	for _, sm := range samples {
+	for _, sm := range rounds(s, context.Background(), prof, 1, 1, 5) {
 		if (sm.Target == measure.TargetHost) == sm.OK() {
 			t.Errorf("%s: ok %v, want only the host job failed", sm.Target, sm.OK())
 		}
@@ -271,7 +432,7 @@ func TestHostJobTimeout(t *testing.T) {
 	s, prof := hostJob(t, "sleep 60 &\nwait\n")
 	prof.Jobs[0].Timeout = 300 * time.Millisecond
 	start := time.Now()
-	for _, sm := range s.RunRounds(context.Background(), prof, 1, 1, rand.New(rand.NewPCG(17, 18)), nil) {
+	for _, sm := range rounds(s, context.Background(), prof, 1, 1, 17) {
 		if sm.Target == measure.TargetHost && (sm.OK() || sm.Failure.Reason != measure.ReasonTimeout) {
 			t.Errorf("hung host fio: %+v, want a timeout", sm.Failure)
 		}
@@ -281,11 +442,11 @@ func TestHostJobTimeout(t *testing.T) {
 	}
 }
 
-func TestRunRoundsRefusesJobsWithoutSpace(t *testing.T) {
+func TestMeasureRefusesJobsWithoutSpace(t *testing.T) {
 	opts := testOptions(t)
 	opts.MinFreeRatio = 1 // no file system has everything free
 	s, eng := prepare(t, opts)
-	samples := s.RunRounds(context.Background(), smoke(t), 1, 1, rand.New(rand.NewPCG(7, 8)), nil)
+	samples := rounds(s, context.Background(), smoke(t), 1, 1, 7)
 	for _, sm := range samples {
 		if sm.OK() || sm.Failure.Reason != measure.ReasonNoSpace || !strings.Contains(sm.Failure.Message, "free-space check") {
 			t.Errorf("%s/%s: %+v, want the free-space check to refuse it", sm.Target, sm.Workload, sm.Failure)
@@ -296,11 +457,11 @@ func TestRunRoundsRefusesJobsWithoutSpace(t *testing.T) {
 	}
 }
 
-func TestRunRoundsWithoutHostFio(t *testing.T) {
+func TestMeasureWithoutHostFio(t *testing.T) {
 	opts := testOptions(t)
 	opts.FioBinary = filepath.Join(t.TempDir(), "no-fio")
 	s, _ := prepare(t, opts)
-	for _, sm := range s.RunRounds(context.Background(), smoke(t), 1, 1, rand.New(rand.NewPCG(9, 10)), nil) {
+	for _, sm := range rounds(s, context.Background(), smoke(t), 1, 1, 9) {
 		if sm.Target == measure.TargetHost && (sm.OK() || sm.Failure.Reason != measure.ReasonFioMissing) ||
 			sm.Target != measure.TargetHost && !sm.OK() {
 			t.Errorf("%s/%s: %+v", sm.Target, sm.Workload, sm.Failure)
@@ -308,23 +469,30 @@ func TestRunRoundsWithoutHostFio(t *testing.T) {
 	}
 }
 
-func TestRunRoundsStopsWhenCanceled(t *testing.T) {
+func TestMeasureStopsWhenCanceled(t *testing.T) {
 	s, eng := prepare(t, testOptions(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	jobs := 0
-	eng.SetFail(func(enginetest.Job) *engine.ExecResult {
+	eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		if j.Layout {
+			return nil
+		}
 		if jobs++; jobs == 2 {
 			cancel()
 		}
 		return nil
 	})
-	samples := s.RunRounds(ctx, smoke(t), 1, 10, rand.New(rand.NewPCG(11, 12)), nil)
-	if len(samples) == 0 || len(samples) >= 10*3*4 {
-		t.Fatalf("%d samples after a cancel during round 1", len(samples))
+	out := s.Measure(ctx, smoke(t), Plan{Rounds: 10}, 1, rand.New(rand.NewPCG(11, 12)), nil)
+	samples := out.Samples
+	if len(samples) == 0 || len(samples) >= 4 || out.Stop != StopCanceled || out.Rounds != 0 {
+		t.Fatalf("%d samples, %d rounds, stop %q after a cancel during round 1", len(samples), out.Rounds, out.Stop)
 	}
 	last := samples[len(samples)-1]
 	if last.OK() || last.Failure.Reason != measure.ReasonCanceled {
 		t.Errorf("the job running at the cancel: %+v, want canceled", last.Failure)
+	}
+	if n := count(eng.Calls(), "Exec clean "+engine.ContainerLayer); n != 1 {
+		t.Errorf("the job files were not removed after the cancel; calls %v", eng.Calls())
 	}
 }
 
@@ -462,7 +630,7 @@ func hostJob(t *testing.T, job string) (*Session, fio.Profile) {
 	}
 	opts.Targets = []measure.Target{measure.TargetContainer}
 	s, _ := prepare(t, opts)
-	prof := smoke(t)
+	prof := fresh(t)
 	prof.Jobs = prof.Jobs[:1]
 	return s, prof
 }

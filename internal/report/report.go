@@ -67,18 +67,18 @@ type Engine struct {
 	Warnings      []string `json:"warnings"`
 	// Error is set when the engine could not be measured at all
 	// (unreachable, scratch directory on another file system, ...).
-	Error           *Error           `json:"error,omitempty"`
-	BytesWritten    int64            `json:"bytes_written"`
-	DurationSeconds float64          `json:"duration_seconds"`
+	Error           *Error  `json:"error,omitempty"`
+	BytesWritten    int64   `json:"bytes_written"`
+	DurationSeconds float64 `json:"duration_seconds"`
 	// Rounds is the number of rounds run (each runs one job on every
 	// target); StopReason says what ended them: precision, bytes, rounds
 	// or canceled. LayoutBytes is what laying out the job files wrote
 	// (part of BytesWritten).
-	Rounds      int    `json:"rounds"`
-	StopReason  string `json:"stop_reason"`
-	LayoutBytes int64  `json:"layout_bytes"`
+	Rounds      int              `json:"rounds"`
+	StopReason  string           `json:"stop_reason"`
+	LayoutBytes int64            `json:"layout_bytes"`
 	Results     []measure.Result `json:"results"`
-	Samples         []measure.Sample `json:"samples"`
+	Samples     []measure.Sample `json:"samples"`
 	// Cold is the cold-path measurement, present in modes cold and both.
 	Cold *Cold `json:"cold,omitempty"`
 }

@@ -35,6 +35,7 @@ type Job struct {
 	Target   measure.Target
 	Workload measure.Workload
 	Mode     measure.Mode // of the container it ran in
+	Layout   bool         // the job's file being laid out, not a measurement
 }
 
 // Engine is the fake engine. The zero value is not usable: use New.
@@ -229,7 +230,8 @@ func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engi
 		f.mu.Unlock()
 		return engine.ExecResult{Stdout: copyUpLines(argv[3:], f.slowdown(measure.TargetContainer))}, nil
 	case argv[0] == engine.ContainerFio:
-		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(argValue(argv, "--name")), Mode: spec.Mode}
+		name, layout := strings.CutSuffix(argValue(argv, "--name"), "-layout")
+		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(name), Mode: spec.Mode, Layout: layout}
 		f.jobs = append(f.jobs, job)
 		slow := f.slow[job.Target]
 		f.mu.Unlock()
