@@ -32,6 +32,7 @@ type runOptions struct {
 	Rounds    int
 	Precision float64
 	MaxBytes  string
+	MaxTime   time.Duration
 	Output    string
 	Mode      string
 	Engines   []string
@@ -72,6 +73,9 @@ rounds go on until every interval is within --precision or --max-bytes is writte
 				}
 				cfg.MaxBytes = n
 			}
+			if cmd.Flags().Changed("max-duration") {
+				cfg.MaxDuration = o.MaxTime
+			}
 			switch measure.Mode(o.Mode) {
 			case measure.ModeSteady, measure.ModeCold, measure.ModeBoth:
 			default:
@@ -92,6 +96,7 @@ rounds go on until every interval is within --precision or --max-bytes is writte
 	f.IntVar(&o.Rounds, "rounds", 0, "fixed rounds of every job (0 = the profile's default: adaptive for quick; at least 6 for a 95% interval)")
 	f.Float64Var(&o.Precision, "precision", def.Precision, "stop an adaptive run when every 95% interval's half-width is at most this (0.03 = 3 percentage points)")
 	f.StringVar(&o.MaxBytes, "max-bytes", def.MaxBytes.String(), "most bytes the run writes per engine (0 = no cap)")
+	f.DurationVar(&o.MaxTime, "max-duration", def.MaxDuration, "longest an adaptive run adds rounds per engine (0 = no cap)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
@@ -104,7 +109,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 		return usageError{err}
 	}
 	plan := probe.Plan{Rounds: cfg.Rounds, MinRounds: prof.MinRounds, Precision: cfg.Precision,
-		MaxBytes: int64(cfg.MaxBytes), Confidence: confidence}
+		MaxBytes: int64(cfg.MaxBytes), MaxDuration: cfg.MaxDuration, Confidence: confidence}
 	if plan.Rounds == 0 {
 		plan.Rounds = prof.DefaultRounds
 	}

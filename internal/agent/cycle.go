@@ -321,10 +321,11 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
 	ac := a.cfg.Agent
 	return probe.Plan{
-		Rounds:    ac.RoundsPerCycle,
-		MinRounds: ac.MinRoundsPerCycle,
-		Precision: ac.TargetPrecision,
-		MaxBytes:  int64(ac.CycleMaxBytes),
+		Rounds:      ac.RoundsPerCycle,
+		MinRounds:   ac.MinRoundsPerCycle,
+		Precision:   ac.TargetPrecision,
+		MaxBytes:    int64(ac.CycleMaxBytes),
+		MaxDuration: ac.CycleMaxDuration,
 	}
 }
 

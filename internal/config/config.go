@@ -25,6 +25,9 @@ type Config struct {
 	// MaxBytes bounds what one `layerprobe run` writes per engine, file
 	// layout included.
 	MaxBytes ByteSize `yaml:"max_bytes"`
+	// MaxDuration bounds how long an adaptive `layerprobe run` adds rounds
+	// per engine.
+	MaxDuration time.Duration `yaml:"max_duration"`
 	// Targets to measure besides host (host is always measured: every
 	// overhead is relative to it): container, bind, volume. A file may
 	// list "host" too; Load drops it, so after Load Targets never holds it.
@@ -82,10 +85,11 @@ type Agent struct {
 	// every job, then more until the published interval (over the window,
 	// this cycle's rounds included) is within TargetPrecision or the cycle
 	// has written CycleMaxBytes.
-	RoundsPerCycle    int      `yaml:"rounds_per_cycle"`
-	MinRoundsPerCycle int      `yaml:"min_rounds_per_cycle"`
-	TargetPrecision   float64  `yaml:"target_precision"`
-	CycleMaxBytes     ByteSize `yaml:"cycle_max_bytes"`
+	RoundsPerCycle    int           `yaml:"rounds_per_cycle"`
+	MinRoundsPerCycle int           `yaml:"min_rounds_per_cycle"`
+	TargetPrecision   float64       `yaml:"target_precision"`
+	CycleMaxBytes     ByteSize      `yaml:"cycle_max_bytes"`
+	CycleMaxDuration  time.Duration `yaml:"cycle_max_duration"`
 	// ColdInterval is the time between cold cycles (a fresh container per
 	// round, and copy-up); 0 turns the cold probe off. ColdRounds is the
 	// number of rounds per cold cycle.

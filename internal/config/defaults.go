@@ -24,9 +24,10 @@ func Default() *Config {
 		Rounds:    0,
 		Precision: 0.03,
 		// What a default run wrote before runs were adaptive: no more.
-		MaxBytes: 2560 * MiB,
-		Targets:  []measure.Target{measure.TargetContainer, measure.TargetBind, measure.TargetVolume},
-		Fio:      Fio{Binary: "fio"},
+		MaxBytes:    2560 * MiB,
+		MaxDuration: 5 * time.Minute,
+		Targets:     []measure.Target{measure.TargetContainer, measure.TargetBind, measure.TargetVolume},
+		Fio:         Fio{Binary: "fio"},
 		FreeSpace: FreeSpace{
 			MinFreeBytes: 1 * GiB,
 			MinFreeRatio: 0.05,
@@ -40,6 +41,7 @@ func Default() *Config {
 			MinRoundsPerCycle: 2,
 			TargetPrecision:   0.03,
 			CycleMaxBytes:     512 * MiB,
+			CycleMaxDuration:  3 * time.Minute,
 			ColdInterval:      12 * time.Hour,
 			ColdRounds:        3,
 			WindowRounds:      48,

@@ -101,6 +101,9 @@ func (c *Config) check() []problem {
 	if c.MaxBytes < 0 {
 		ch.addf("max_bytes", "%s is negative, want 0 (no cap) or more", c.MaxBytes)
 	}
+	if c.MaxDuration < 0 {
+		ch.addf("max_duration", "%s is negative, want 0 (no cap) or more", fmtDuration(c.MaxDuration))
+	}
 	if c.Rounds != 0 && (c.Rounds < 2 || c.Rounds > maxRounds) {
 		ch.addf("rounds", "%d is out of range, want 0 (the profile's default) or 2 to %d: one round gives no confidence interval", c.Rounds, maxRounds)
 	}
@@ -266,6 +269,9 @@ func (c *Config) checkAgent(ch *checker) {
 	ch.floatRange("agent.target_precision", a.TargetPrecision, 0, 1)
 	if a.CycleMaxBytes < 0 {
 		ch.addf("agent.cycle_max_bytes", "%s is negative, want 0 (no cap) or more", a.CycleMaxBytes)
+	}
+	if a.CycleMaxDuration < 0 {
+		ch.addf("agent.cycle_max_duration", "%s is negative, want 0 (no cap) or more", fmtDuration(a.CycleMaxDuration))
 	}
 	if a.ColdInterval != 0 && a.ColdInterval < minInterval {
 		ch.addf("agent.cold_interval", "%s is too short, want 0 (no cold probe) or at least %s (production: hours)", fmtDuration(a.ColdInterval), fmtDuration(minInterval))

@@ -36,6 +36,11 @@ type Plan struct {
 	// MaxBytes bounds what the measurement writes, layout included; 0 is
 	// no bound. A round that would cross it is not started.
 	MaxBytes int64
+	// MaxDuration bounds how long the adaptive rounds go on; 0 is no
+	// bound. A round that would end after it is not started (its length
+	// estimated from the job's last round). The minimum rounds run
+	// regardless: they are what makes an interval at all.
+	MaxDuration time.Duration
 	// Prior holds earlier samples whose rounds count towards Precision
 	// (the agent's window of recent cycles). They are not returned.
 	Prior []measure.Sample
@@ -57,6 +62,7 @@ type StopReason string
 const (
 	StopPrecision StopReason = "precision" // every headline interval reached the target precision
 	StopBytes     StopReason = "bytes"     // the next round would have exceeded the byte budget
+	StopTime      StopReason = "time"      // the next round would have ended after the time budget
 	StopRounds    StopReason = "rounds"    // the fixed (or maximum) number of rounds is done
 	StopCanceled  StopReason = "canceled"  // the caller stopped the measurement
 	StopDecided   StopReason = "decided"   // Plan.After ended it
@@ -181,7 +187,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			out.Stop = StopCanceled
 			break
 		}
-		js, stop := s.next(jobs, plan, maxRounds, out.BytesWritten, rng)
+		js, stop := s.next(jobs, plan, maxRounds, out.BytesWritten, time.Since(start), rng)
 		if js == nil {
 			out.Stop = stop
 			break
@@ -231,9 +237,12 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 }
 
 // next picks the job whose round comes next, or says why none does.
-func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, rng *rand.Rand) (*jobState, StopReason) {
+func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, StopReason) {
 	fits := func(js *jobState) bool {
 		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
+	}
+	inTime := func(js *jobState) bool {
+		return plan.MaxDuration <= 0 || elapsed+js.lastTime <= plan.MaxDuration
 	}
 	// The fewest-rounds job first, so that the jobs' rounds alternate;
 	// ties in random order, so no job always runs first.
@@ -257,11 +266,13 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	if plan.Rounds > 0 || plan.Precision <= 0 {
 		return nil, StopRounds
 	}
-	// Adaptive: the job furthest from the target precision per byte it
-	// costs. A job without an interval yet (every pair failed) cannot be
-	// helped by more rounds of the same failures.
+	// Adaptive: the job furthest from the target precision for what its
+	// next round costs, in shares of the byte and time budgets (a round of
+	// fsync writes little but takes long; one of seqwrite the opposite).
+	// A job without an interval yet (every pair failed) cannot be helped
+	// by more rounds of the same failures.
 	var best *jobState
-	bestScore, blocked, capped := 0.0, false, false
+	bestScore, blocked, late, capped := 0.0, false, false, false
 	for _, js := range order {
 		hw := js.halfWidth
 		if math.IsNaN(hw) || hw <= plan.Precision {
@@ -275,7 +286,11 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 			blocked = true
 			continue
 		}
-		score := (hw / plan.Precision) / float64(max(s.roundCost(js), 1))
+		if !inTime(js) {
+			late = true
+			continue
+		}
+		score := (hw / plan.Precision) / s.shareCost(js, plan)
 		if best == nil || score > bestScore {
 			best, bestScore = js, score
 		}
@@ -285,6 +300,8 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 		return best, ""
 	case blocked:
 		return nil, StopBytes
+	case late:
+		return nil, StopTime
 	case capped:
 		return nil, StopRounds
 	}
@@ -302,6 +319,20 @@ func (s *Session) roundCost(js *jobState) int64 {
 		per = js.job.FileBytes
 	}
 	return per * int64(len(s.targets))
+}
+
+// shareCost is what the job's next round costs as the larger of its share
+// of the byte budget and its share of the time budget (without budgets:
+// bytes, then seconds, as the measure of cost).
+func (s *Session) shareCost(js *jobState, plan Plan) float64 {
+	b, d := float64(max(s.roundCost(js), 1)), max(js.lastTime.Seconds(), 1e-3)
+	switch {
+	case plan.MaxBytes > 0 && plan.MaxDuration > 0:
+		return max(b/float64(plan.MaxBytes), d/plan.MaxDuration.Seconds())
+	case plan.MaxDuration > 0:
+		return d / plan.MaxDuration.Seconds()
+	}
+	return b
 }
 
 // roundOrder is the order of the job's next round: a fresh random order,
@@ -375,8 +406,11 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 		return time.Duration(float64(elapsed) / float64(done) * float64(total-done))
 	}
 	est := time.Duration(math.MaxInt64)
+	if plan.MaxDuration > 0 {
+		est = max(plan.MaxDuration-elapsed, 0)
+	}
 	if plan.MaxBytes > 0 && spent > 0 {
-		est = time.Duration(float64(elapsed) / float64(spent) * float64(max(plan.MaxBytes-spent, 0)))
+		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(plan.MaxBytes-spent, 0))))
 	}
 	var byPrecision time.Duration
 	for _, js := range jobs {

@@ -314,6 +314,22 @@ func TestMeasureAdaptive(t *testing.T) {
 			t.Errorf("stop %q after %d rounds and %d bytes; want bytes, within %d, after more than the minimum", out.Stop, out.Rounds, out.BytesWritten, budget)
 		}
 	})
+	t.Run("time", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		rng := rand.New(rand.NewPCG(7, 7))
+		var mu sync.Mutex
+		eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+			time.Sleep(10 * time.Millisecond)
+			mu.Lock()
+			defer mu.Unlock()
+			return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1+0.3*rng.Float64())}
+		})
+		start := time.Now()
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-6, MaxDuration: time.Second}, 1, rand.New(rand.NewPCG(8, 8)), nil)
+		if out.Stop != StopTime || out.Rounds <= 2*len(prof.Jobs) || time.Since(start) > 5*time.Second {
+			t.Errorf("stop %q after %d rounds and %s; want time, after more than the minimum, within the second or so", out.Stop, out.Rounds, time.Since(start))
+		}
+	})
 	t.Run("max rounds", func(t *testing.T) {
 		s, eng := prepare(t, testOptions(t))
 		noisy(eng, 3)

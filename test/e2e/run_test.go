@@ -60,6 +60,38 @@ func TestRunOnPrivateEngines(t *testing.T) {
 	}
 }
 
+// TestAdaptiveRunKeepsItsBudget: without --rounds the default profile goes
+// on until the precision or a budget; with an unreachable precision and a
+// time budget shorter than a round, the minimum rounds of every workload
+// run (the byte budget holds them: at most 1464 MiB with the default
+// profile's caps) and the time budget ends it.
+func TestAdaptiveRunKeepsItsBudget(t *testing.T) {
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	const budget = 1536 << 20
+	res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json", "--precision", "0.0001",
+		"--max-bytes", "1536MiB", "--max-duration", "1s", "--log.level", "warn")
+	if res.code != 0 {
+		t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
+	}
+	var run report.Run
+	if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
+		t.Fatalf("decode output: %v", err)
+	}
+	e := run.Engines[0]
+	if run.Rounds != 0 || run.Precision != 0.0001 || run.MaxBytes != budget {
+		t.Errorf("header: rounds %d precision %v max_bytes %d", run.Rounds, run.Precision, run.MaxBytes)
+	}
+	if e.StopReason != "time" || e.BytesWritten > budget || e.Rounds != 6*len(wantJobs) {
+		t.Errorf("stop %q after %d rounds and %d bytes; want time after %d, within %d bytes", e.StopReason, e.Rounds, e.BytesWritten, 6*len(wantJobs), budget)
+	}
+	for _, r := range e.Results {
+		if r.RoundsOK+r.RoundsFailed != 6 {
+			t.Errorf("%s/%s: %d rounds, want the profile's minimum 6", r.Target, r.Workload, r.RoundsOK+r.RoundsFailed)
+		}
+	}
+	t.Logf("adaptive run: %d rounds, %d MiB, %.0f s", e.Rounds, e.BytesWritten>>20, e.DurationSeconds)
+}
+
 func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) {
 	t.Helper()
 	if run.SchemaVersion != report.SchemaVersion || run.Profile != "quick" || run.Rounds != e2eRounds {
@@ -78,8 +110,11 @@ func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) 
 	if e.FioVersion != fioVersion {
 		t.Errorf("fio version in the probe %q; host fio is %q", e.FioVersion, fioVersion)
 	}
-	if e.BytesWritten <= 0 || run.BytesWritten != e.BytesWritten {
-		t.Errorf("bytes written: run %d, engine %d", run.BytesWritten, e.BytesWritten)
+	if e.BytesWritten <= 0 || run.BytesWritten != e.BytesWritten || e.LayoutBytes <= 0 || e.LayoutBytes >= e.BytesWritten {
+		t.Errorf("bytes written: run %d, engine %d, layout %d", run.BytesWritten, e.BytesWritten, e.LayoutBytes)
+	}
+	if e.Rounds != e2eRounds*len(wantJobs) || e.StopReason != "rounds" {
+		t.Errorf("%d rounds, stop %q; want %d, rounds", e.Rounds, e.StopReason, e2eRounds*len(wantJobs))
 	}
 	if want := e2eRounds * len(wantTargets) * len(wantJobs); len(e.Samples) != want {
 		t.Errorf("samples: %d, want %d", len(e.Samples), want)
