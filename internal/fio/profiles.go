@@ -103,6 +103,48 @@ var profiles = []Profile{
 		},
 	},
 	{
+		// long runs quick's very jobs, on the same preconditioned files and
+		// with the same pairing, for 5 s per execution: a slow, expensive
+		// cross-check of what the default reports (tens of GiB per run on
+		// an SSD), and the reference the benchmark compares quick with.
+		Name: "long",
+		Description: "the default's jobs with 5 s executions after a 1 s ramp, 8 rounds: a slow, precise cross-check " +
+			"of the default (writes tens of GiB on an SSD)",
+		Steady:        true,
+		DefaultRounds: 8,
+		MinRounds:     6,
+		Jobs: []Job{
+			{
+				Workload:  measure.SeqWrite,
+				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
+				FileBytes: 16 * mib,
+				Runtime:   5 * time.Second,
+				Ramp:      time.Second,
+				IOBytes:   16 << 30,
+				Timeout:   2 * time.Minute,
+			},
+			{
+				Workload:  measure.RandWrite,
+				Options:   []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
+				Clones:    4,
+				FileBytes: 16 * mib,
+				Runtime:   5 * time.Second,
+				Ramp:      time.Second,
+				IOBytes:   16 << 30,
+				Timeout:   2 * time.Minute,
+			},
+			{
+				Workload:  measure.Fsync,
+				Options:   []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1"},
+				FileBytes: 8 * mib,
+				Runtime:   5 * time.Second,
+				Ramp:      time.Second,
+				IOBytes:   16 << 30,
+				Timeout:   2 * time.Minute,
+			},
+		},
+	},
+	{
 		Name: "seed",
 		Description: "the seed article's three fio commands (4 GiB sequential, 4x2 GiB random write, " +
 			"4x2 GiB random read/write with fsync=1, 60 s each), three rounds, for comparison",
