@@ -13,7 +13,6 @@ import (
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
-	"github.com/layerprobe/layerprobe/internal/stats"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -134,30 +133,18 @@ func rawFigures(samples []measure.Sample, mode measure.Mode) []metrics.Raw {
 				}
 				return r.Sync
 			}
-			var ios int64
-			for _, r := range rs {
-				ios += pick(r).IOs
+			ops := make([]measure.Op, len(rs))
+			for i, r := range rs {
+				ops[i] = pick(r)
 			}
-			if ios == 0 {
+			p := measure.PoolOps(ops)
+			if p.IOs == 0 {
 				continue
 			}
-			med := func(f func(measure.Op) float64) float64 {
-				xs := make([]float64, 0, len(rs))
-				for _, r := range rs {
-					if v := f(pick(r)); !math.IsNaN(v) {
-						xs = append(xs, v)
-					}
-				}
-				return stats.Median(xs)
-			}
+			// Pooled over the cycle's rounds, like the run's raw figures.
 			raw := metrics.Raw{Target: k.target, Workload: k.workload, Op: op, Mode: mode,
-				IOPS:           med(func(o measure.Op) float64 { return o.IOPS }),
-				BandwidthBytes: med(func(o measure.Op) float64 { return o.BandwidthBytes }),
-				Latency: map[string]float64{
-					"50":   med(func(o measure.Op) float64 { return o.LatencyP50Sec }),
-					"99":   med(func(o measure.Op) float64 { return o.LatencyP99Sec }),
-					"99.9": med(func(o measure.Op) float64 { return o.LatencyP999Sec }),
-				}}
+				IOPS: p.IOPS, BandwidthBytes: p.BandwidthBytes,
+				Latency: map[string]float64{"50": p.LatencyP50Sec, "99": p.LatencyP99Sec, "99.9": p.LatencyP999Sec}}
 			if op == "sync" {
 				// fio reports no rate for syncs, only their latency.
 				raw.IOPS, raw.BandwidthBytes = math.NaN(), math.NaN()

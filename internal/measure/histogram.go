@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
 // Histogram is a latency distribution as fio records it: counts in fio's
@@ -98,4 +100,66 @@ func NewHistogram(bins map[int64]uint64) Histogram {
 		}
 	}
 	return histogramOf(clean)
+}
+
+// PoolOps returns the figures of ops (one direction of several executions)
+// pooled: operations, bytes, and rates over the executions' measured time
+// together, latency percentiles from their histograms merged. Where an op
+// has no histogram the percentiles are the medians of the ops' own, and
+// where none has a rate (fio reports none for syncs) rates are NaN. Ops
+// without operations are left out.
+func PoolOps(ops []Op) Op {
+	nan := math.NaN()
+	out := Op{IOPS: nan, BandwidthBytes: nan, LatencyMeanSec: nan, LatencyP50Sec: nan, LatencyP99Sec: nan, LatencyP999Sec: nan}
+	var with []Op
+	for _, o := range ops {
+		if o.IOs > 0 {
+			with = append(with, o)
+		}
+	}
+	if len(with) == 0 {
+		return out
+	}
+	var secs, meanW, meanSum float64
+	hs := make([]Histogram, 0, len(with))
+	for _, o := range with {
+		out.IOs += o.IOs
+		out.Bytes += o.Bytes
+		if o.IOPS > 0 && !math.IsInf(o.IOPS, 0) {
+			secs += float64(o.IOs) / o.IOPS // fio's IOPS is I/Os over the measured runtime
+		}
+		if !math.IsNaN(o.LatencyMeanSec) {
+			meanW += float64(o.IOs)
+			meanSum += float64(o.IOs) * o.LatencyMeanSec
+		}
+		if o.Histogram != nil && !o.Histogram.Empty() && hs != nil {
+			hs = append(hs, *o.Histogram)
+		} else {
+			hs = nil // one without: fall back to medians
+		}
+	}
+	if secs > 0 {
+		out.IOPS, out.BandwidthBytes = float64(out.IOs)/secs, float64(out.Bytes)/secs
+	}
+	if meanW > 0 {
+		out.LatencyMeanSec = meanSum / meanW
+	}
+	if len(hs) == len(with) {
+		h := MergeHistograms(hs...)
+		out.LatencyP50Sec, out.LatencyP99Sec, out.LatencyP999Sec = h.Quantile(0.5), h.Quantile(0.99), h.Quantile(0.999)
+		return out
+	}
+	med := func(f func(Op) float64) float64 {
+		xs := make([]float64, 0, len(with))
+		for _, o := range with {
+			if v := f(o); !math.IsNaN(v) {
+				xs = append(xs, v)
+			}
+		}
+		return stats.Median(xs)
+	}
+	out.LatencyP50Sec = med(func(o Op) float64 { return o.LatencyP50Sec })
+	out.LatencyP99Sec = med(func(o Op) float64 { return o.LatencyP99Sec })
+	out.LatencyP999Sec = med(func(o Op) float64 { return o.LatencyP999Sec })
+	return out
 }

@@ -135,31 +135,18 @@ func pooledRaw(ok []JobResult, w Workload) Raw {
 	} else {
 		raw.IOPS, raw.BandwidthBytes = medianOf(ok, MetricIOPS), medianOf(ok, MetricBandwidth)
 	}
-	write := func(r JobResult) *Op { return &r.Write }
-	raw.LatencyP50 = pooledQuantile(ok, write, 0.50, MetricLatencyP50)
-	raw.LatencyP99 = pooledQuantile(ok, write, 0.99, MetricLatencyP99)
+	writes := make([]Op, len(ok))
+	syncs := make([]Op, len(ok))
+	for i, r := range ok {
+		writes[i], syncs[i] = r.Write, r.Sync
+	}
+	w8 := PoolOps(writes)
+	raw.LatencyP50, raw.LatencyP99 = w8.LatencyP50Sec, w8.LatencyP99Sec
 	raw.FsyncP99 = math.NaN()
 	if w == Fsync {
-		raw.FsyncP99 = pooledQuantile(ok, func(r JobResult) *Op { return &r.Sync }, 0.99, MetricFsyncP99)
+		raw.FsyncP99 = PoolOps(syncs).LatencyP99Sec
 	}
 	return raw
-}
-
-// pooledQuantile is the q-quantile of op's pooled histograms, or the median
-// of metric when any result lacks a histogram.
-func pooledQuantile(ok []JobResult, op func(JobResult) *Op, q float64, metric string) float64 {
-	hs := make([]Histogram, 0, len(ok))
-	for _, r := range ok {
-		h := op(r).Histogram
-		if h == nil || h.Empty() {
-			return medianOf(ok, metric)
-		}
-		hs = append(hs, *h)
-	}
-	if len(hs) == 0 {
-		return math.NaN()
-	}
-	return MergeHistograms(hs...).Quantile(q)
 }
 
 // medianOf is the median of metric over results, NaN values left out.
