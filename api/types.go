@@ -109,8 +109,8 @@ type Cycle struct {
 	Rounds          int       `json:"rounds"`
 	BytesWritten    int64     `json:"bytes_written"`
 	// StopReason says what ended the cycle's rounds: precision, bytes,
-	// rounds, decided (confirmation rounds) or canceled; omitted for cycles
-	// that never measured.
+	// time, rounds, decided (confirmation rounds) or canceled; omitted for
+	// cycles that never measured.
 	StopReason string `json:"stop_reason,omitempty"`
 }
 

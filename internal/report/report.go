@@ -71,8 +71,8 @@ type Engine struct {
 	BytesWritten    int64   `json:"bytes_written"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	// Rounds is the number of rounds run (each runs one job on every
-	// target); StopReason says what ended them: precision, bytes, rounds
-	// or canceled. LayoutBytes is what laying out the job files wrote
+	// target); StopReason says what ended them: precision, bytes, time,
+	// rounds or canceled. LayoutBytes is what laying out the job files wrote
 	// (part of BytesWritten).
 	Rounds      int              `json:"rounds"`
 	StopReason  string           `json:"stop_reason"`

@@ -95,7 +95,7 @@ ALTER TABLE cycles ADD COLUMN reflink INTEGER; -- cold cycles: 1 or 0; NULL unkn
 `,
 	// v3: rounds became adaptive; what ended a cycle's rounds.
 	`
-ALTER TABLE cycles ADD COLUMN stop_reason TEXT NOT NULL DEFAULT ''; -- precision, bytes, rounds, decided, canceled
+ALTER TABLE cycles ADD COLUMN stop_reason TEXT NOT NULL DEFAULT ''; -- precision, bytes, time, rounds, decided, canceled
 `,
 }
 

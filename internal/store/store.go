@@ -102,8 +102,8 @@ type Cycle struct {
 	Rounds       int // rounds completed
 	BytesWritten int64
 	// StopReason says what ended the cycle's rounds: precision (the
-	// published intervals were narrow enough), bytes (the cycle's byte
-	// budget), rounds (a fixed count), decided (confirmation rounds that
+	// published intervals were narrow enough), bytes or time (the cycle's
+	// budgets), rounds (a fixed count), decided (confirmation rounds that
 	// reached their verdict) or canceled; empty before schema 3 and for
 	// cycles that never measured.
 	StopReason string
