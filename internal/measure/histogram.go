@@ -107,7 +107,7 @@ func NewHistogram(bins map[int64]uint64) Histogram {
 // together, latency percentiles from their histograms merged. Where an op
 // has no histogram the percentiles are the medians of the ops' own, and
 // where none has a rate (fio reports none for syncs) rates are NaN. Ops
-// without operations are left out.
+// without operations are left out, unless no op has any.
 func PoolOps(ops []Op) Op {
 	nan := math.NaN()
 	out := Op{IOPS: nan, BandwidthBytes: nan, LatencyMeanSec: nan, LatencyP50Sec: nan, LatencyP99Sec: nan, LatencyP999Sec: nan}
@@ -116,6 +116,11 @@ func PoolOps(ops []Op) Op {
 		if o.IOs > 0 {
 			with = append(with, o)
 		}
+	}
+	if len(with) == 0 {
+		// No counts (figures from elsewhere than fio's JSON): the
+		// percentiles the ops carry are all there is.
+		with = ops
 	}
 	if len(with) == 0 {
 		return out
