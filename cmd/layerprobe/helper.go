@@ -10,7 +10,7 @@ import (
 // this binary, and the probe container's process and housekeeping run it.
 func newProbeHelperCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:                "probe-helper idle|kill-fio|clean DIR...",
+		Use:                "probe-helper idle|kill-fio|clean DIR...|copyup FILE...|cgexec DIR... -- PROGRAM ARG...",
 		Short:              "Helper run inside the probe container (internal)",
 		Hidden:             true,
 		DisableFlagParsing: true,

@@ -154,6 +154,9 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 	if gd := insp.GraphDriver; gd != nil {
 		p.UpperDir = gd.Data["UpperDir"]
 	}
+	if insp.State != nil {
+		p.Pid = insp.State.Pid
+	}
 	c.logger.Debug("probe started", "container", name, "image", spec.Image, "upper_dir", p.UpperDir, "volume_path", p.VolumeHostPath)
 	return p, nil
 }

@@ -81,6 +81,7 @@ type Probe struct {
 	VolumeName     string
 	VolumeHostPath string // the volume's mount point on the host
 	UpperDir       string // host path of the writable layer, when the driver tells it
+	Pid            int    // the container's main process, in the engine's PID namespace; 0 if unknown
 }
 
 // ExecResult is the outcome of one command run in the probe container.

@@ -6,6 +6,10 @@
 //	layerprobe probe-helper kill-fio      # stop every fio in the container
 //	layerprobe probe-helper clean DIR...  # empty job directories under /lp
 //	layerprobe probe-helper copyup FILE...  # time the first write+fsync to each copy-up file
+//
+// One verb runs on the host instead, for the host arm of a measurement:
+//
+//	layerprobe probe-helper cgexec DIR... -- PROGRAM ARG...  # join the cgroups, then exec PROGRAM
 package helper
 
 import (
@@ -17,10 +21,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/cgroup"
 )
 
 // Root is the only tree clean may touch.
@@ -29,7 +36,7 @@ const Root = "/lp/"
 // Run executes one helper verb.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("probe-helper: want a verb: idle, kill-fio, clean or copyup")
+		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup or cgexec")
 	}
 	switch args[0] {
 	case "idle":
@@ -40,8 +47,10 @@ func Run(ctx context.Context, args []string) error {
 		return clean(args[1:])
 	case "copyup":
 		return copyUp(os.Stdout, args[1:])
+	case "cgexec":
+		return cgexec(args[1:])
 	default:
-		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean or copyup", args[0])
+		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup or cgexec", args[0])
 	}
 }
 
@@ -203,6 +212,26 @@ func copyUp(w io.Writer, files []string) error {
 		if err := enc.Encode(line); err != nil {
 			return fmt.Errorf("copyup: %w", err)
 		}
+	}
+	return nil
+}
+
+// cgexec joins the cgroup directories before "--" and execs the program
+// after it, so that the program and every process it forks start in those
+// cgroups (moving a running fio would leave the workers it already forked
+// behind). The process group and parent-death signal of the caller's
+// exec.Cmd carry over the exec.
+func cgexec(args []string) error {
+	i := slices.Index(args, "--")
+	if i < 0 || i == len(args)-1 {
+		return errors.New("probe-helper cgexec: want DIR... -- PROGRAM ARG...")
+	}
+	if err := cgroup.Join(args[:i]); err != nil {
+		return fmt.Errorf("probe-helper cgexec: %w", err)
+	}
+	argv := args[i+1:]
+	if err := syscall.Exec(argv[0], argv, os.Environ()); err != nil {
+		return fmt.Errorf("probe-helper cgexec: exec %s: %w", argv[0], err)
 	}
 	return nil
 }

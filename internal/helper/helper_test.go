@@ -34,7 +34,7 @@ func TestUnknownVerb(t *testing.T) {
 	if err := Run(context.Background(), nil); err == nil {
 		t.Error("no verb: want an error")
 	}
-	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean or copyup") {
+	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean, copyup or cgexec") {
 		t.Errorf("unknown verb: err = %v", err)
 	}
 }
@@ -139,5 +139,16 @@ func TestCopyUpRefusesOutsideRoot(t *testing.T) {
 	}
 	if err := copyUp(&buf, nil); err == nil {
 		t.Error("copyup without files: no error")
+	}
+}
+
+func TestCgexecNeedsAProgram(t *testing.T) {
+	for _, args := range [][]string{{"cgexec"}, {"cgexec", "/sys/fs/cgroup/cpu"}, {"cgexec", "/sys/fs/cgroup/cpu", "--"}} {
+		if err := Run(context.Background(), args); err == nil || !strings.Contains(err.Error(), "DIR... -- PROGRAM") {
+			t.Errorf("%q: err = %v, want the usage", args, err)
+		}
+	}
+	if err := Run(context.Background(), []string{"cgexec", t.TempDir(), "--", "/bin/true"}); err == nil || !strings.Contains(err.Error(), "join cgroup") {
+		t.Errorf("a directory that is no cgroup: err = %v", err)
 	}
 }

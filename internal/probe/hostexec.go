@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/cgroup"
+	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
 // killGrace is how long fio gets after SIGTERM to stop and unlink its files.
@@ -49,4 +54,41 @@ func runHost(ctx context.Context, argv []string) (stdout, stderr []byte, exitCod
 		return out.Bytes(), errb.Bytes(), -1, err
 	}
 	return out.Bytes(), errb.Bytes(), 0, nil
+}
+
+// cgroupsOf returns the CPU cgroups of probe container p for the host arm
+// to join, or none with a warning: the measurement still runs, but a host
+// whose CPUs are busy can then show CPU contention as overhead.
+func (s *Session) cgroupsOf(p *engine.Probe) []string {
+	warn := func(err error) []string {
+		s.logger.Warn("the host arm runs outside the probe container's CPU cgroup", "err", err)
+		s.Warnings = append(s.Warnings, fmt.Sprintf("host arm outside the probe container's CPU cgroup (%v): on a host with busy CPUs the overheads include CPU contention", err))
+		return nil
+	}
+	if p == nil || p.Pid <= 0 {
+		// Engines tell a running container's PID; only fakes do not.
+		s.logger.Debug("the engine did not tell the probe container's process; the host arm stays in its own cgroups")
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return warn(err)
+	}
+	dirs, err := cgroup.Of(p.Pid, p.ContainerID)
+	if err != nil {
+		return warn(err)
+	}
+	s.self = self
+	s.logger.Debug("host arm joins the probe container's CPU cgroups", "cgroups", dirs)
+	return dirs
+}
+
+// hostArgv wraps a host command so that it starts in the probe container's
+// CPU cgroups: `layerprobe probe-helper cgexec DIR... -- argv...`.
+func (s *Session) hostArgv(argv []string) []string {
+	if len(s.hostCgroups) == 0 {
+		return argv
+	}
+	out := append([]string{s.self, "probe-helper", "cgexec"}, s.hostCgroups...)
+	return append(append(out, "--"), argv...)
 }

@@ -80,14 +80,18 @@ type Session struct {
 	FioVersion string
 	Warnings   []string
 
-	fioPath  string // resolved host fio
-	scratch  string // scratch root
-	hostDir  string // <scratch>/<owner>: host target, and bind target through the mount
-	probe    *engine.Probe
-	targets  []measure.Target // host first, then the measurable non-host targets
-	imageRef string
-	image    *probeimage.Image // the built probe image; nil for a user-named one
-	coldRef  string            // the cold image, imported on first use
+	fioPath string // resolved host fio
+	// hostCgroups are the probe container's CPU cgroups, which the host
+	// arm's fio joins (package cgroup says why); empty when it cannot.
+	hostCgroups []string
+	self        string // this binary, which joins them: probe-helper cgexec
+	scratch     string // scratch root
+	hostDir     string // <scratch>/<owner>: host target, and bind target through the mount
+	probe       *engine.Probe
+	targets     []measure.Target // host first, then the measurable non-host targets
+	imageRef    string
+	image       *probeimage.Image // the built probe image; nil for a user-named one
+	coldRef     string            // the cold image, imported on first use
 }
 
 // Prepare sweeps leftovers of dead layerprobe processes, checks the engine
@@ -170,6 +174,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		return nil, fail("probe", err, "start the probe container: %v", err)
 	}
 	s.probe = p
+	s.hostCgroups = s.cgroupsOf(p)
 	if err := s.checkFioVersions(ctx); err != nil {
 		return nil, err
 	}
@@ -338,7 +343,7 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		if s.fioPath == "" {
 			return measure.JobResult{Failure: &measure.Failure{Reason: measure.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
 		}
-		stdout, stderr, code, err := runHost(jctx, fio.Command(s.fioPath, job, s.hostDir, how))
+		stdout, stderr, code, err := runHost(jctx, s.hostArgv(fio.Command(s.fioPath, job, s.hostDir, how)))
 		res = resultOf(jctx, job, how, stdout, stderr, code, err)
 		// A fresh execution that failed may leave its file behind. Steady
 		// files stay until the measurement ends and removes them.

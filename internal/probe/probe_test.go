@@ -668,3 +668,17 @@ func strs[T ~string](xs []T) []string {
 	}
 	return out
 }
+
+func TestHostArgvJoinsTheProbesCgroups(t *testing.T) {
+	s := &Session{}
+	argv := []string{"/usr/bin/fio", "--output-format=json", "job.fio"}
+	if got := s.hostArgv(argv); !slices.Equal(got, argv) {
+		t.Errorf("no cgroups: %q, want fio as is", got)
+	}
+	s.hostCgroups, s.self = []string{"/sys/fs/cgroup/cpu/docker/abc", "/sys/fs/cgroup/cpuset/docker/abc"}, "/usr/bin/layerprobe"
+	want := []string{"/usr/bin/layerprobe", "probe-helper", "cgexec", "/sys/fs/cgroup/cpu/docker/abc", "/sys/fs/cgroup/cpuset/docker/abc",
+		"--", "/usr/bin/fio", "--output-format=json", "job.fio"}
+	if got := s.hostArgv(argv); !slices.Equal(got, want) {
+		t.Errorf("hostArgv = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,172 @@
+// Package cgroup finds the CPU cgroups of a container's process so that the
+// host arm of a measurement can run in them.
+//
+// Why: the host arm's fio and the container's fio must compete for CPU on
+// equal terms. A probe container's process sits in the engine's cgroup
+// (/docker/<id>, system.slice/docker-<id>.scope, ...) and shares that
+// subtree's CPU weight with every other container of the host, while
+// layerprobe runs wherever its service manager put it. On a host whose CPUs
+// are busy with containers, a synchronous 4 KiB writer in the container then
+// waits several times longer for a CPU than the same writer on the host, and
+// the difference reads as storage overhead: on a loaded 2-CPU machine the
+// same fio on the same file ran 4 to 7 times slower in a container's CPU
+// cgroup than in the root cgroup. Running the host arm in the container's
+// CPU cgroups removes that confounder.
+//
+// On cgroup v1 only the CPU controllers are joined (cpu, cpuacct, cpuset):
+// the block I/O and memory cgroups stay the host arm's own, so an I/O limit
+// on the container is still measured as the container's overhead. cgroup v2
+// has one hierarchy, so there the host arm joins the container's cgroup as a
+// whole, I/O limits included.
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+)
+
+// cpuControllers are the cgroup v1 controllers that decide how much CPU a
+// process gets and where.
+var cpuControllers = []string{"cpu", "cpuacct", "cpuset"}
+
+// Of returns the cgroup directories a process must join to share pid's CPU
+// cgroups, on this host's cgroup mounts. id, when not empty, must appear in
+// pid's cgroup path: a check that pid is the container it is said to be (a
+// PID from another PID namespace names some other process here).
+func Of(pid int, id string) ([]string, error) {
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return nil, fmt.Errorf("read the cgroups of process %d: %w", pid, err)
+	}
+	defer f.Close()
+	member, err := parseProc(f)
+	if err != nil {
+		return nil, fmt.Errorf("read the cgroups of process %d: %w", pid, err)
+	}
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return nil, fmt.Errorf("list cgroup mounts: %w", err)
+	}
+	dirs, err := dirsFor(member, mounts)
+	if err != nil {
+		return nil, err
+	}
+	if id != "" {
+		for _, d := range dirs {
+			if !strings.Contains(d, id) {
+				return nil, fmt.Errorf("process %d is not in a cgroup of container %s (%s): is its PID from another PID namespace?", pid, id, d)
+			}
+		}
+	}
+	for _, d := range dirs {
+		if err := unix.Access(filepath.Join(d, "cgroup.procs"), unix.W_OK); err != nil {
+			return nil, fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+	}
+	return dirs, nil
+}
+
+// parseProc reads /proc/<pid>/cgroup: "hierarchy-ID:controller-list:path"
+// per line, keyed by the controller list ("" for cgroup v2's line).
+func parseProc(r io.Reader) (map[string]string, error) {
+	out := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		out[parts[1]] = parts[2]
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no cgroup lines")
+	}
+	return out, nil
+}
+
+// dirsFor maps a process's cgroup membership onto the mounted
+// hierarchies: the cgroup v1 hierarchies holding a CPU controller when there
+// are any, else the cgroup v2 directory.
+func dirsFor(member map[string]string, mounts []*mountinfo.Info) ([]string, error) {
+	var dirs []string
+	for _, m := range mounts {
+		if m.FSType != "cgroup" {
+			continue
+		}
+		ctrls := strings.Split(m.VFSOptions, ",")
+		if !slices.ContainsFunc(ctrls, func(c string) bool { return slices.Contains(cpuControllers, c) }) {
+			continue
+		}
+		for list, path := range member {
+			if list == "" || !sameControllers(list, ctrls) {
+				continue
+			}
+			if d, ok := under(m, path); ok && !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	if len(dirs) > 0 {
+		slices.Sort(dirs)
+		return dirs, nil
+	}
+	path, ok := member[""]
+	if !ok {
+		return nil, errors.New("no cgroup v1 CPU hierarchy and no cgroup v2 membership")
+	}
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			if d, ok := under(m, path); ok {
+				return []string{d}, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("cgroup %s is not below a mounted cgroup2 file system", path)
+}
+
+// sameControllers says whether a /proc/<pid>/cgroup controller list names
+// the hierarchy mounted with options ctrls ("cpu,cpuacct" against
+// "rw,cpu,cpuacct").
+func sameControllers(list string, ctrls []string) bool {
+	for _, c := range strings.Split(list, ",") {
+		if !slices.Contains(ctrls, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// under returns the directory of cgroup path in mount m, when m's root
+// holds it (a cgroup namespace or a bind-mounted subtree shows only part of
+// the hierarchy).
+func under(m *mountinfo.Info, path string) (string, bool) {
+	rel, err := filepath.Rel(m.Root, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return filepath.Join(m.Mountpoint, rel), true
+}
+
+// Join moves the calling process into every directory of dirs. Its
+// children, and the program it execs, start there.
+func Join(dirs []string) error {
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package cgroup
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/sys/mountinfo"
+)
+
+const v1Proc = `12:blkio:/docker/abc
+11:cpu,cpuacct:/docker/abc
+5:cpuset:/docker/abc
+4:memory:/docker/abc
+1:name=systemd:/docker/abc
+0::/
+`
+
+func v1Mounts() []*mountinfo.Info {
+	return []*mountinfo.Info{
+		{Mountpoint: "/sys/fs/cgroup/blkio", Root: "/", FSType: "cgroup", VFSOptions: "rw,blkio"},
+		{Mountpoint: "/sys/fs/cgroup/cpu,cpuacct", Root: "/", FSType: "cgroup", VFSOptions: "rw,cpu,cpuacct"},
+		{Mountpoint: "/sys/fs/cgroup/cpuset", Root: "/", FSType: "cgroup", VFSOptions: "rw,cpuset"},
+		{Mountpoint: "/sys/fs/cgroup/memory", Root: "/", FSType: "cgroup", VFSOptions: "rw,memory"},
+		{Mountpoint: "/sys/fs/cgroup/unified", Root: "/", FSType: "cgroup2", VFSOptions: "rw,nsdelegate"},
+	}
+}
+
+func TestDirsForV1JoinsOnlyCPUControllers(t *testing.T) {
+	member, err := parseProc(strings.NewReader(v1Proc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dirsFor(member, v1Mounts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/sys/fs/cgroup/cpu,cpuacct/docker/abc", "/sys/fs/cgroup/cpuset/docker/abc"}
+	if !slices.Equal(got, want) {
+		t.Errorf("dirs %v, want %v (blkio and memory stay the host arm's own)", got, want)
+	}
+}
+
+func TestDirsForV2(t *testing.T) {
+	member, err := parseProc(strings.NewReader("0::/system.slice/docker-abc.scope\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts := []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/", FSType: "cgroup2"}}
+	got, err := dirsFor(member, mounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/sys/fs/cgroup/system.slice/docker-abc.scope"}; !slices.Equal(got, want) {
+		t.Errorf("dirs %v, want %v", got, want)
+	}
+}
+
+func TestDirsForOutsideTheMountedSubtree(t *testing.T) {
+	// A cgroup namespace or a bind-mounted subtree shows only part of the
+	// hierarchy: a path outside it has no directory here.
+	member, _ := parseProc(strings.NewReader("0::/system.slice/docker-abc.scope\n"))
+	mounts := []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/kubepods", FSType: "cgroup2"}}
+	if got, err := dirsFor(member, mounts); err == nil {
+		t.Errorf("dirs %v, want an error", got)
+	}
+	if _, err := parseProc(strings.NewReader("garbage\n")); err == nil {
+		t.Error("parseProc accepted a file without cgroup lines")
+	}
+}
+
+func TestOfRefusesAnotherContainersProcess(t *testing.T) {
+	if _, err := Of(os.Getpid(), "0123456789abcdef"); err == nil || !strings.Contains(err.Error(), "0123456789abcdef") {
+		t.Errorf("Of(self, other id) = %v, want an error naming the container", err)
+	}
+}
+
+// Join moves a real process into a real CPU cgroup (root only): a child of
+// this test joins a fresh cgroup beside this process's and reports its
+// /proc/self/cgroup.
+func TestJoinMovesTheProcess(t *testing.T) {
+	if os.Getenv("CGROUP_TEST_JOIN") != "" {
+		if err := Join(strings.Split(os.Getenv("CGROUP_TEST_JOIN"), ":")); err != nil {
+			os.Stderr.WriteString(err.Error())
+			os.Exit(3)
+		}
+		b, _ := os.ReadFile("/proc/self/cgroup")
+		os.Stdout.Write(b)
+		os.Exit(0)
+	}
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("needs root and -short off")
+	}
+	self, err := Of(os.Getpid(), "")
+	if err != nil {
+		t.Skipf("no joinable CPU cgroup here: %v", err)
+	}
+	var dirs []string
+	for _, d := range self {
+		n := filepath.Join(d, "layerprobe-test-"+filepath.Base(t.TempDir()))
+		if err := os.Mkdir(n, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(d, "cpuset") {
+			// A new cpuset cgroup starts with no CPUs and memory nodes.
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(d, f))
+				if err == nil {
+					_ = os.WriteFile(filepath.Join(n, f), b, 0)
+				}
+			}
+		}
+		t.Cleanup(func() { _ = os.Remove(n) })
+		dirs = append(dirs, n)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJoinMovesTheProcess$")
+	cmd.Env = append(os.Environ(), "CGROUP_TEST_JOIN="+strings.Join(dirs, ":"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v: %s", err, out)
+	}
+	name := filepath.Base(dirs[0])
+	if !strings.Contains(string(out), name) {
+		t.Errorf("child's cgroups after Join:\n%s\nwant %s in them", out, name)
+	}
+}
