@@ -56,8 +56,8 @@ func WriteTable(w io.Writer, r Run) error {
 	if !(conf > 0 && conf < 1) {
 		conf = DefaultConfidence
 	}
-	ew.printf("layerprobe %s: profile %s, %d rounds, %s, %s, %s written\n",
-		orDash(r.LayerprobeVersion), orDash(r.Profile), r.Rounds, modeText(r.Mode),
+	ew.printf("layerprobe %s: profile %s, %s, %s, %s, %s written\n",
+		orDash(r.LayerprobeVersion), orDash(r.Profile), roundsText(r.Rounds), modeText(r.Mode),
 		formatDuration(r.DurationSeconds), formatBytes(r.BytesWritten))
 	for _, e := range r.Engines {
 		ew.printf("\n")
@@ -89,8 +89,12 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 		ew.printf("  fio:          %s\n", orDash(e.FioVersion))
 	}
 	if len(e.Results) > 0 || e.BytesWritten > 0 {
-		ew.printf("  measurement:  profile %s, %d rounds, %s, %s written\n",
-			orDash(r.Profile), r.Rounds, formatDuration(e.DurationSeconds), formatBytes(e.BytesWritten))
+		rounds := roundsText(r.Rounds)
+		if r.Rounds == 0 && e.Rounds > 0 {
+			rounds = fmt.Sprintf("%d rounds (adaptive, stopped by %s)", e.Rounds, orDash(e.StopReason))
+		}
+		ew.printf("  measurement:  profile %s, %s, %s, %s written\n",
+			orDash(r.Profile), rounds, formatDuration(e.DurationSeconds), formatBytes(e.BytesWritten))
 	}
 	for _, warn := range e.Warnings {
 		ew.printf("  warning:      %s\n", warn)
@@ -116,12 +120,12 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 		lowCoverage = writeCold(ew, e.Cold, conf) || lowCoverage
 	}
 
-	ew.printf("\n  %% of host: the target's speed relative to the host's in the same round, median over rounds,\n")
-	ew.printf("  with its %s confidence interval; 100%% = as fast as the host, below = slower.\n", formatPercentPlain(100*conf))
+	ew.printf("\n  %% of host: the target's speed relative to the host's in the same round, Hodges-Lehmann\n")
+	ew.printf("  estimate over rounds with its %s confidence interval; 100%% = as fast as the host, below = slower.\n", formatPercentPlain(100*conf))
 	ew.printf("  Metric: %s;\n", headlineFootnote())
 	ew.printf("  for a latency the speed is host latency / target latency.\n")
 	if lowCoverage {
-		ew.printf("  %s fewer than %d paired rounds: the interval is the range of the rounds and covers the median\n",
+		ew.printf("  %s fewer than %d paired rounds: the interval is the range of the rounds and covers the overhead\n",
 			ciMarker, stats.MinN(conf))
 		ew.printf("    with less than %s confidence (see coverage in --output json); run more rounds.\n",
 			formatPercentPlain(100*conf))
@@ -399,4 +403,12 @@ func (ew *errWriter) Write(p []byte) (int, error) {
 
 func (ew *errWriter) printf(format string, args ...any) {
 	fmt.Fprintf(ew, format, args...)
+}
+
+// roundsText is the run's round count: fixed, or adaptive (0).
+func roundsText(n int) string {
+	if n == 0 {
+		return "adaptive rounds"
+	}
+	return fmt.Sprintf("%d rounds", n)
 }
