@@ -4,13 +4,12 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
@@ -162,7 +161,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	how := fio.Fresh
 	if prof.Steady {
 		how = fio.Steady
-		defer s.removeJobFiles(ctx, prof)
+		defer s.removeJobFiles(ctx)
 		for _, js := range jobs {
 			for _, t := range s.targets {
 				if ctx.Err() != nil {
@@ -442,17 +441,17 @@ func (s *Session) layout(ctx context.Context, t measure.Target, job fio.Job) (in
 	return res.BytesWritten, res.Failure
 }
 
-// removeJobFiles removes the steady profile's files from every target. It
+// removeJobFiles removes the job files from every target. It
 // runs with its own timeout so that it also works after cancellation.
-func (s *Session) removeJobFiles(ctx context.Context, prof fio.Profile) {
+func (s *Session) removeJobFiles(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	for _, t := range s.targets {
 		if t == measure.TargetHost {
-			for _, j := range prof.Jobs {
-				if err := os.Remove(filepath.Join(s.hostDir, fio.FileName(j.Workload))); err != nil && !os.IsNotExist(err) {
-					s.logger.Error("remove a job file", "target", t, "err", err)
-				}
+			// The directory is this process's alone: empty it whole, so
+			// that what a crashed or killed fio left goes too.
+			if err := hostfs.ClearDir(s.hostDir); err != nil {
+				s.logger.Error("remove job files", "target", t, "err", err)
 			}
 			continue
 		}
