@@ -134,6 +134,7 @@ type Engine struct {
 	Name            string          `json:"name"`
 	Endpoint        string          `json:"endpoint"`
 	Reachable       bool            `json:"reachable"`
+	Runtime         string          `json:"runtime"` // docker or podman (its Docker-compatible API)
 	EngineVersion   string          `json:"engine_version"`
 	Driver          string          `json:"driver"`
 	DriverClass     string          `json:"driver_class"`

@@ -243,6 +243,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 }
 
 func fillEngine(er *report.Engine, s *probe.Session) {
+	er.Runtime = s.Info.Runtime
 	er.EngineVersion = s.Info.ServerVersion
 	er.Driver = s.Info.Driver
 	er.DriverClass = string(s.Info.DriverClass)

@@ -2,14 +2,15 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
-	"strings"
 
+	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/client"
 
 	"github.com/layerprobe/layerprobe/internal/probeimage"
@@ -23,10 +24,12 @@ const ImageRepository = "layerprobe-probe"
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 
 // EnsureImage makes the probe image im available on the engine and returns
-// its reference, layerprobe-probe:<digest[:12]>. An image already labelled
-// with im's digest is reused (and tagged again if its tag was removed);
-// otherwise the root file system is streamed to the engine with
-// ImageImport. Nothing is ever pulled.
+// its reference, layerprobe-probe:<digest[:12]>. The image under that
+// reference is reused when it is im: it carries im's digest label or, on an
+// engine that did not keep the labels, its only layer is im's tar stream
+// (the diff ID the engine computed itself). A labelled image that lost its
+// tag is tagged again. Otherwise the root file system is streamed to the
+// engine with ImageImport. Nothing is ever pulled.
 func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner string) (string, error) {
 	if im == nil || len(im.Digest) < 12 || !labelValue.MatchString(im.Digest) {
 		return "", errors.New("ensure probe image: image has no valid digest")
@@ -36,17 +39,29 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	}
 	ref := ImageRepository + ":" + im.Digest[:12]
 
+	// By reference first: the engine resolves its own spelling of the
+	// name (Podman stores docker.io/library/layerprobe-probe:...).
+	got, err := c.api.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		ours, err := isImage(got.InspectResponse, im)
+		if err != nil {
+			return "", fmt.Errorf("ensure probe image: %w", err)
+		}
+		if ours {
+			c.logger.Debug("reusing probe image", "image", ref, "image_id", got.ID)
+			return ref, nil
+		}
+		// Another image holds the tag; the import below takes it over.
+	case !isNotFound(err):
+		return "", c.fail("inspect probe image", err)
+	}
+
 	list, err := c.api.ImageList(ctx, client.ImageListOptions{
 		Filters: make(client.Filters).Add("label", LabelDigest+"="+im.Digest),
 	})
 	if err != nil {
 		return "", c.fail("list probe images", err)
-	}
-	for _, img := range list.Items {
-		if slices.Contains(img.RepoTags, ref) {
-			c.logger.Debug("reusing probe image", "image", ref, "image_id", img.ID)
-			return ref, nil
-		}
 	}
 	if len(list.Items) > 0 {
 		id := list.Items[0].ID
@@ -57,23 +72,63 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 		return ref, nil
 	}
 
-	if err := c.importImage(ctx, im, ref, owner); err != nil {
+	diffID, err := c.importImage(ctx, im, ref, owner)
+	if err != nil {
 		return "", err
 	}
 	// The import answered without error; make sure it left the image.
-	got, err := c.api.ImageInspect(ctx, ref)
+	got, err = c.api.ImageInspect(ctx, ref)
 	if err != nil {
 		return "", c.fail("inspect imported probe image", err)
 	}
-	if got.Config == nil || got.Config.Labels[LabelDigest] != im.Digest {
-		return "", fmt.Errorf("ensure probe image: %s on engine %s does not carry digest %s", ref, c.name, im.Digest)
+	if !hasOnlyLayer(got.InspectResponse, diffID) {
+		return "", fmt.Errorf("ensure probe image: %s on engine %s is not the image just imported (layers %v, want sha256:%s)",
+			ref, c.name, rootLayers(got.InspectResponse), diffID)
+	}
+	if !carriesDigest(got.InspectResponse, im) {
+		c.logger.Warn("the engine did not keep the probe image's labels: cleanup cannot find the image; remove it by name when done",
+			"image", ref, "image_id", got.ID)
 	}
 	c.logger.Info("imported probe image", "image", ref, "image_id", got.ID, "bytes", im.Size())
 	return ref, nil
 }
 
-// importImage streams im's tar through a pipe into ImageImport.
-func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, owner string) error {
+// isImage reports whether got is im: by its digest label, or else by its
+// one layer's diff ID (one pass over im's content).
+func isImage(got image.InspectResponse, im *probeimage.Image) (bool, error) {
+	if carriesDigest(got, im) {
+		return true, nil
+	}
+	if len(rootLayers(got)) != 1 {
+		return false, nil
+	}
+	diffID, err := im.LayerDigest()
+	if err != nil {
+		return false, err
+	}
+	return hasOnlyLayer(got, diffID), nil
+}
+
+func carriesDigest(got image.InspectResponse, im *probeimage.Image) bool {
+	return got.Config != nil && got.Config.Labels[LabelDigest] == im.Digest
+}
+
+func rootLayers(got image.InspectResponse) []string { return got.RootFS.Layers }
+
+// hasOnlyLayer reports whether the image's root file system is the one
+// layer whose uncompressed tar stream has SHA-256 diffID (hex).
+func hasOnlyLayer(got image.InspectResponse, diffID string) bool {
+	l := rootLayers(got)
+	return len(l) == 1 && l[0] == "sha256:"+diffID
+}
+
+// importImage streams im's tar through a pipe into ImageImport and returns
+// the stream's SHA-256 (hex), the diff ID the engine gives the layer.
+//
+// Every label is a LABEL change of its own: Docker accepts several pairs in
+// one LABEL, Podman takes the first key and the rest of the line as its
+// value.
+func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, owner string) (string, error) {
 	labels := []string{
 		LabelManaged + "=true",
 		LabelRole + "=image",
@@ -83,15 +138,17 @@ func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, own
 		labels = append(labels, LabelOwner+"="+owner)
 	}
 	entrypoint, _ := json.Marshal([]string{ContainerHelper, "probe-helper", "idle"})
-	changes := []string{
-		"LABEL " + strings.Join(labels, " "),
-		"ENTRYPOINT " + string(entrypoint),
+	changes := make([]string, 0, len(labels)+1)
+	for _, l := range labels {
+		changes = append(changes, "LABEL "+l)
 	}
+	changes = append(changes, "ENTRYPOINT "+string(entrypoint))
 
 	pr, pw := io.Pipe()
+	sum := sha256.New()
 	writeErr := make(chan error, 1)
 	go func() {
-		err := im.WriteTar(pw)
+		err := im.WriteTar(io.MultiWriter(pw, sum))
 		pw.CloseWithError(err)
 		writeErr <- err
 	}()
@@ -111,19 +168,19 @@ func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, own
 		client.ImageImportOptions{Changes: changes})
 	if err != nil {
 		if ours := finish(); ours != nil {
-			return fmt.Errorf("import probe image: %w", ours)
+			return "", fmt.Errorf("import probe image: %w", ours)
 		}
-		return c.fail("import probe image", err)
+		return "", c.fail("import probe image", err)
 	}
 	streamErr := readStream(resp)
 	resp.Close()
 	if ours := finish(); ours != nil {
-		return fmt.Errorf("import probe image: %w", ours)
+		return "", fmt.Errorf("import probe image: %w", ours)
 	}
 	if streamErr != nil {
-		return c.fail("import probe image", streamErr)
+		return "", c.fail("import probe image", streamErr)
 	}
-	return nil
+	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
 // errImportDone unblocks the tar writer once the engine has answered.

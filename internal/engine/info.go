@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 )
 
@@ -38,6 +39,7 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 
 	info := Info{
 		Name:          c.name,
+		Runtime:       runtimeOf(ver.Components),
 		Endpoint:      c.endpoint,
 		ServerVersion: firstNonEmpty(ver.Version, si.ServerVersion),
 		APIVersion:    firstNonEmpty(ver.APIVersion, ping.APIVersion),
@@ -48,18 +50,22 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		KernelVersion: si.KernelVersion,
 		OS:            firstNonEmpty(si.OperatingSystem, si.OSType, ver.Os),
 	}
-	info.DriverClass, info.DriverNote = ClassifyDriver(si.Driver)
+	info.DriverClass, info.DriverNote = ClassifyDriver(info.Runtime, si.Driver)
 	if v, ok := status(si.DriverStatus, "driver-type"); ok && v == containerdSnapshotter {
 		info.ImageStore = "containerd"
 	}
 	info.BackingFS = c.backingFS(si.Driver, si.DriverStatus, si.DockerRootDir)
-	c.logger.Debug("engine info", "driver", info.Driver, "backing_fs", info.BackingFS,
+	if si.Driver == "zfs" {
+		info.Zpool, _ = status(si.DriverStatus, "Zpool")
+		info.ZFSDataset, _ = status(si.DriverStatus, "Parent Dataset")
+	}
+	c.logger.Debug("engine info", "runtime", info.Runtime, "driver", info.Driver, "backing_fs", info.BackingFS,
 		"image_store", info.ImageStore, "engine_version", info.ServerVersion, "api_version", info.APIVersion)
 	return info, nil
 }
 
 // backingFS names the file system the writable layers live on. DriverStatus
-// says it for overlay2, aufs and devicemapper; btrfs and zfs are their own
+// says it for overlay2, aufs and devicemapper (and Podman's overlay); btrfs and zfs are their own
 // backing; otherwise (vfs, fuse-overlayfs, the containerd store, which
 // reports no DriverStatus but a driver-type) the data root is statfs'ed,
 // which is right for a local engine whose layers live under its data root.
@@ -82,12 +88,20 @@ func (c *Client) backingFS(driver string, driverStatus [][2]string, dataRoot str
 	return name
 }
 
-// ClassifyDriver says how layerprobe treats a storage driver, with a note
-// for the operator when it is not a supported one.
-func ClassifyDriver(driver string) (DriverClass, string) {
+// ClassifyDriver says how layerprobe treats a storage driver of an engine
+// of the given runtime, with a note for the operator when it is not a
+// supported one. The same name can mean different drivers: Podman's
+// (containers/storage) "overlay" is its current overlayfs driver, Docker's
+// "overlay" the legacy one that overlay2 replaced.
+func ClassifyDriver(runtime, driver string) (DriverClass, string) {
 	switch driver {
 	case "overlay2", "overlayfs", "btrfs", "zfs", "vfs", "fuse-overlayfs":
 		return DriverSupported, ""
+	case "overlay":
+		if runtime == RuntimePodman {
+			return DriverSupported, ""
+		}
+		return DriverDeprecated, "the legacy overlay driver is deprecated (removed in Docker Engine 24); results are measured but not comparable with overlay2; migrate to overlay2"
 	case "devicemapper":
 		return DriverDeprecated, "devicemapper is deprecated (removed in Docker Engine 25); results are measured but not comparable with overlay2; migrate to overlay2"
 	case "aufs":
@@ -96,6 +110,17 @@ func ClassifyDriver(driver string) (DriverClass, string) {
 		return DriverUnknown, "the engine reported no storage driver; results are measured but cannot be attributed to a driver"
 	}
 	return DriverUnknown, fmt.Sprintf("storage driver %q is not one layerprobe knows; results are measured but not known to be comparable with overlay2", driver)
+}
+
+// runtimeOf names the engine behind the Docker API from the components
+// its /version lists: Podman's compatible API names "Podman Engine".
+func runtimeOf(components []system.ComponentVersion) string {
+	for _, c := range components {
+		if c.Name == "Podman Engine" {
+			return RuntimePodman
+		}
+	}
+	return RuntimeDocker
 }
 
 // status looks a key up in DriverStatus; the order of its pairs is not

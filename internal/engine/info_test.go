@@ -114,6 +114,7 @@ func TestInfoRecordedEngines(t *testing.T) {
 	fakeFS := map[string]string{
 		"/var/lib/docker":                "xfs",
 		"/home/user/.local/share/docker": "extfs",
+		"/var/lib/containers/storage":    "extfs",
 	}
 	tests := []struct {
 		dir        string
@@ -123,52 +124,61 @@ func TestInfoRecordedEngines(t *testing.T) {
 	}{
 		{
 			dir: "docker-20.10-overlay2", api: "1.41",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "overlay2", DriverClass: DriverSupported,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "overlay2", DriverClass: DriverSupported,
 				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-btrfs", api: "1.41",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "btrfs", DriverClass: DriverSupported,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "btrfs", DriverClass: DriverSupported,
 				BackingFS: "btrfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			// vfs reports no DriverStatus: the data root is statfs'ed.
 			dir: "docker-20.10-vfs", api: "1.41",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "vfs", DriverClass: DriverSupported,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "vfs", DriverClass: DriverSupported,
 				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-zfs", api: "1.41",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "zfs", DriverClass: DriverSupported,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "zfs", DriverClass: DriverSupported,
 				BackingFS: "zfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
+				Zpool: "rpool", ZFSDataset: "rpool/var/lib/docker",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-29-containerd-overlayfs", api: "1.52",
-			want: Info{ServerVersion: "29.1.3", APIVersion: "1.52", Driver: "overlayfs", DriverClass: DriverSupported,
+			want: Info{Runtime: "docker", ServerVersion: "29.1.3", APIVersion: "1.52", Driver: "overlayfs", DriverClass: DriverSupported,
 				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "containerd",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-devicemapper", api: "1.41", noteSubstr: "removed in Docker Engine 25",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "devicemapper", DriverClass: DriverDeprecated,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "devicemapper", DriverClass: DriverDeprecated,
 				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-aufs", api: "1.41", noteSubstr: "aufs is deprecated",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "aufs", DriverClass: DriverDeprecated,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "aufs", DriverClass: DriverDeprecated,
 				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-rootless-fuse-overlayfs", api: "1.41",
-			want: Info{ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "fuse-overlayfs", DriverClass: DriverSupported,
+			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "fuse-overlayfs", DriverClass: DriverSupported,
 				BackingFS: "extfs", DataRoot: "/home/user/.local/share/docker", ImageStore: "graphdriver", Rootless: true,
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
+		},
+		{
+			// Podman's Docker-compatible API: its overlay driver is
+			// containers/storage's, not Docker's legacy overlay.
+			dir: "podman-4.3-overlay", api: "1.41",
+			want: Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "overlay", DriverClass: DriverSupported,
+				BackingFS: "extfs", DataRoot: "/var/lib/containers/storage", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v782", OS: "debian"},
 		},
 	}
 	for _, tt := range tests {
@@ -214,18 +224,25 @@ func TestInfoRecordedEngines(t *testing.T) {
 }
 
 func TestClassifyDriver(t *testing.T) {
-	for driver, want := range map[string]DriverClass{
-		"overlay2": DriverSupported, "overlayfs": DriverSupported, "btrfs": DriverSupported, "zfs": DriverSupported,
-		"vfs": DriverSupported, "fuse-overlayfs": DriverSupported,
-		"devicemapper": DriverDeprecated, "aufs": DriverDeprecated,
-		"windowsfilter": DriverUnknown, "overlay": DriverUnknown, "": DriverUnknown,
+	for _, tt := range []struct {
+		runtime, driver string
+		want            DriverClass
+	}{
+		{"docker", "overlay2", DriverSupported}, {"docker", "overlayfs", DriverSupported},
+		{"docker", "btrfs", DriverSupported}, {"docker", "zfs", DriverSupported},
+		{"docker", "vfs", DriverSupported}, {"docker", "fuse-overlayfs", DriverSupported},
+		{"docker", "devicemapper", DriverDeprecated}, {"docker", "aufs", DriverDeprecated},
+		// Docker's legacy overlay, removed in Engine 24; Podman's current one.
+		{"docker", "overlay", DriverDeprecated}, {"podman", "overlay", DriverSupported},
+		{"podman", "vfs", DriverSupported}, {"podman", "btrfs", DriverSupported},
+		{"docker", "windowsfilter", DriverUnknown}, {"docker", "", DriverUnknown},
 	} {
-		class, note := ClassifyDriver(driver)
-		if class != want {
-			t.Errorf("ClassifyDriver(%q) = %q, want %q", driver, class, want)
+		class, note := ClassifyDriver(tt.runtime, tt.driver)
+		if class != tt.want {
+			t.Errorf("ClassifyDriver(%q, %q) = %q, want %q", tt.runtime, tt.driver, class, tt.want)
 		}
 		if (class == DriverSupported) != (note == "") {
-			t.Errorf("ClassifyDriver(%q): note %q; want a note exactly for unsupported drivers", driver, note)
+			t.Errorf("ClassifyDriver(%q, %q): note %q; want a note exactly for unsupported drivers", tt.runtime, tt.driver, note)
 		}
 	}
 }
@@ -342,12 +359,101 @@ func TestEnsureImageStreamError(t *testing.T) {
 	if gotRef != "layerprobe-probe:abababababab" {
 		t.Errorf("import repo = %q, want layerprobe-probe:abababababab", gotRef)
 	}
+	// One label per LABEL: Podman reads the first key and takes the rest of
+	// the line as its value.
 	wantChanges := []string{
-		"LABEL io.layerprobe.managed=true io.layerprobe.role=image io.layerprobe.digest=" + im.Digest + " io.layerprobe.owner=lp-test-1-2",
+		"LABEL io.layerprobe.managed=true",
+		"LABEL io.layerprobe.role=image",
+		"LABEL io.layerprobe.digest=" + im.Digest,
+		"LABEL io.layerprobe.owner=lp-test-1-2",
 		`ENTRYPOINT ["/lp/bin/layerprobe","probe-helper","idle"]`,
 	}
 	if strings.Join(gotChanges, "\n") != strings.Join(wantChanges, "\n") {
 		t.Errorf("changes = %q, want %q", gotChanges, wantChanges)
+	}
+}
+
+// TestEnsureImageWithoutLabels: an engine that drops import-time labels
+// (the recorded Podman answers, with an image store that keeps none) still
+// gets its probe image found again, by reference and layer diff ID, and an
+// image under the probe's tag that is not the probe image is replaced.
+func TestEnsureImageWithoutLabels(t *testing.T) {
+	im := &probeimage.Image{
+		Digest: strings.Repeat("cd", 32),
+		Files: []probeimage.File{
+			{Path: "/etc", Mode: os.ModeDir | 0o755},
+			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n"), Size: 10, SHA256: sha256Hex("root:x:0:\n")},
+		},
+	}
+	diffID, err := im.LayerDigest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "layerprobe-probe:" + im.Digest[:12]
+	for _, tc := range []struct {
+		name       string
+		stored     string // the layer of the image under ref before the call; "" = none
+		imported   string // the layer the engine reports after an import
+		wantImport bool
+		wantErr    string
+	}{
+		{name: "reused by diff ID", stored: diffID, wantImport: false},
+		{name: "imported", imported: diffID, wantImport: true},
+		{name: "foreign image under the tag", stored: strings.Repeat("ee", 32), imported: diffID, wantImport: true},
+		{name: "import not kept", imported: strings.Repeat("ff", 32), wantImport: true, wantErr: "is not the image just imported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			layer := tc.stored
+			imported := false
+			inspect := func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				if layer == "" {
+					w.WriteHeader(http.StatusNotFound)
+					io.WriteString(w, `{"message":"failed to find image"}`)
+					return
+				}
+				// Podman's spelling of the name, no labels.
+				json.NewEncoder(w).Encode(map[string]any{
+					"Id": "sha256:" + strings.Repeat("01", 32), "RepoTags": []string{"docker.io/library/" + ref},
+					"Config": map[string]any{"Labels": nil},
+					"RootFS": map[string]any{"Type": "layers", "Layers": []string{"sha256:" + layer}},
+				})
+			}
+			re := serveRecorded(t, filepath.Join("testdata", "podman-4.3-overlay"), map[string]http.HandlerFunc{
+				"GET /images/" + ref + "/json": inspect,
+				"GET /images/json": func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, "[]") // no labels: the label filter finds nothing
+				},
+				"POST /images/create": func(w http.ResponseWriter, r *http.Request) {
+					io.Copy(io.Discard, r.Body)
+					mu.Lock()
+					imported, layer = true, tc.imported
+					mu.Unlock()
+					w.Header().Set("Content-Type", "application/json")
+					io.WriteString(w, `{"status":"sha256:0101"}`+"\n")
+				},
+			})
+			c, err := New("rec", re.host(), testharness.Logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			got, err := c.EnsureImage(context.Background(), im, "lp-test-1-2")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("EnsureImage = %q, %v; want an error saying %q", got, err, tc.wantErr)
+				}
+			} else if err != nil || got != ref {
+				t.Fatalf("EnsureImage = %q, %v; want %q", got, err, ref)
+			}
+			if imported != tc.wantImport {
+				t.Errorf("imported = %v, want %v", imported, tc.wantImport)
+			}
+		})
 	}
 }
 

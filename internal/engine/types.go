@@ -27,12 +27,18 @@ const (
 	ContainerVolume = "/lp/volume"         // the named volume
 )
 
+// Runtimes: the engine behind the Docker API.
+const (
+	RuntimeDocker = "docker"
+	RuntimePodman = "podman" // Podman's Docker-compatible API (podman system service)
+)
+
 // DriverClass says how layerprobe treats a storage driver.
 type DriverClass string
 
 // Driver classes.
 const (
-	DriverSupported  DriverClass = "supported"  // overlay2, overlayfs, btrfs, zfs, vfs, fuse-overlayfs
+	DriverSupported  DriverClass = "supported"  // overlay2, overlayfs, btrfs, zfs, vfs, fuse-overlayfs; Podman's overlay
 	DriverDeprecated DriverClass = "deprecated" // devicemapper, aufs: measured, with a warning
 	DriverUnknown    DriverClass = "unknown"    // anything else: measured, with a warning
 )
@@ -41,17 +47,24 @@ const (
 type Info struct {
 	Name          string      `json:"name"`     // configured engine name
 	Endpoint      string      `json:"endpoint"` // the socket / URL used
+	Runtime       string      `json:"runtime"`  // RuntimeDocker or RuntimePodman
 	ServerVersion string      `json:"engine_version"`
 	APIVersion    string      `json:"api_version"`
 	Driver        string      `json:"driver"`
 	DriverClass   DriverClass `json:"driver_class"`
 	DriverNote    string      `json:"driver_note,omitempty"` // human note for deprecated / unknown drivers
 	BackingFS     string      `json:"backing_fs"`            // e.g. extfs, xfs, btrfs, zfs, tmpfs
-	DataRoot      string      `json:"data_root"`
-	ImageStore    string      `json:"image_store"` // "graphdriver" or "containerd"
-	Rootless      bool        `json:"rootless"`
-	KernelVersion string      `json:"kernel_version"`
-	OS            string      `json:"os"`
+	// Zpool and ZFSDataset are the zfs driver's pool and parent dataset
+	// (DriverStatus "Zpool", "Parent Dataset"): every layer is a dataset
+	// <ZFSDataset>/<id> of its own, so only the pool says which device
+	// the layers write to. Empty for other drivers.
+	Zpool         string `json:"zpool,omitempty"`
+	ZFSDataset    string `json:"zfs_dataset,omitempty"`
+	DataRoot      string `json:"data_root"`
+	ImageStore    string `json:"image_store"` // "graphdriver" or "containerd"
+	Rootless      bool   `json:"rootless"`
+	KernelVersion string `json:"kernel_version"`
+	OS            string `json:"os"`
 }
 
 // ProbeSpec describes the probe container to start.

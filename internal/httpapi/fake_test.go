@@ -157,7 +157,7 @@ func newFakeSource() *fakeSource {
 			41: {Cycle: failed}, // nil lists
 		},
 		engines: []api.Engine{
-			{Name: "default", Endpoint: "unix:///var/run/docker.sock", Reachable: true, EngineVersion: "28.1.1",
+			{Name: "default", Endpoint: "unix:///var/run/docker.sock", Reachable: true, Runtime: "docker", EngineVersion: "28.1.1",
 				Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs", DataRoot: "/var/lib/docker",
 				ImageStore: "graphdriver", FioVersion: "fio-3.33", Warnings: []string{"volume target on another file system"},
 				LastCycle: &ok, FsyncRegression: map[string]bool{"container": true, "bind": false, "volume": false}},

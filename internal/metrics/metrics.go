@@ -35,6 +35,7 @@ type Snapshot struct {
 // Engine is one configured container engine's state.
 type Engine struct {
 	Name, Driver, BackingFS, EngineVersion, DataRoot, FioVersion string
+	Runtime                                                      string // docker or podman
 
 	// Overheads are the paired median overheads versus the host. A NaN
 	// field omits only that series.
@@ -183,8 +184,8 @@ var (
 		"Bytes written by measurement jobs on the target since the agent started."+cached,
 		[]string{"engine", "target"}, nil)
 	descInfo = prometheus.NewDesc(namespace+"_engine_info",
-		"Container engine facts, value always 1: storage driver, backing filesystem of the data root, engine version, data root and fio version."+cached,
-		[]string{"engine", "driver", "backing_fs", "engine_version", "data_root", "fio_version"}, nil)
+		"Container engine facts, value always 1: storage driver, backing filesystem of the data root, engine version, data root, fio version and the engine behind the Docker API (runtime docker or podman)."+cached,
+		[]string{"engine", "driver", "backing_fs", "engine_version", "data_root", "fio_version", "runtime"}, nil)
 	descBudget = prometheus.NewDesc(namespace+"_daily_budget_bytes",
 		"Configured daily budget in bytes for measurement writes (absent when unlimited)."+cached,
 		[]string{"engine"}, nil)
@@ -246,7 +247,7 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		emit(ch, d, prometheus.CounterValue, v, lv...)
 	}
 
-	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion)
+	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion, e.Runtime)
 
 	for _, o := range e.Overheads {
 		lv := []string{e.Name, e.Driver, string(o.Target), string(o.Workload), o.Metric, modeOf(o.Mode)}

@@ -50,7 +50,7 @@ func lat(p50, p99, p999 float64) map[string]float64 {
 // regressed; and a second engine that never completed a cycle.
 func fullSnapshot() *Snapshot {
 	healthy := Engine{
-		Name: "default", Driver: "overlay2", BackingFS: "extfs", EngineVersion: "29.1.3",
+		Name: "default", Runtime: "docker", Driver: "overlay2", BackingFS: "extfs", EngineVersion: "29.1.3",
 		DataRoot: "/var/lib/docker", FioVersion: "fio-3.33",
 		Overheads: []Overhead{
 			{Target: "bind", Workload: "fsync", Metric: "bandwidth", Ratio: 0.004, CILow: -0.011, CIHigh: 0.019},
@@ -129,7 +129,7 @@ func fullSnapshot() *Snapshot {
 		Reflink:           new(false),
 	}
 	failed := Engine{
-		Name: "lab", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "28.5.2",
+		Name: "lab", Runtime: "podman", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "28.5.2",
 		DataRoot:          "/srv/docker",
 		CyclesTotal:       map[string]float64{"failed": 3},
 		LastCycleDuration: nan,

@@ -285,6 +285,18 @@ func checkSum(h hash.Hash, f File) error {
 	return nil
 }
 
+// LayerDigest is the hex SHA-256 of the tar stream WriteTar writes: the
+// diff ID an engine computes for the layer it imports from that stream, and
+// so the image's identity on an engine that drops or mangles import-time
+// labels. It costs one pass over the image's content.
+func (im *Image) LayerDigest() (string, error) {
+	h := sha256.New()
+	if err := im.WriteTar(h); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // Paths lists the image's paths, for messages and tests.
 func (im *Image) Paths() []string {
 	out := make([]string, len(im.Files))

@@ -55,6 +55,7 @@ type Run struct {
 type Engine struct {
 	Name          string   `json:"name"`
 	Endpoint      string   `json:"endpoint"`
+	Runtime       string   `json:"runtime"` // docker or podman (its Docker-compatible API)
 	EngineVersion string   `json:"engine_version"`
 	Driver        string   `json:"driver"`
 	DriverClass   string   `json:"driver_class"`

@@ -85,7 +85,7 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 		if e.Rootless {
 			rootless = ", rootless"
 		}
-		ew.printf("  engine:       version %s%s\n", orDash(e.EngineVersion), rootless)
+		ew.printf("  engine:       %s%s%s\n", runtimeName(e.Runtime), orDash(e.EngineVersion), rootless)
 		ew.printf("  fio:          %s\n", orDash(e.FioVersion))
 	}
 	if len(e.Results) > 0 || e.BytesWritten > 0 {
@@ -411,4 +411,16 @@ func roundsText(n int) string {
 		return "adaptive rounds"
 	}
 	return fmt.Sprintf("%d rounds", n)
+}
+
+// runtimeName names the engine in the table: "Podman 4.3.1", "Docker
+// 20.10.24"; an output without a runtime (an older agent's) says "version".
+func runtimeName(runtime string) string {
+	switch runtime {
+	case "docker":
+		return "Docker "
+	case "podman":
+		return "Podman "
+	}
+	return "version "
 }
