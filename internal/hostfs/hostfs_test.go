@@ -2,12 +2,17 @@ package hostfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
 func TestSameFilesystem(t *testing.T) {
@@ -206,4 +211,143 @@ func TestMountOf(t *testing.T) {
 	if _, err := MountOf(filepath.Join(dir, "missing")); err == nil {
 		t.Error("MountOf of a missing path: no error")
 	}
+}
+
+// TestLockSharedAcrossUsers: root takes and releases the host lock, then a
+// non-root process (this test binary as nobody, the way a rootless agent
+// runs) takes it in the same sticky, world-writable directory, and root
+// can take it again after that. Before, the file was created 0644 and the
+// non-root agent could not open it.
+func TestLockSharedAcrossUsers(t *testing.T) {
+	if os.Getenv(lockHelperEnv) != "" {
+		return // the helper's work is in TestMain's branch below
+	}
+	if os.Geteuid() != 0 {
+		testharness.SkipOrFail(t, "switching to another user needs root")
+	}
+	// Like /run/lock: sticky and world-writable, in a directory nobody
+	// can traverse.
+	top, err := os.MkdirTemp("", "lplock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	lockDir := filepath.Join(top, "lock")
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{top, 0o755}, {lockDir, 0o777 | os.ModeSticky}} {
+		if err := os.MkdirAll(d.path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(lockDir, "layerprobe.lock")
+	l, err := TryLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("lock file mode = %v (%v), want 0666 whatever the umask", fi.Mode().Perm(), err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The test binary, where nobody can run it.
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(top, "hostfs.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(holdWhile string) ([]byte, error) {
+		cmd := exec.Command(bin, "-test.run=^TestLockSharedAcrossUsers$")
+		cmd.Env = []string{lockHelperEnv + "=" + path, "PATH=/usr/bin:/bin", lockHelperHoldEnv + "=" + holdWhile}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		return cmd.CombinedOutput()
+	}
+	if out, err := asNobody(""); err != nil {
+		t.Fatalf("a non-root process could not take the lock after root: %v\n%s", err, out)
+	}
+	// While nobody holds it, root is refused, and told by which pid.
+	held := filepath.Join(top, "held")
+	if err := os.WriteFile(held, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		out, err := asNobody(held)
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, out)
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l, err := TryLock(path)
+		if errors.Is(err, ErrLocked) {
+			var le *LockedError
+			if !errors.As(err, &le) || !strings.HasPrefix(le.Holder, "held by pid ") {
+				t.Errorf("TryLock while nobody holds it = %v; want the holder's pid", err)
+			}
+			break
+		}
+		if err == nil {
+			_ = l.Unlock() // the helper has not taken it yet
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the non-root process did not take the lock: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	os.Remove(held) // releases the helper
+	if err := <-done; err != nil {
+		t.Fatalf("non-root holder: %v", err)
+	}
+	l, err = TryLock(path)
+	if err != nil {
+		t.Fatalf("root after the non-root process: %v", err)
+	}
+	_ = l.Unlock()
+}
+
+const (
+	lockHelperEnv     = "LAYERPROBE_TEST_LOCK_AS_OTHER_USER"
+	lockHelperHoldEnv = "LAYERPROBE_TEST_LOCK_HOLD_WHILE"
+)
+
+// TestMain runs the lock helper when the lock test starts this binary as
+// another user: take the lock, hold it while a file exists, exit 0.
+func TestMain(m *testing.M) {
+	path := os.Getenv(lockHelperEnv)
+	if path == "" {
+		os.Exit(m.Run())
+	}
+	// The test polls the lock too until this process holds it.
+	l, err := TryLock(path)
+	for deadline := time.Now().Add(30 * time.Second); errors.Is(err, ErrLocked) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		l, err = TryLock(path)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if hold := os.Getenv(lockHelperHoldEnv); hold != "" {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(hold); err != nil {
+				break
+			}
+		}
+	}
+	if err := l.Unlock(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }

@@ -3,6 +3,7 @@ package hostfs
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,12 +44,17 @@ type Lock struct{ f *os.File }
 // rather than a pid file alone: the kernel drops the lock when its holder
 // dies, even by SIGKILL, so a crashed process never leaves a stale lock.
 // While another process holds it, the error is a *LockedError.
+//
+// The lock is shared by every user's layerprobe on the host (a root agent
+// and a rootless one measure the same disk), so the file is created
+// readable and writable by all; one made read-only for others (by an
+// earlier version) is locked through a read-only descriptor, which flock
+// accepts, without writing the pid.
 func TryLock(path string) (*Lock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create lock dir: %w", err)
 	}
-	// No O_TRUNC: the file holds the current holder's pid until we own it.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, writable, err := openLock(path)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
@@ -60,10 +66,50 @@ func TryLock(path string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	// Best effort: the pid only helps the operator find the other process.
+	if !writable {
+		return &Lock{f: f}, nil
+	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return &Lock{f: f}, nil
+}
+
+// lockMode lets every user's layerprobe open the shared lock for writing.
+const lockMode = 0o666
+
+// openLock opens the lock file, creating it when it does not exist. An
+// existing file is opened without O_CREAT: in a sticky world-writable
+// directory such as /run/lock, fs.protected_regular refuses O_CREAT on a
+// file another user owns, even to root. No O_TRUNC: the file holds the
+// current holder's pid until the lock is ours.
+func openLock(path string) (f *os.File, writable bool, err error) {
+	for range 3 {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		switch {
+		case err == nil:
+			return f, true, nil
+		case errors.Is(err, fs.ErrPermission):
+			f, err = os.OpenFile(path, os.O_RDONLY, 0)
+			return f, false, err
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, false, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, lockMode)
+		if err == nil {
+			// The umask narrowed the mode at creation.
+			if err := f.Chmod(lockMode); err != nil {
+				_ = f.Close()
+				return nil, false, err
+			}
+			return f, true, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, false, err
+		}
+		// Another process created it meanwhile: open it as it is.
+	}
+	return nil, false, err
 }
 
 // holder describes the lock's holder from the pid it wrote.
