@@ -1,9 +1,12 @@
-// Package testdaemon starts private Docker daemons for tests.
+// Package testdaemon starts private container engines for tests: dockerd,
+// or Podman's Docker-compatible API service.
 //
 // Every daemon lives in its own short directory under /tmp (its data root,
 // exec root, pid file, socket, config file and log), talks only through its
-// own unix socket and never touches the machine's own dockerd: no bridge, no
-// iptables, its own containerd started by dockerd inside the exec root. The
+// own unix socket and never touches the machine's own engines: no bridge, no
+// iptables, its own containerd started by dockerd inside the exec root; for
+// Podman its own containers.conf and storage.conf (graph root, run root,
+// temporary and network directories inside the daemon's directory). The
 // data root can sit on the root file system or on a fresh btrfs or xfs file
 // system in a loop file, so tests can exercise several storage drivers and
 // backing file systems on one machine.
@@ -38,9 +41,18 @@ import (
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
-// Options choose the daemon's storage.
+// Engines Options.Engine can name.
+const (
+	EngineDocker = "docker" // dockerd (the default)
+	EnginePodman = "podman" // podman system service, rootful
+)
+
+// Options choose the engine and its storage.
 type Options struct {
-	// Driver is the storage driver: overlay2, btrfs or vfs ("" = overlay2).
+	// Engine is EngineDocker ("" too) or EnginePodman.
+	Engine string
+	// Driver is the storage driver: overlay2, btrfs, vfs or fuse-overlayfs
+	// for dockerd ("" = overlay2), overlay for Podman ("" = overlay).
 	Driver string
 	// Backing is the file system under the data root: "" for a directory on
 	// the root file system, "btrfs" or "xfs" for a fresh file system of
@@ -87,16 +99,26 @@ const (
 // machine can run private daemons: root, dockerd, containerd and runc.
 func Require(t testing.TB) {
 	t.Helper()
-	if err := prerequisites(); err != nil {
+	if err := prerequisites(EngineDocker, ""); err != nil {
 		testharness.SkipOrFail(t, "testdaemon: %v", err)
 	}
 }
 
-func prerequisites() error {
+func prerequisites(engine, driver string) error {
 	if os.Geteuid() != 0 {
-		return errors.New("private Docker daemons need root")
+		return errors.New("private container engines need root")
 	}
-	for _, bin := range []string{"dockerd", "containerd", "runc"} {
+	bins := []string{"dockerd", "containerd", "runc"}
+	if engine == EnginePodman {
+		bins = []string{"podman", "conmon", "runc"}
+	}
+	if driver == "fuse-overlayfs" {
+		bins = append(bins, "fuse-overlayfs")
+		if _, err := os.Stat("/dev/fuse"); err != nil {
+			return fmt.Errorf("fuse-overlayfs needs /dev/fuse: %w", err)
+		}
+	}
+	for _, bin := range bins {
 		if _, err := lookPath(bin); err != nil {
 			return fmt.Errorf("%s not found: %w", bin, err)
 		}
@@ -123,9 +145,11 @@ func lookPath(name string) (string, error) {
 // cleanup is registered with t.Cleanup.
 func Start(t testing.TB, opts Options) *Daemon {
 	t.Helper()
-	Require(t)
+	if opts.Engine == "" {
+		opts.Engine = EngineDocker
+	}
 	if opts.Driver == "" {
-		opts.Driver = "overlay2"
+		opts.Driver = map[string]string{EngineDocker: "overlay2", EnginePodman: "overlay"}[opts.Engine]
 	}
 	if opts.Driver == "btrfs" && opts.Backing == "" {
 		opts.Backing = "btrfs"
@@ -133,10 +157,14 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if opts.SizeMiB == 0 {
 		opts.SizeMiB = 1024
 	}
-	switch opts.Driver {
-	case "overlay2", "btrfs", "vfs":
+	switch opts.Engine + "/" + opts.Driver {
+	case "docker/overlay2", "docker/btrfs", "docker/vfs", "docker/fuse-overlayfs", "podman/overlay":
 	default:
-		t.Fatalf("testdaemon: unsupported driver %q (want overlay2, btrfs or vfs)", opts.Driver)
+		t.Fatalf("testdaemon: unsupported engine and driver %s/%s (want docker with overlay2, btrfs, vfs or fuse-overlayfs, or podman with overlay)",
+			opts.Engine, opts.Driver)
+	}
+	if err := prerequisites(opts.Engine, opts.Driver); err != nil {
+		testharness.SkipOrFail(t, "testdaemon: %v", err)
 	}
 	switch opts.Backing {
 	case "":
@@ -154,23 +182,25 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if err != nil {
 		t.Fatalf("testdaemon: create dir: %v", err)
 	}
+	sock := "docker.sock"
+	if opts.Engine == EnginePodman {
+		sock = "podman.sock"
+	}
 	d := &Daemon{
-		Host:     "unix://" + filepath.Join(dir, "docker.sock"),
+		Host:     "unix://" + filepath.Join(dir, sock),
 		DataRoot: filepath.Join(dir, "root"),
 		ExecRoot: filepath.Join(dir, "exec"),
 		Dir:      dir,
 		t:        t,
 		opts:     opts,
-		logPath:  filepath.Join(dir, "dockerd.log"),
+		logPath:  filepath.Join(dir, opts.Engine+".log"),
 	}
 	t.Cleanup(d.cleanup)
 
 	if err := os.MkdirAll(d.DataRoot, 0o710); err != nil {
 		t.Fatalf("testdaemon: %v", err)
 	}
-	// An empty config file keeps the machine's /etc/docker/daemon.json
-	// (which could conflict with the flags below) out of the test.
-	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte("{}\n"), 0o600); err != nil {
+	if err := d.writeConfig(); err != nil {
 		t.Fatalf("testdaemon: %v", err)
 	}
 	if opts.Backing != "" {
@@ -215,6 +245,11 @@ func (d *Daemon) setupLoop() error {
 		return fmt.Errorf("size loop file: %w", err)
 	}
 	mkfs := []string{"mkfs." + d.opts.Backing, "-f", "-q", img}
+	if d.opts.Backing == "xfs" {
+		// As RHEL formats it (and mkfs.xfs defaults to since 5.1):
+		// d_type for overlay, and shared extents, so copy-up can clone.
+		mkfs = []string{"mkfs.xfs", "-f", "-q", "-n", "ftype=1", "-m", "reflink=1", img}
+	}
 	if out, err := run(mkfs...); err != nil {
 		return fmt.Errorf("%s: %w: %s", mkfs[0], err, out)
 	}
@@ -236,6 +271,72 @@ func run(argv ...string) (string, error) {
 	}
 	out, err := exec.Command(p, argv[1:]...).CombinedOutput()
 	return string(out), err
+}
+
+// writeConfig writes the engine's configuration files into its directory.
+// For dockerd an empty daemon.json keeps the machine's
+// /etc/docker/daemon.json (which could conflict with the flags) out of the
+// test. Podman reads containers.conf and storage.conf from the paths in
+// its environment (CONTAINERS_CONF, CONTAINERS_STORAGE_CONF) instead of
+// /etc/containers and /usr/share/containers.
+func (d *Daemon) writeConfig() error {
+	if d.opts.Engine != EnginePodman {
+		return os.WriteFile(filepath.Join(d.Dir, "daemon.json"), []byte("{}\n"), 0o600)
+	}
+	storage := fmt.Sprintf("[storage]\ndriver = %q\ngraphroot = %q\nrunroot = %q\n",
+		d.opts.Driver, d.DataRoot, d.ExecRoot)
+	// The limits: Podman's default open-file and process limits
+	// (1048576) need CAP_SYS_RESOURCE above the hard limits its service
+	// inherits, which a restricted root (a container, some VMs) lacks;
+	// these stay below. runc: crun 1.8 refuses a hybrid cgroup hierarchy.
+	// cgroupfs and file events: no systemd needed.
+	containers := fmt.Sprintf(`[containers]
+default_ulimits = ["nofile=%[2]d:%[2]d", "nproc=%[3]d:%[3]d"]
+
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = %[1]q
+runtime = "runc"
+tmp_dir = %[4]q
+static_dir = %[5]q
+volume_path = %[6]q
+
+[network]
+network_config_dir = %[7]q
+`, filepath.Join(d.Dir, "events.log"), podmanNoFile, podmanNProc, filepath.Join(d.ExecRoot, "libpod-tmp"),
+		filepath.Join(d.DataRoot, "libpod"), filepath.Join(d.DataRoot, "volumes"), filepath.Join(d.Dir, "networks"))
+	if err := os.WriteFile(filepath.Join(d.Dir, "storage.conf"), []byte(storage), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(d.Dir, "containers.conf"), []byte(containers), 0o600)
+}
+
+// Podman's container limits (see writeConfig): enough for any test, below
+// what the machine's own processes may have.
+const (
+	podmanNoFile = 4096
+	podmanNProc  = 4096
+)
+
+// command is the engine's program, arguments and environment.
+func (d *Daemon) command() (string, []string, []string, error) {
+	if d.opts.Engine == EnginePodman {
+		bin, err := lookPath("podman")
+		if err != nil {
+			return "", nil, nil, err
+		}
+		env := append(daemonEnv(),
+			"CONTAINERS_CONF="+filepath.Join(d.Dir, "containers.conf"),
+			"CONTAINERS_STORAGE_CONF="+filepath.Join(d.Dir, "storage.conf"))
+		// --time=0: serve until stopped, not only while clients talk.
+		return bin, []string{"system", "service", "--time=0", d.Host}, env, nil
+	}
+	bin, err := lookPath("dockerd")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return bin, d.args(), daemonEnv(), nil
 }
 
 func (d *Daemon) args() []string {
@@ -262,7 +363,7 @@ func (d *Daemon) start() error {
 	if running {
 		return errors.New("daemon already running")
 	}
-	bin, err := lookPath("dockerd")
+	bin, args, env, err := d.command()
 	if err != nil {
 		return err
 	}
@@ -270,16 +371,16 @@ func (d *Daemon) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin, d.args()...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = daemonEnv()
+	cmd.Env = env
 	// Its own process group: a ^C on the test does not reach dockerd before
 	// the cleanup can stop it in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	logf.Close() // the child holds its own descriptor
 	if err != nil {
-		return fmt.Errorf("start dockerd: %w", err)
+		return fmt.Errorf("start %s: %w", d.opts.Engine, err)
 	}
 	p := &process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
@@ -301,11 +402,11 @@ func (d *Daemon) start() error {
 			d.mu.Lock()
 			d.proc = nil
 			d.mu.Unlock()
-			return fmt.Errorf("dockerd exited during startup: %v", p.err)
+			return fmt.Errorf("%s exited during startup: %v", d.opts.Engine, p.err)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("dockerd did not answer /_ping on %s within %s", sock, startTimeout)
+			return fmt.Errorf("%s did not answer /_ping on %s within %s", d.opts.Engine, sock, startTimeout)
 		}
 	}
 }
@@ -317,7 +418,8 @@ func daemonEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID":
+		case "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
+			"CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINER_HOST":
 			continue
 		case "PATH":
 			kv += ":/usr/local/sbin:/usr/sbin:/sbin"
@@ -443,16 +545,16 @@ func (d *Daemon) cleanup() {
 }
 
 // containerIDs lists the IDs of the containers the daemon knows, from its
-// data root, so their processes can be found after a kill.
+// data root (dockerd's containers/, Podman's <driver>-containers/), so
+// their processes can be found after a kill.
 func (d *Daemon) containerIDs() []string {
-	ents, err := os.ReadDir(filepath.Join(d.DataRoot, "containers"))
-	if err != nil {
-		return nil
-	}
 	var ids []string
-	for _, e := range ents {
-		if e.IsDir() && len(e.Name()) == 64 {
-			ids = append(ids, e.Name())
+	for _, sub := range []string{"containers", d.opts.Driver + "-containers"} {
+		ents, _ := os.ReadDir(filepath.Join(d.DataRoot, sub))
+		for _, e := range ents {
+			if e.IsDir() && len(e.Name()) == 64 {
+				ids = append(ids, e.Name())
+			}
 		}
 	}
 	return ids

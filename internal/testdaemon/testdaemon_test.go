@@ -12,45 +12,58 @@ import (
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
-// TestStartKillRestartCleanup runs a daemon through a crash and a restart
-// and then checks that its cleanup left nothing behind.
+// TestStartKillRestartCleanup runs each kind of daemon through a crash and
+// a restart and then checks that its cleanup left nothing behind.
 func TestStartKillRestartCleanup(t *testing.T) {
 	Require(t)
-	var d *Daemon
-	t.Run("daemon", func(t *testing.T) {
-		d = Start(t, Options{Driver: "overlay2"})
-		if len(strings.TrimPrefix(d.Host, "unix://")) >= 100 {
-			t.Errorf("socket path %q is too long for sun_path", d.Host)
-		}
-		if !strings.HasPrefix(d.DataRoot, d.Dir+"/") || !strings.HasPrefix(d.ExecRoot, d.Dir+"/") {
-			t.Errorf("data root %q / exec root %q not under %q", d.DataRoot, d.ExecRoot, d.Dir)
-		}
-		if err := pingSocket(strings.TrimPrefix(d.Host, "unix://")); err != nil {
-			t.Fatalf("ping after Start: %v", err)
-		}
-		if n := len(procsNaming(d.Dir)); n == 0 {
-			t.Errorf("no containerd found for exec root %s", d.ExecRoot)
-		}
-
-		d.Kill()
-		if d.Running() {
-			t.Errorf("Running() = true after Kill")
-		}
-		if err := pingSocket(strings.TrimPrefix(d.Host, "unix://")); err == nil {
-			t.Errorf("ping succeeded after Kill")
-		}
-		d.Restart()
-		if err := pingSocket(strings.TrimPrefix(d.Host, "unix://")); err != nil {
-			t.Fatalf("ping after Restart: %v", err)
-		}
-		if !strings.Contains(d.Log(), "API listen on") {
-			t.Errorf("dockerd log lacks \"API listen on\":\n%s", d.Log())
-		}
-	})
-	if d == nil {
-		t.Fatal("Start did not return a daemon")
+	for name, opts := range map[string]Options{
+		"docker-overlay2":       {Driver: "overlay2"},
+		"docker-fuse-overlayfs": {Driver: "fuse-overlayfs"},
+		"podman-overlay":        {Engine: EnginePodman},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var d *Daemon
+			t.Run("daemon", func(t *testing.T) {
+				d = Start(t, opts)
+				checkKillRestart(t, d)
+			})
+			if d == nil {
+				t.Fatal("Start did not return a daemon")
+			}
+			assertGone(t, d.Dir, "")
+		})
 	}
-	assertGone(t, d.Dir, "")
+}
+
+func checkKillRestart(t *testing.T, d *Daemon) {
+	t.Helper()
+	if len(strings.TrimPrefix(d.Host, "unix://")) >= 100 {
+		t.Errorf("socket path %q is too long for sun_path", d.Host)
+	}
+	if !strings.HasPrefix(d.DataRoot, d.Dir+"/") || !strings.HasPrefix(d.ExecRoot, d.Dir+"/") {
+		t.Errorf("data root %q / exec root %q not under %q", d.DataRoot, d.ExecRoot, d.Dir)
+	}
+	if err := pingSocket(strings.TrimPrefix(d.Host, "unix://")); err != nil {
+		t.Fatalf("ping after Start: %v", err)
+	}
+	if n := len(procsNaming(d.Dir)); n == 0 {
+		t.Errorf("no engine process names %s", d.Dir)
+	}
+
+	d.Kill()
+	if d.Running() {
+		t.Errorf("Running() = true after Kill")
+	}
+	if err := pingSocket(strings.TrimPrefix(d.Host, "unix://")); err == nil {
+		t.Errorf("ping succeeded after Kill")
+	}
+	d.Restart()
+	if err := pingSocket(strings.TrimPrefix(d.Host, "unix://")); err != nil {
+		t.Fatalf("ping after Restart: %v", err)
+	}
+	if d.opts.Engine == EngineDocker && !strings.Contains(d.Log(), "API listen on") {
+		t.Errorf("dockerd log lacks \"API listen on\":\n%s", d.Log())
+	}
 }
 
 // TestLoopBacking puts the data root on an xfs loop file system and checks
