@@ -327,14 +327,14 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		for file, content := range map[string]string{
 			filepath.Join(bind, "b"):                       "bind",
 			filepath.Join(p.VolumeHostPath, "v"):           "volume",
-			filepath.Join(p.UpperDir, ContainerLayer, "l"): "layer",
+			filepath.Join(p.LayerDir, ContainerLayer, "l"): "layer",
 		} {
 			if b, err := os.ReadFile(file); err != nil || string(b) != content {
 				t.Errorf("host file %s = %q, %v; want %q", file, b, err, content)
 			}
 		}
-		if !strings.HasPrefix(p.UpperDir, d.DataRoot+"/overlay2/") {
-			t.Errorf("UpperDir = %q, want it under %s/overlay2", p.UpperDir, d.DataRoot)
+		if !strings.HasPrefix(p.LayerDir, d.DataRoot+"/overlay2/") {
+			t.Errorf("LayerDir = %q, want it under %s/overlay2", p.LayerDir, d.DataRoot)
 		}
 
 		// A cancelled exec kills its fio.

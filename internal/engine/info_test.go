@@ -457,6 +457,36 @@ func TestEnsureImageWithoutLabels(t *testing.T) {
 	}
 }
 
+// TestLayerDir: where the writable layer lies, from an inspect answer's
+// GraphDriver data. overlay2's is recorded from the private daemons; zfs's
+// is what moby's zfs driver GetMetadata returns (daemon/graphdriver/zfs:
+// Mountpoint <data root>/zfs/graph/<id>, Dataset <parent dataset>/<id>),
+// reconstructed since this machine has no zfs.
+func TestLayerDir(t *testing.T) {
+	const id = "5d1f9b2c7a3e4f6081b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718"
+	for _, tc := range []struct {
+		driver string
+		data   map[string]string
+		want   string
+	}{
+		{"overlay2", map[string]string{
+			"LowerDir":  "/var/lib/docker/overlay2/" + id + "-init/diff:/var/lib/docker/overlay2/9a8b/diff",
+			"MergedDir": "/var/lib/docker/overlay2/" + id + "/merged",
+			"UpperDir":  "/var/lib/docker/overlay2/" + id + "/diff",
+			"WorkDir":   "/var/lib/docker/overlay2/" + id + "/work",
+		}, "/var/lib/docker/overlay2/" + id + "/diff"},
+		{"zfs", map[string]string{
+			"Dataset":    "rpool/var/lib/docker/" + id,
+			"Mountpoint": "/var/lib/docker/zfs/graph/" + id,
+		}, "/var/lib/docker/zfs/graph/" + id},
+		{"btrfs", nil, ""},
+	} {
+		if got := layerDir(tc.data); got != tc.want {
+			t.Errorf("%s: layerDir = %q, want %q", tc.driver, got, tc.want)
+		}
+	}
+}
+
 // TestImagePathsAgree: the image puts fio, the helper and the mount points
 // where the container expects them.
 func TestImagePathsAgree(t *testing.T) {

@@ -152,12 +152,12 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 		return p, err
 	}
 	if gd := insp.GraphDriver; gd != nil {
-		p.UpperDir = gd.Data["UpperDir"]
+		p.LayerDir = layerDir(gd.Data)
 	}
 	if insp.State != nil {
 		p.Pid = insp.State.Pid
 	}
-	c.logger.Debug("probe started", "container", name, "image", spec.Image, "upper_dir", p.UpperDir, "volume_path", p.VolumeHostPath)
+	c.logger.Debug("probe started", "container", name, "image", spec.Image, "layer_dir", p.LayerDir, "volume_path", p.VolumeHostPath)
 	return p, nil
 }
 
@@ -319,4 +319,16 @@ func (c *Client) RemoveProbe(ctx context.Context, p *Probe) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// layerDir is where a container's writable layer lies on the host, from the
+// GraphDriver data of its inspect answer: UpperDir for overlay2, Podman's
+// overlay and fuse-overlayfs; Mountpoint for zfs, whose GetMetadata
+// reports the layer's dataset and mount point (moby
+// daemon/graphdriver/zfs). Other drivers say nothing.
+func layerDir(data map[string]string) string {
+	if d := data["UpperDir"]; d != "" {
+		return d
+	}
+	return data["Mountpoint"]
 }

@@ -93,8 +93,11 @@ type Probe struct {
 	Image          string
 	VolumeName     string
 	VolumeHostPath string // the volume's mount point on the host
-	UpperDir       string // host path of the writable layer, when the driver tells it
-	Pid            int    // the container's main process, in the engine's PID namespace; 0 if unknown
+	// LayerDir is the host path writes to the writable layer land in,
+	// when the driver tells it: the overlay upper directory, or the zfs
+	// dataset's mount point.
+	LayerDir string
+	Pid      int // the container's main process, in the engine's PID namespace; 0 if unknown
 }
 
 // ExecResult is the outcome of one command run in the probe container.

@@ -14,13 +14,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SameFilesystem reports whether a and b are on the same file system.
+// SameFilesystem reports whether a and b are on the same file system, in
+// the sense that matters here: writes to either land on the same devices.
 //
-// Equal st_dev is the common case. btrfs gives every subvolume its own
-// anonymous st_dev, so when the devices differ the paths are compared by the
-// mount that holds them (source and file system type from
-// /proc/self/mountinfo): two subvolumes of one btrfs mounted once are the
-// same file system, a second disk mounted under the data root is not.
+// Equal st_dev is the common case. btrfs gives every subvolume, and zfs
+// every dataset, its own st_dev, so when the devices differ the paths are
+// compared by the mount that holds them (source and file system type from
+// /proc/self/mountinfo): two subvolumes of one btrfs, or two datasets of one
+// zpool, are the same file system; a second disk mounted under the data
+// root is not.
 func SameFilesystem(a, b string) (bool, error) {
 	var sa, sb unix.Stat_t
 	if err := unix.Stat(a, &sa); err != nil {
@@ -40,12 +42,49 @@ func SameFilesystem(a, b string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if ma.FSType != mb.FSType {
-		return false, nil
+	return sameStorage(ma, mb), nil
+}
+
+// sameStorage decides for two mounts with different st_dev. A btrfs
+// subvolume has its own st_dev but shares the mount's source device. A zfs
+// mount's source is its dataset, <pool>/<path>: moby's zfs driver makes
+// every image and container layer a dataset of its own under the parent
+// dataset, mounted below <data root>/zfs/graph, and all datasets of a pool
+// write to the pool's devices. Other file systems with differing st_dev are
+// different.
+func sameStorage(a, b *mountinfo.Info) bool {
+	if a.FSType != b.FSType || a.Source == "" {
+		return false
 	}
-	// A btrfs subvolume has its own st_dev but shares the mount's source
-	// device. Other file systems with differing st_dev are different.
-	return ma.FSType == "btrfs" && ma.Source == mb.Source && ma.Source != "", nil
+	switch a.FSType {
+	case "btrfs":
+		return a.Source == b.Source
+	case "zfs":
+		return Zpool(a.Source) == Zpool(b.Source)
+	}
+	return false
+}
+
+// Zpool is the pool of a zfs dataset name: "rpool" for
+// "rpool/var/lib/docker/3f2a...".
+func Zpool(dataset string) string {
+	pool, _, _ := strings.Cut(dataset, "/")
+	return pool
+}
+
+// InZpool reports whether path is on a zfs dataset of pool: where the zfs
+// driver keeps an engine's layers, whatever file system holds its data root
+// (the zfs.fsname option may put the parent dataset anywhere).
+func InZpool(path, pool string) (bool, error) {
+	m, err := MountOf(path)
+	if err != nil {
+		return false, err
+	}
+	return mountInZpool(m, pool), nil
+}
+
+func mountInZpool(m *mountinfo.Info, pool string) bool {
+	return pool != "" && m.FSType == "zfs" && Zpool(m.Source) == pool
 }
 
 // MountOf returns the mount holding path, from /proc/self/mountinfo: the

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
+
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
 
@@ -350,4 +352,56 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// TestSameStorageZFS decides on mounts as /proc/self/mountinfo shows them
+// on a zfs host. This machine has no zfs: the entries are reconstructed
+// from moby's zfs driver (daemon/graphdriver/zfs/zfs.go): the parent
+// dataset is the one mounted on the data root (lookupZfsDataset), and
+// every layer is a dataset <parent>/<id> (zfsPath) mounted with type zfs
+// at <data root>/zfs/graph/<id> (mountPath, Get). Each has its own st_dev,
+// so SameFilesystem reaches sameStorage for them.
+func TestSameStorageZFS(t *testing.T) {
+	const id = "3f2a9c0d5e6b7a8f9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b"
+	dataRoot := &mountinfo.Info{Mountpoint: "/var/lib/docker", FSType: "zfs", Source: "rpool/var/lib/docker"}
+	layer := &mountinfo.Info{Mountpoint: "/var/lib/docker/zfs/graph/" + id, FSType: "zfs", Source: "rpool/var/lib/docker/" + id}
+	home := &mountinfo.Info{Mountpoint: "/home", FSType: "zfs", Source: "rpool/home"}
+	otherPool := &mountinfo.Info{Mountpoint: "/srv", FSType: "zfs", Source: "tank/srv"}
+	ext4 := &mountinfo.Info{Mountpoint: "/", FSType: "ext4", Source: "/dev/vda1"}
+	ext4Other := &mountinfo.Info{Mountpoint: "/data", FSType: "ext4", Source: "/dev/vdb1"}
+	subvolA := &mountinfo.Info{Mountpoint: "/var/lib/docker", FSType: "btrfs", Source: "/dev/vdc"}
+	subvolB := &mountinfo.Info{Mountpoint: "/var/lib/docker/btrfs/subvolumes/x", FSType: "btrfs", Source: "/dev/vdc"}
+	for _, tc := range []struct {
+		name string
+		a, b *mountinfo.Info
+		want bool
+	}{
+		{"layer dataset and data root", layer, dataRoot, true},
+		{"another dataset of the pool", home, dataRoot, true},
+		{"a dataset of another pool", otherPool, dataRoot, false},
+		{"zfs and ext4", dataRoot, ext4, false},
+		{"two ext4 disks", ext4, ext4Other, false},
+		{"btrfs subvolumes of one device", subvolB, subvolA, true},
+	} {
+		if got := sameStorage(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: sameStorage(%s, %s) = %v, want %v", tc.name, tc.a.Source, tc.b.Source, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		m    *mountinfo.Info
+		pool string
+		want bool
+	}{
+		{layer, "rpool", true}, {home, "rpool", true}, {otherPool, "rpool", false},
+		{ext4, "rpool", false}, {layer, "", false},
+		// A pool named like a dataset's first path element elsewhere.
+		{&mountinfo.Info{FSType: "zfs", Source: "rpool2/docker"}, "rpool", false},
+	} {
+		if got := mountInZpool(tc.m, tc.pool); got != tc.want {
+			t.Errorf("mountInZpool(%s %s, %q) = %v, want %v", tc.m.FSType, tc.m.Source, tc.pool, got, tc.want)
+		}
+	}
+	if ok, err := InZpool(t.TempDir(), "rpool"); err != nil || ok {
+		t.Errorf("InZpool(a temp dir on this zfs-less machine) = %v, %v; want false", ok, err)
+	}
 }

@@ -130,9 +130,14 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 	if err := os.MkdirAll(s.scratch, 0o700); err != nil {
 		return nil, fail("scratch", err, "create scratch directory %s: %v", s.scratch, err)
 	}
-	same, err := hostfs.SameFilesystem(s.scratch, info.DataRoot)
+	same, err := s.onLayerStorage(s.scratch)
 	if err != nil {
 		return nil, fail("scratch", err, "compare file systems of %s and %s: %v", s.scratch, info.DataRoot, err)
+	}
+	if !same && info.Zpool != "" {
+		return nil, fail("different_filesystem", nil,
+			"scratch directory %s is not on a dataset of zpool %s, where the engine's zfs driver keeps its layers (parent dataset %s): the host target would measure another device; set scratch_dir to a directory on a dataset of that pool",
+			s.scratch, info.Zpool, info.ZFSDataset)
 	}
 	if !same {
 		return nil, fail("different_filesystem", nil,
@@ -269,10 +274,10 @@ func (s *Session) checkTargets(requested []measure.Target) []measure.Target {
 		case measure.TargetVolume:
 			p = s.probe.VolumeHostPath
 		case measure.TargetContainer:
-			p = s.probe.UpperDir
+			p = s.probe.LayerDir
 		}
 		if p != "" {
-			same, err := hostfs.SameFilesystem(p, s.Info.DataRoot)
+			same, err := s.onLayerStorage(p)
 			if err == nil && !same {
 				s.Warnings = append(s.Warnings, fmt.Sprintf("target %s skipped: %s is not on the data root's file system", t, p))
 				continue
@@ -281,6 +286,17 @@ func (s *Session) checkTargets(requested []measure.Target) []measure.Target {
 		targets = append(targets, t)
 	}
 	return targets
+}
+
+// onLayerStorage reports whether writes to path land where the engine's
+// layers do: on the data root's file system or, for the zfs driver, on a
+// dataset of its pool (each layer is a dataset with its own st_dev, and
+// the data root itself may lie elsewhere).
+func (s *Session) onLayerStorage(path string) (bool, error) {
+	if s.Info.Zpool != "" {
+		return hostfs.InZpool(path, s.Info.Zpool)
+	}
+	return hostfs.SameFilesystem(path, s.Info.DataRoot)
 }
 
 // Targets returns the targets this session measures, host first.

@@ -126,6 +126,27 @@ func TestPrepareRefusesAndLeavesNothing(t *testing.T) {
 			}
 		})
 	}
+	t.Run("zfs: scratch outside the pool", func(t *testing.T) {
+		// The zfs driver's answer (recorded in internal/engine/testdata,
+		// from moby's zfs driver): the layers are datasets of zpool rpool.
+		// This machine has no zfs, so the scratch directory on the test's
+		// temporary file system is outside the pool even though it shares
+		// the data root's st_dev (the zfs.fsname option can put the parent
+		// dataset anywhere): refused.
+		dataRoot := t.TempDir()
+		eng := enginetest.New(dataRoot)
+		eng.UpdateInfo(func(i *engine.Info) {
+			i.Driver, i.BackingFS, i.Zpool, i.ZFSDataset = "zfs", "zfs", "rpool", "rpool/var/lib/docker"
+		})
+		_, err := Prepare(context.Background(), eng, testOptions(t), discard())
+		var perr *Error
+		if !errors.As(err, &perr) || perr.Code != "different_filesystem" || !strings.Contains(err.Error(), "zpool rpool") {
+			t.Errorf("Prepare = %v; want different_filesystem naming zpool rpool", err)
+		}
+		if eng.Live() != 0 {
+			t.Errorf("%d probe containers left running", eng.Live())
+		}
+	})
 	t.Run("data root not visible", func(t *testing.T) {
 		eng := enginetest.New("/nonexistent/docker")
 		_, err := Prepare(context.Background(), eng, testOptions(t), discard())

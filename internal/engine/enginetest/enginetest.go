@@ -72,6 +72,9 @@ func New(dataRoot string) *Engine {
 // SetInfoErr makes Info fail with err (nil: answer again).
 func (f *Engine) SetInfoErr(err error) { f.mu.Lock(); f.infoErr = err; f.mu.Unlock() }
 
+// UpdateInfo changes what Info answers, e.g. another driver.
+func (f *Engine) UpdateInfo(update func(*engine.Info)) { f.mu.Lock(); update(&f.info); f.mu.Unlock() }
+
 // SetStartErr makes StartProbe fail with err (nil: start again).
 func (f *Engine) SetStartErr(err error) { f.mu.Lock(); f.startErr = err; f.mu.Unlock() }
 
@@ -172,7 +175,7 @@ func (f *Engine) StartProbe(_ context.Context, spec engine.ProbeSpec) (*engine.P
 	id := fmt.Sprintf("fake%04d", f.nextID)
 	f.live[id] = spec
 	f.started[spec.Mode]++
-	p := &engine.Probe{ContainerID: id, Name: "layerprobe-probe-" + id, Image: spec.Image, UpperDir: f.upper}
+	p := &engine.Probe{ContainerID: id, Name: "layerprobe-probe-" + id, Image: spec.Image, LayerDir: f.upper}
 	if !spec.WritableLayerOnly {
 		p.VolumeName, p.VolumeHostPath = p.Name, f.volume
 	}
