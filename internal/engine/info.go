@@ -2,7 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -49,6 +52,10 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		Rootless:      slices.ContainsFunc(si.SecurityOptions, isRootlessOption),
 		KernelVersion: si.KernelVersion,
 		OS:            firstNonEmpty(si.OperatingSystem, si.OSType, ver.Os),
+	}
+	if info.Runtime == RuntimePodman && !info.Rootless {
+		// Podman 4 says it in a field of its own, not in SecurityOptions.
+		info.Rootless = c.podmanRootless(ctx, info.APIVersion)
 	}
 	info.DriverClass, info.DriverNote = ClassifyDriver(info.Runtime, si.Driver)
 	if v, ok := status(si.DriverStatus, "driver-type"); ok && v == containerdSnapshotter {
@@ -150,4 +157,29 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// podmanRootless reads the "Rootless" field Podman adds to its /info
+// answer, which the moby client's types do not carry. Failing that, the
+// engine counts as rootful: the flag only adds a warning.
+func (c *Client) podmanRootless(ctx context.Context, apiVersion string) bool {
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return c.api.Dialer()(ctx) },
+	}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podman/v"+apiVersion+"/info", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.logger.Debug("could not ask Podman whether it runs rootless", "err", err)
+		return false
+	}
+	defer resp.Body.Close()
+	var answer struct{ Rootless bool }
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&answer) != nil {
+		return false
+	}
+	return answer.Rootless
 }

@@ -112,9 +112,10 @@ func TestInfoRecordedEngines(t *testing.T) {
 	// Data roots of engines that do not run here, and what statfs would
 	// say about them on their hosts.
 	fakeFS := map[string]string{
-		"/var/lib/docker":                "xfs",
-		"/home/user/.local/share/docker": "extfs",
-		"/var/lib/containers/storage":    "extfs",
+		"/var/lib/docker":                            "xfs",
+		"/home/user/.local/share/docker":             "extfs",
+		"/var/lib/containers/storage":                "extfs",
+		"/home/user/.local/share/containers/storage": "extfs",
 	}
 	tests := []struct {
 		dir        string
@@ -178,6 +179,14 @@ func TestInfoRecordedEngines(t *testing.T) {
 			dir: "podman-4.3-overlay", api: "1.41",
 			want: Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "overlay", DriverClass: DriverSupported,
 				BackingFS: "extfs", DataRoot: "/var/lib/containers/storage", ImageStore: "graphdriver",
+				KernelVersion: "6.18.44-fc-v782", OS: "debian"},
+		},
+		{
+			// Rootless Podman 4.3 says so only in its own "Rootless"
+			// field, not in SecurityOptions.
+			dir: "podman-4.3-rootless-vfs", api: "1.41",
+			want: Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "vfs", DriverClass: DriverSupported,
+				BackingFS: "extfs", DataRoot: "/home/user/.local/share/containers/storage", ImageStore: "graphdriver", Rootless: true,
 				KernelVersion: "6.18.44-fc-v782", OS: "debian"},
 		},
 	}
