@@ -61,6 +61,10 @@ type Options struct {
 	Backing string
 	// SizeMiB sizes the loop file (sparse) for Backing btrfs or xfs; 0 = 1024.
 	SizeMiB int
+	// User, when not 0, runs Podman rootless as this uid (and gid), in a
+	// user namespace of its own: the daemon's directory is the user's,
+	// with its home and runtime directories. Docker daemons run as root.
+	User int
 }
 
 // Daemon is a running private dockerd.
@@ -166,6 +170,9 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if err := prerequisites(opts.Engine, opts.Driver); err != nil {
 		testharness.SkipOrFail(t, "testdaemon: %v", err)
 	}
+	if opts.User != 0 && (opts.Engine != EnginePodman || opts.Backing != "") {
+		t.Fatalf("testdaemon: a rootless daemon is Podman on the root file system")
+	}
 	switch opts.Backing {
 	case "":
 	case "btrfs", "xfs":
@@ -199,6 +206,11 @@ func Start(t testing.TB, opts Options) *Daemon {
 
 	if err := os.MkdirAll(d.DataRoot, 0o710); err != nil {
 		t.Fatalf("testdaemon: %v", err)
+	}
+	if opts.User != 0 {
+		if err := d.handOver(); err != nil {
+			t.Fatalf("testdaemon: %v", err)
+		}
 	}
 	if err := d.writeConfig(); err != nil {
 		t.Fatalf("testdaemon: %v", err)
@@ -273,6 +285,26 @@ func run(argv ...string) (string, error) {
 	return string(out), err
 }
 
+// handOver gives a rootless daemon's directory to its user, with a home
+// and a runtime directory of its own, and lets everyone reach the socket.
+func (d *Daemon) handOver() error {
+	for _, sub := range []string{"home", "config", "xdg"} {
+		if err := os.MkdirAll(filepath.Join(d.Dir, sub), 0o700); err != nil {
+			return err
+		}
+	}
+	err := filepath.WalkDir(d.Dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, d.opts.User, d.opts.User)
+	})
+	if err != nil {
+		return err
+	}
+	return os.Chmod(d.Dir, 0o755)
+}
+
 // writeConfig writes the engine's configuration files into its directory.
 // For dockerd an empty daemon.json keeps the machine's
 // /etc/docker/daemon.json (which could conflict with the flags) out of the
@@ -306,11 +338,34 @@ volume_path = %[6]q
 network_config_dir = %[7]q
 `, filepath.Join(d.Dir, "events.log"), podmanNoFile, podmanNProc, filepath.Join(d.ExecRoot, "libpod-tmp"),
 		filepath.Join(d.DataRoot, "libpod"), filepath.Join(d.DataRoot, "volumes"), filepath.Join(d.Dir, "networks"))
-	if err := os.WriteFile(filepath.Join(d.Dir, "storage.conf"), []byte(storage), 0o600); err != nil {
-		return err
+	if d.opts.User != 0 {
+		// A rootless store ignores graphroot.
+		storage += fmt.Sprintf("rootless_storage_path = %q\n", d.DataRoot)
 	}
-	return os.WriteFile(filepath.Join(d.Dir, "containers.conf"), []byte(containers), 0o600)
+	for name, content := range map[string]string{"storage.conf": storage, "containers.conf": containers} {
+		path := filepath.Join(d.Dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return err
+		}
+		if err := os.Lchown(path, max(d.opts.User, 0), max(d.opts.User, 0)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// Env is the environment a client of a rootless daemon runs with: its
+// user's home and runtime directories. Empty for a daemon run as root.
+func (d *Daemon) Env() []string {
+	if d.opts.User == 0 {
+		return nil
+	}
+	return []string{"HOME=" + filepath.Join(d.Dir, "home"), "XDG_RUNTIME_DIR=" + filepath.Join(d.Dir, "xdg"),
+		"XDG_CONFIG_HOME=" + filepath.Join(d.Dir, "config")}
+}
+
+// User is the uid a rootless daemon runs as, 0 for root.
+func (d *Daemon) User() int { return d.opts.User }
 
 // Podman's container limits (see writeConfig): enough for any test, below
 // what the machine's own processes may have.
@@ -329,6 +384,7 @@ func (d *Daemon) command() (string, []string, []string, error) {
 		env := append(daemonEnv(),
 			"CONTAINERS_CONF="+filepath.Join(d.Dir, "containers.conf"),
 			"CONTAINERS_STORAGE_CONF="+filepath.Join(d.Dir, "storage.conf"))
+		env = append(env, d.Env()...)
 		// --time=0: serve until stopped, not only while clients talk.
 		return bin, []string{"system", "service", "--time=0", d.Host}, env, nil
 	}
@@ -377,6 +433,11 @@ func (d *Daemon) start() error {
 	// Its own process group: a ^C on the test does not reach dockerd before
 	// the cleanup can stop it in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if d.opts.User != 0 {
+		u := uint32(d.opts.User)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u, Gid: u}
+		cmd.Dir = d.Dir
+	}
 	err = cmd.Start()
 	logf.Close() // the child holds its own descriptor
 	if err != nil {
@@ -510,7 +571,13 @@ func (d *Daemon) signalAndWait(sig syscall.Signal, timeout time.Duration) {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
+	if d.opts.User != 0 {
+		// Rootless Podman serves from a child it re-executed inside its
+		// user namespace; the signal goes to the whole process group.
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	} else {
+		_ = p.cmd.Process.Signal(sig)
+	}
 	select {
 	case <-p.exited:
 	case <-time.After(timeout):
@@ -526,11 +593,11 @@ func (d *Daemon) cleanup() {
 	t := d.t
 	d.Stop()
 	if t.Failed() {
-		t.Logf("testdaemon: dockerd log (%s):\n%s", d.logPath, d.logTail())
+		t.Logf("testdaemon: %s log (%s):\n%s", d.opts.Engine, d.logPath, d.logTail())
 	}
 	// A killed dockerd leaves containerd, the shims and the containers'
 	// processes behind; they pin mounts and would outlive the test.
-	killLeftovers(t, d.Dir, d.containerIDs())
+	killLeftovers(t, d.Dir, d.containerIDs(), d.pausePID())
 	if err := unmountUnder(d.Dir); err != nil {
 		t.Errorf("testdaemon: %v", err)
 	}
@@ -560,12 +627,36 @@ func (d *Daemon) containerIDs() []string {
 	return ids
 }
 
+// pausePID is the pid of rootless Podman's pause process, which holds its
+// user namespace open and whose command line names nothing of the
+// daemon's directory; 0 if there is none.
+func (d *Daemon) pausePID() int {
+	b, err := os.ReadFile(filepath.Join(d.ExecRoot, "libpod-tmp", "pause.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0
+	}
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "catatonit" {
+		return 0 // gone, or the pid was reused
+	}
+	return pid
+}
+
 // killLeftovers SIGKILLs every process whose command line names dir
-// (containerd, containerd-shim*) or whose cgroup names one of the
-// container IDs, and waits briefly for them to go.
-func killLeftovers(t testing.TB, dir string, ids []string) {
+// (containerd, containerd-shim*, conmon), whose cgroup names one of the
+// container IDs, or that is one of extra (when not 0), and waits briefly
+// for them to go.
+func killLeftovers(t testing.TB, dir string, ids []string, extra ...int) {
 	self := os.Getpid()
 	var victims []int
+	for _, pid := range extra {
+		if pid > 1 {
+			victims = append(victims, pid)
+		}
+	}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())

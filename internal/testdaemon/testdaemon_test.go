@@ -20,6 +20,7 @@ func TestStartKillRestartCleanup(t *testing.T) {
 		"docker-overlay2":       {Driver: "overlay2"},
 		"docker-fuse-overlayfs": {Driver: "fuse-overlayfs"},
 		"podman-overlay":        {Engine: EnginePodman},
+		"podman-rootless":       {Engine: EnginePodman, User: 65534},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var d *Daemon
