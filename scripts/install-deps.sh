@@ -10,6 +10,12 @@ command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v losetup >/dev/null || need+=(mount)
+# The other engines the end-to-end tests run: Podman (its Docker-compatible
+# API; catatonit holds a rootless Podman's user namespace) and dockerd's
+# fuse-overlayfs driver.
+command -v podman >/dev/null || need+=(podman)
+command -v catatonit >/dev/null || need+=(catatonit)
+command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
 # test/ops (dashboards, rules and deployment files):
 command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)

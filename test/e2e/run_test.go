@@ -47,15 +47,7 @@ func TestRunOnPrivateEngines(t *testing.T) {
 			}
 			checkRun(t, run, c.driver, c.backing, hostFio)
 			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
-
-			if l := newAPI(d.Host).labelled(t); !l.Empty() {
-				t.Errorf("left behind on the engine: %+v", l)
-			}
-			scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
-			if _, err := os.Stat(scratch); !os.IsNotExist(err) {
-				entries, _ := os.ReadDir(scratch)
-				t.Errorf("scratch directory %s left behind (%d entries, err %v)", scratch, len(entries), err)
-			}
+			checkNothingLeft(t, d)
 		})
 	}
 }
@@ -90,6 +82,20 @@ func TestAdaptiveRunKeepsItsBudget(t *testing.T) {
 		}
 	}
 	t.Logf("adaptive run: %d rounds, %d MiB, %.0f s", e.Rounds, e.BytesWritten>>20, e.DurationSeconds)
+}
+
+// checkNothingLeft: after a run, nothing labelled is left on the engine and
+// the scratch directory is gone.
+func checkNothingLeft(t *testing.T, d *testdaemon.Daemon) {
+	t.Helper()
+	if l := newAPI(d.Host).labelled(t); !l.Empty() {
+		t.Errorf("left behind on the engine: %+v", l)
+	}
+	scratch := filepath.Join(d.DataRoot, "layerprobe-scratch")
+	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(scratch)
+		t.Errorf("scratch directory %s left behind (%d entries, err %v)", scratch, len(entries), err)
+	}
 }
 
 func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) {
@@ -200,9 +206,15 @@ func hostFioVersion(t *testing.T) string {
 // A run killed with SIGKILL half way leaves its probe container, volume and
 // scratch files; `layerprobe cleanup` removes all of them.
 func TestKilledRunThenCleanupLeavesNothing(t *testing.T) {
-	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	checkKilledRunThenCleanup(t, testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"}))
+}
+
+// checkKilledRunThenCleanup kills a run with SIGKILL while fio is busy and
+// checks that `layerprobe cleanup` removes what it left.
+func checkKilledRunThenCleanup(t *testing.T, d *testdaemon.Daemon) {
+	t.Helper()
 	api := newAPI(d.Host)
-	run := startLayerprobe(t, d.Host, "run", "--rounds", "100", "--log.level", "warn")
+	run := startLayerprobe(t, d.Host, "run", "--profile", "smoke", "--rounds", "100", "--log.level", "warn")
 	// Wait until the probe container runs and fio is busy in it.
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(api.labelled(t).Containers) == 0 {

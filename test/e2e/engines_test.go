@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+// TestMoreEngines runs layerprobe on the engines beyond dockerd's overlay2,
+// btrfs and vfs: Podman (rootful, its Docker-compatible API, its overlay
+// driver), dockerd with fuse-overlayfs, and overlay2 on xfs with reflink.
+// On each: a run (6 rounds, as TestRunOnPrivateEngines) whose every target
+// works and that reports the engine as it is; a run killed with SIGKILL,
+// then `layerprobe cleanup`; an agent cycle (the smoke profile). None may
+// leave anything behind.
+func TestMoreEngines(t *testing.T) {
+	hostFio := hostFioVersion(t)
+	for _, c := range []struct {
+		name                     string
+		opts                     testdaemon.Options
+		runtime, driver, backing string
+	}{
+		{"podman-overlay", testdaemon.Options{Engine: testdaemon.EnginePodman}, "podman", "overlay", "extfs"},
+		{"fuse-overlayfs", testdaemon.Options{Driver: "fuse-overlayfs"}, "docker", "fuse-overlayfs", "extfs"},
+		{"overlay2-xfs", testdaemon.Options{Driver: "overlay2", Backing: "xfs", SizeMiB: 2048}, "docker", "overlay2", "xfs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := testdaemon.Start(t, c.opts)
+
+			t.Run("run", func(t *testing.T) {
+				res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json", "--rounds", "6", "--log.level", "warn")
+				if res.code != 0 {
+					t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
+				}
+				var run report.Run
+				if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
+					t.Fatalf("decode output: %v\n%s", err, res.stdout)
+				}
+				checkRun(t, run, c.driver, c.backing, hostFio)
+				e := run.Engines[0]
+				if e.Runtime != c.runtime || e.DriverClass != "supported" || e.DataRoot != d.DataRoot || e.Rootless {
+					t.Errorf("engine: runtime %q, driver class %q, data root %q, rootless %v; want %s, supported, %s, rootful",
+						e.Runtime, e.DriverClass, e.DataRoot, e.Rootless, c.runtime, d.DataRoot)
+				}
+				t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
+				checkNothingLeft(t, d)
+			})
+
+			t.Run("killed run and cleanup", func(t *testing.T) { checkKilledRunThenCleanup(t, d) })
+
+			t.Run("agent cycle", func(t *testing.T) {
+				s := newAgentSetup(t, d.Host, agentConfig)
+				a := s.start(t)
+				a.waitCycles(t, "ok", 1, 5*time.Minute)
+				_, series := a.scrape(t)
+				info := map[string]string{"runtime": c.runtime, "driver": c.driver, "backing_fs": c.backing, "data_root": d.DataRoot}
+				if v, ok := series.Find("layerprobe_engine_info", info); !ok || v != 1 {
+					t.Errorf("layerprobe_engine_info%v = %v (present %v); series: %v", info, v, ok, series["layerprobe_engine_info"])
+				}
+				if v, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "volume", "job": "fsync", "metric": "fsync_p99"}); !ok || !finite(v) {
+					t.Errorf("volume fsync p99 overhead = %v (present %v)", v, ok)
+				}
+				if code, _ := a.stop(); code != 0 {
+					t.Errorf("agent exited %d", code)
+				}
+				// The agent keeps its probe image for the next cycles;
+				// containers and volumes go when it stops.
+				if l := newAPI(d.Host).labelled(t); len(l.Containers)+len(l.Volumes) != 0 {
+					t.Errorf("left behind after the agent stopped: %+v", l)
+				}
+				checkNoScratchFiles(t, d.DataRoot)
+			})
+		})
+	}
+}
