@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 )
 
@@ -31,15 +29,7 @@ func TestMoreEngines(t *testing.T) {
 			d := testdaemon.Start(t, c.opts)
 
 			t.Run("run", func(t *testing.T) {
-				res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json", "--rounds", "6", "--log.level", "warn")
-				if res.code != 0 {
-					t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
-				}
-				var run report.Run
-				if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
-					t.Fatalf("decode output: %v\n%s", err, res.stdout)
-				}
-				checkRun(t, run, c.driver, c.backing, hostFio)
+				run := runChecked(t, d, c.driver, c.backing, hostFio)
 				e := run.Engines[0]
 				if e.Runtime != c.runtime || e.DriverClass != "supported" || e.DataRoot != d.DataRoot || e.Rootless {
 					t.Errorf("engine: runtime %q, driver class %q, data root %q, rootless %v; want %s, supported, %s, rootful",

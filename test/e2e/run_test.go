@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,16 +37,7 @@ func TestRunOnPrivateEngines(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := testdaemon.Start(t, c.opts)
-			res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json",
-				"--rounds", "6", "--log.level", "warn")
-			if res.code != 0 {
-				t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
-			}
-			var run report.Run
-			if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
-				t.Fatalf("decode output: %v\n%s", err, res.stdout)
-			}
-			checkRun(t, run, c.driver, c.backing, hostFio)
+			run := runChecked(t, d, c.driver, c.backing, hostFio)
 			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
 			checkNothingLeft(t, d)
 		})
@@ -96,6 +88,23 @@ func checkNothingLeft(t *testing.T, d *testdaemon.Daemon) {
 		entries, _ := os.ReadDir(scratch)
 		t.Errorf("scratch directory %s left behind (%d entries, err %v)", scratch, len(entries), err)
 	}
+}
+
+// runChecked runs `layerprobe run` for e2eRounds rounds against the daemon
+// and checks its output with checkRun.
+func runChecked(t *testing.T, d *testdaemon.Daemon, driver, backing, fioVersion string) report.Run {
+	t.Helper()
+	res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json",
+		"--rounds", strconv.Itoa(e2eRounds), "--log.level", "warn")
+	if res.code != 0 {
+		t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
+	}
+	var run report.Run
+	if err := json.Unmarshal([]byte(res.stdout), &run); err != nil {
+		t.Fatalf("decode output: %v\n%s", err, res.stdout)
+	}
+	checkRun(t, run, driver, backing, fioVersion)
+	return run
 }
 
 func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) {
