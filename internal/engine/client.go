@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,6 +36,24 @@ type Client struct {
 	// recorded-answer tests can stand in for data roots that do not exist
 	// here.
 	fsName func(path string) (string, error)
+
+	// What the last Info found: calls whose answer differs between Docker
+	// and Podman ask it.
+	mu         sync.Mutex
+	runtime    string
+	apiVersion string
+}
+
+func (c *Client) setRuntime(runtime, apiVersion string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runtime, c.apiVersion = runtime, apiVersion
+}
+
+func (c *Client) runtimeInfo() (runtime, apiVersion string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runtime, c.apiVersion
 }
 
 // New returns a client for the engine configured as name. An empty host

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -18,6 +20,9 @@ import (
 // It asks for past events only (since..now), so the call returns at once
 // instead of streaming.
 func (c *Client) ContainerChurn(ctx context.Context, since time.Time) (int, error) {
+	if runtime, apiVersion := c.runtimeInfo(); runtime == RuntimePodman {
+		return c.podmanChurn(ctx, since, apiVersion)
+	}
 	now := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -43,6 +48,46 @@ func (c *Client) ContainerChurn(ctx context.Context, since time.Time) (int, erro
 				return n, nil
 			}
 			return n, c.fail("list container events", err)
+		}
+	}
+}
+
+// podmanEvents are Podman's own names for a container's start, stop and
+// removal: its compatible API filters on these ("died", "remove"), though
+// it reports them as Docker's ("die", "destroy").
+var podmanEvents = []string{"start", "died", "remove"}
+
+// podmanChurn is ContainerChurn for Podman 4, whose compatible events
+// endpoint answers a bounded query (until) with almost nothing; its own
+// stream=false parameter returns the past events and ends the answer.
+func (c *Client) podmanChurn(ctx context.Context, since time.Time, apiVersion string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	filters, _ := json.Marshal(map[string][]string{"type": {"container"}, "event": podmanEvents})
+	resp, err := c.rawGet(ctx, apiVersion, "/events", url.Values{
+		"since":   {strconv.FormatInt(since.Unix(), 10)},
+		"stream":  {"false"},
+		"filters": {string(filters)},
+	})
+	if err != nil {
+		return 0, c.fail("list container events", err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	n := 0
+	for {
+		var m struct {
+			Actor struct{ Attributes map[string]string }
+		}
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, c.fail("list container events", err)
+		}
+		if m.Actor.Attributes[LabelManaged] != "true" {
+			n++
 		}
 	}
 }

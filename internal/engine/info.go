@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -53,6 +54,7 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		KernelVersion: si.KernelVersion,
 		OS:            firstNonEmpty(si.OperatingSystem, si.OSType, ver.Os),
 	}
+	c.setRuntime(info.Runtime, info.APIVersion)
 	if info.Runtime == RuntimePodman && !info.Rootless {
 		// Podman 4 says it in a field of its own, not in SecurityOptions.
 		info.Rootless = c.podmanRootless(ctx, info.APIVersion)
@@ -163,23 +165,38 @@ func firstNonEmpty(s ...string) string {
 // answer, which the moby client's types do not carry. Failing that, the
 // engine counts as rootful: the flag only adds a warning.
 func (c *Client) podmanRootless(ctx context.Context, apiVersion string) bool {
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return c.api.Dialer()(ctx) },
-	}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://podman/v"+apiVersion+"/info", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.rawGet(ctx, apiVersion, "/info", nil)
 	if err != nil {
 		c.logger.Debug("could not ask Podman whether it runs rootless", "err", err)
 		return false
 	}
 	defer resp.Body.Close()
 	var answer struct{ Rootless bool }
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&answer) != nil {
+	if json.NewDecoder(resp.Body).Decode(&answer) != nil {
 		return false
 	}
 	return answer.Rootless
+}
+
+// rawGet asks the engine for what the moby client's types do not carry
+// (Podman's extensions), over the client's own connection. An answer other
+// than 200 is an error.
+func (c *Client) rawGet(ctx context.Context, apiVersion, path string, query url.Values) (*http.Response, error) {
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return c.api.Dialer()(ctx) },
+	}}
+	u := url.URL{Scheme: "http", Host: "engine", Path: "/v" + apiVersion + path, RawQuery: query.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return resp, nil
 }
