@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/layerprobe/layerprobe/internal/probeimage"
@@ -256,6 +258,67 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		err := c.CheckImage(ctx, "layerprobe-probe:doesnotexist")
 		if !errors.Is(err, ErrImageNotFound) || !strings.Contains(err.Error(), "never pulls") {
 			t.Errorf("CheckImage(missing) = %v, want ErrImageNotFound saying it never pulls", err)
+		}
+	})
+
+	t.Run("Containers", func(t *testing.T) {
+		// The probe is layerprobe's own: left out of the list.
+		startProbe(t, c, ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp-owner-list", Mode: "steady"})
+		bind := t.TempDir()
+		created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name: "user-app",
+			// The probe image's labels would make it one of layerprobe's.
+			Config: &container.Config{Image: ref, Env: []string{"PGDATA=/srv/pg", "SECRET=hunter2"}, Labels: map[string]string{LabelManaged: "no"}},
+			HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
+				{Type: mount.TypeVolume, Source: "user-vol", Target: "/data"},
+				{Type: mount.TypeBind, Source: bind, Target: "/conf", ReadOnly: true},
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_, _ = c.api.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+			_, _ = c.api.VolumeRemove(context.Background(), "user-vol", client.VolumeRemoveOptions{Force: true})
+		})
+		if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		execOK(t, c, &Probe{ContainerID: created.ID, Name: "user-app"}, ContainerHelper, "probe-helper", "write", ContainerLayer+"/x", "12345")
+
+		cs, err := c.Containers(ctx, []string{"PGDATA"})
+		if err != nil {
+			t.Fatalf("Containers: %v", err)
+		}
+		if len(cs) != 1 {
+			t.Fatalf("Containers = %+v, want only user-app", cs)
+		}
+		u := cs[0]
+		if u.ID != created.ID || u.Name != "user-app" || u.Image != ref || u.Driver != "overlay2" || u.Pid <= 0 ||
+			time.Since(u.StartedAt) > time.Minute || len(u.Env) != 1 || u.Env["PGDATA"] != "/srv/pg" ||
+			!strings.HasPrefix(u.UpperDir, d.DataRoot+"/overlay2/") {
+			t.Errorf("user-app = %+v", u)
+		}
+		if b, err := os.ReadFile(filepath.Join(u.UpperDir, ContainerLayer, "x")); err != nil || string(b) != "12345" {
+			t.Errorf("the upper directory does not hold what the container wrote: %q, %v", b, err)
+		}
+		wantMounts := map[string]Mount{
+			"/data": {Type: "volume", Name: "user-vol", Source: d.DataRoot + "/volumes/user-vol/_data", Destination: "/data", Driver: "local", RW: true},
+			"/conf": {Type: "bind", Source: bind, Destination: "/conf", RW: false},
+		}
+		for _, m := range u.Mounts {
+			if m != wantMounts[m.Destination] {
+				t.Errorf("mount %+v, want %+v", m, wantMounts[m.Destination])
+			}
+		}
+		if len(u.Mounts) != 2 {
+			t.Errorf("mounts %+v", u.Mounts)
+		}
+		if n, err := c.ContainerLayerSize(ctx, created.ID); err != nil || n < 5 {
+			t.Errorf("ContainerLayerSize = %d, %v; want at least the 5 bytes written", n, err)
+		}
+		if _, err := c.ContainerLayerSize(ctx, "no-such-container"); err == nil {
+			t.Errorf("ContainerLayerSize of a missing container: nil error")
 		}
 	})
 
