@@ -39,6 +39,7 @@ type Config struct {
 	FreeSpace FreeSpace `yaml:"free_space"`
 	Agent     Agent     `yaml:"agent"`
 	Detector  Detector  `yaml:"detector"`
+	Advisor   Advisor   `yaml:"advisor"`
 }
 
 // Fio configures the fio binary run on the host and copied into the probe
@@ -120,4 +121,28 @@ type Detector struct {
 	MinEffect        float64 `yaml:"min_effect"`          // effect floor: ratio must exceed baseline*(1+MinEffect)
 	ConfirmRounds    int     `yaml:"confirm_rounds"`      // fresh rounds run to confirm a suspicion
 	ConfirmMin       int     `yaml:"confirm_min"`         // of which at least this many must exceed the floor
+}
+
+// Advisor configures the layer-write advisor: per running container, what
+// it writes into its writable layer and where the rest of its writes land.
+// The agent runs a pass with every steady cycle; `layerprobe advise` runs
+// one.
+type Advisor struct {
+	// Enabled turns the agent's passes on (`layerprobe advise` runs
+	// regardless).
+	Enabled bool `yaml:"enabled"`
+	// MetricsTopN is how many containers, ranked by bytes in their
+	// writable layer, carry metric series of their own; the others are
+	// summed into one series.
+	MetricsTopN int `yaml:"metrics_top_n"`
+	// MinLayerBytes is the least a container must have written into its
+	// layer to get advice (a database keeping its data there gets it
+	// regardless).
+	MinLayerBytes ByteSize `yaml:"min_layer_bytes"`
+	// WalkMaxEntries and WalkMaxTime cap the walks of one container's
+	// upper directory and mounts together; PassMaxTime caps one pass over
+	// an engine.
+	WalkMaxEntries int           `yaml:"walk_max_entries"`
+	WalkMaxTime    time.Duration `yaml:"walk_max_time"`
+	PassMaxTime    time.Duration `yaml:"pass_max_time"`
 }

@@ -62,6 +62,14 @@ func Default() *Config {
 			ConfirmRounds:    16,
 			ConfirmMin:       13,
 		},
+		Advisor: Advisor{
+			Enabled:        true,
+			MetricsTopN:    10,
+			MinLayerBytes:  32 * MiB,
+			WalkMaxEntries: 20000,
+			WalkMaxTime:    time.Second,
+			PassMaxTime:    30 * time.Second,
+		},
 	}
 }
 

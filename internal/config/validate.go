@@ -30,6 +30,11 @@ const (
 	minBaselineRounds = 3
 	maxMinFreeRatio   = 0.9
 	maxJitter         = 0.5
+	maxTopN           = 1000
+	maxWalkEntries    = 10_000_000
+	minWalkTime       = 10 * time.Millisecond
+	maxWalkTime       = time.Minute
+	maxPassTime       = 10 * time.Minute
 )
 
 // validTargets lists the targets a config may name besides "host", in the
@@ -126,6 +131,7 @@ func (c *Config) check() []problem {
 
 	c.checkAgent(ch)
 	c.checkDetector(ch)
+	c.checkAdvisor(ch)
 	return ch.ps
 }
 
@@ -329,6 +335,25 @@ func (c *Config) checkDetector(ch *checker) {
 	if d.ConfirmMin < 1 || d.ConfirmMin > max(d.ConfirmRounds, 1) {
 		ch.addRelatedf("detector.confirm_min", []string{"detector.confirm_rounds"},
 			"%d is out of range, want 1 to confirm_rounds (%d)", d.ConfirmMin, d.ConfirmRounds)
+	}
+}
+
+func (c *Config) checkAdvisor(ch *checker) {
+	a := c.Advisor
+	ch.intRange("advisor.metrics_top_n", a.MetricsTopN, 0, maxTopN)
+	if a.MinLayerBytes < 0 {
+		ch.addf("advisor.min_layer_bytes", "%s is negative, want 0 or more", a.MinLayerBytes)
+	}
+	ch.intRange("advisor.walk_max_entries", a.WalkMaxEntries, 1, maxWalkEntries)
+	if a.WalkMaxTime < minWalkTime || a.WalkMaxTime > maxWalkTime {
+		ch.addf("advisor.walk_max_time", "%s is out of range, want %s to %s", fmtDuration(a.WalkMaxTime), fmtDuration(minWalkTime), fmtDuration(maxWalkTime))
+	}
+	switch {
+	case a.PassMaxTime > maxPassTime:
+		ch.addf("advisor.pass_max_time", "%s is too long, want at most %s", fmtDuration(a.PassMaxTime), fmtDuration(maxPassTime))
+	case a.PassMaxTime < a.WalkMaxTime:
+		ch.addRelatedf("advisor.pass_max_time", []string{"advisor.walk_max_time"},
+			"%s is less than walk_max_time (%s), want pass_max_time >= walk_max_time", fmtDuration(a.PassMaxTime), fmtDuration(a.WalkMaxTime))
 	}
 }
 
