@@ -330,7 +330,12 @@ func (s *Store) Close() error {
 			err = fmt.Errorf("close store %s: %w", s.path, err)
 		}
 		// Release the lock only after the database is closed: a new agent
-		// must not open it while this one may still be checkpointing.
+		// must not open it while this one may still be checkpointing. A
+		// reader holds none.
+		if s.lock == nil {
+			s.closeErr = err
+			return
+		}
 		if lerr := s.lock.Unlock(); lerr != nil {
 			err = errors.Join(err, fmt.Errorf("close store: release lock: %w", lerr))
 		}
