@@ -164,3 +164,188 @@ type Health struct {
 	Status string `json:"status"` // ok, not_ready
 	Detail string `json:"detail,omitempty"`
 }
+
+// ContainersResponse is GET /api/v1/containers and the JSON of
+// `layerprobe advise --output json`: per engine, the running containers
+// ranked by what they wrote into their writable layer, where their writes
+// land, and advice with the layer's measured cost.
+type ContainersResponse struct {
+	GeneratedAt time.Time          `json:"generated_at"`
+	Confidence  float64            `json:"confidence"` // of every interval
+	Engines     []EngineContainers `json:"engines"`
+}
+
+// EngineContainers is one engine's last advisor pass.
+type EngineContainers struct {
+	Engine     string     `json:"engine"`
+	Driver     string     `json:"driver"`
+	ObservedAt *time.Time `json:"observed_at"` // null before the first pass
+	// Error says why the last pass could not list the containers; omitted
+	// when it could.
+	Error string `json:"error,omitempty"`
+	// LayerVsVolume is this host's measured cost of the writable layer
+	// relative to a named volume, per job; empty before there are
+	// measurements to compute it from.
+	LayerVsVolume []LayerOverhead `json:"layer_vs_volume"`
+	Pass          *AdvisorPass    `json:"pass"` // null before the first pass
+	// Containers are ranked: most bytes in the writable layer first.
+	Containers []Container `json:"containers"`
+}
+
+// AdvisorPass is what one advisor pass over an engine cost this process.
+type AdvisorPass struct {
+	DurationSeconds float64 `json:"duration_seconds"`
+	CPUSeconds      float64 `json:"cpu_seconds"` // user + system CPU of the whole process during the pass
+	ReadBytes       int64   `json:"read_bytes"`  // bytes the process read from block devices during the pass
+	Entries         int64   `json:"walked_entries"`
+	Containers      int     `json:"containers"`
+	// Capped counts the containers whose walk stopped at the entry or
+	// time cap (their figures are lower bounds).
+	Capped int `json:"capped"`
+}
+
+// LayerOverhead is the writable layer's measured slowdown relative to a
+// named volume on the same host for one job, from the paired rounds the
+// agent keeps: extra time per byte written into the layer instead of the
+// volume, with its interval.
+type LayerOverhead struct {
+	Workload Workload `json:"job"`
+	// Metric is the overhead metric it rests on: bandwidth (seqwrite) or
+	// iops (randwrite, fsync).
+	Metric       string  `json:"metric"`
+	Slowdown     float64 `json:"slowdown"` // 0.05 = writing to the layer takes 5% longer
+	SlowdownLow  float64 `json:"slowdown_low"`
+	SlowdownHigh float64 `json:"slowdown_high"`
+	Rounds       int     `json:"rounds"`
+	Coverage     float64 `json:"coverage"`
+	// VolumeWriteBytesPerSecond is what the job wrote per second of its
+	// run time on the volume: the rate that turns bytes into seconds.
+	VolumeWriteBytesPerSecond float64 `json:"volume_write_bytes_per_second"`
+}
+
+// Container is one running container as the advisor saw it.
+type Container struct {
+	ID        string      `json:"id"`
+	Name      string      `json:"name"`
+	Image     string      `json:"image"`
+	StartedAt time.Time   `json:"started_at"`
+	Rank      int         `json:"rank"` // 1 = most bytes in its writable layer
+	Layer     LayerWrites `json:"layer"`
+	// BlockIO is null when the container's cgroup could not be read.
+	BlockIO *BlockWrites  `json:"block_io"`
+	Mounts  []MountWrites `json:"mounts"`
+	// WritesLand lists where the container's writes went, largest first:
+	// the layer, volumes, bind mounts; empty when it wrote less than 1 MiB
+	// anywhere.
+	WritesLand []Landing `json:"writes_land"`
+	// UnattributedBytes is what the block writes hold beyond the layer and
+	// the mounts: rewrites of existing files, files written and deleted,
+	// metadata, or mounts that were not measured. Null without block
+	// writes.
+	UnattributedBytes *int64 `json:"unattributed_bytes"`
+	// Database is set when the image is a known database or queue.
+	Database *Database `json:"database"`
+	// Cost is what writing its layer bytes cost it over a volume, null
+	// when the layer holds less than 1 MiB or the layer's overhead was not
+	// measured.
+	Cost   *LayerCost `json:"cost"`
+	Advice []Advice   `json:"advice"`
+}
+
+// LayerWrites is the container's writable layer.
+type LayerWrites struct {
+	// Bytes is the layer's size: what the container wrote there since it
+	// was created, net of what it deleted (files' apparent sizes, as
+	// `docker ps -s` shows).
+	Bytes int64 `json:"bytes"`
+	// GrowthBytes is the change since the previous pass, over
+	// GrowthSeconds; null on the first pass that saw the container.
+	GrowthBytes   *int64  `json:"growth_bytes"`
+	GrowthSeconds float64 `json:"growth_seconds"`
+	// Source is where Bytes comes from: upper_dir (layerprobe walked the
+	// driver's upper directory), engine (the engine's SizeRw) or none.
+	Source string `json:"source"`
+	// Exact is false when Bytes is a lower bound; Note then says why.
+	Exact   bool   `json:"exact"`
+	Note    string `json:"note,omitempty"`
+	Entries int64  `json:"entries"` // files and directories walked
+	// TopPaths are the directories inside the container that hold the
+	// layer's bytes, largest first; empty when the driver has no upper
+	// directory to walk.
+	TopPaths []PathBytes `json:"top_paths"`
+}
+
+// PathBytes is a path inside the container and the bytes under it.
+type PathBytes struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// BlockWrites are the block-device writes the kernel charged to the
+// container's cgroup: an estimate, and an upper bound of what it wrote
+// (rewrites count every time) on cgroup v2; on cgroup v1, writes the
+// kernel flushed in the background are charged elsewhere (Note says so).
+type BlockWrites struct {
+	Bytes       int64    `json:"written_bytes"` // since the container started
+	GrowthBytes *int64   `json:"growth_bytes"`  // since the previous pass; null on the first
+	Cgroup      string   `json:"cgroup"`        // v1 or v2
+	Devices     []string `json:"devices"`       // major:minor counted; empty = every device
+	Note        string   `json:"note,omitempty"`
+}
+
+// MountWrites is one mount of the container.
+type MountWrites struct {
+	Type        string `json:"type"` // volume, bind, tmpfs, ...
+	Name        string `json:"name,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Destination string `json:"destination"`
+	RW          bool   `json:"rw"`
+	// Bytes is the data under the mount's host directory; null when it
+	// was not measured (read-only, tmpfs, a volume driver without a host
+	// directory, or the walk's caps); ModifiedBytes the part in files
+	// modified since the container started.
+	Bytes         *int64 `json:"bytes"`
+	ModifiedBytes *int64 `json:"modified_bytes"`
+	Exact         bool   `json:"exact"`
+	Note          string `json:"note,omitempty"`
+}
+
+// Landing is one place the container's writes went.
+type Landing struct {
+	Where       string `json:"where"` // layer, volume or bind
+	Name        string `json:"name,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Destination string `json:"destination,omitempty"`
+	Bytes       int64  `json:"bytes"`
+	// Exact is true for the layer's size from a complete walk or the
+	// engine; the bytes of a mount are an estimate (sizes of the files
+	// modified since the container started).
+	Exact bool `json:"exact"`
+}
+
+// Database is a container whose image is a known database or queue.
+type Database struct {
+	Name     string   `json:"name"`      // postgres, mysql, redis, ...
+	DataDirs []string `json:"data_dirs"` // where it keeps its data
+	// InLayer is true when no data directory is on a volume, bind mount or
+	// tmpfs: its data lands in the writable layer.
+	InLayer bool `json:"in_layer"`
+}
+
+// LayerCost is the extra time writing the container's layer bytes took
+// over writing them to a named volume on this host, for the job whose
+// pattern the container's is assumed to follow.
+type LayerCost struct {
+	Workload     Workload `json:"job"`   // fsync for databases and queues, seqwrite otherwise
+	Bytes        int64    `json:"bytes"` // the layer bytes the cost is for
+	ExtraSeconds float64  `json:"extra_seconds"`
+	Low          float64  `json:"extra_seconds_low"`
+	High         float64  `json:"extra_seconds_high"`
+}
+
+// Advice is one concrete suggestion.
+type Advice struct {
+	Kind    string `json:"kind"` // database_in_layer or layer_writes
+	Path    string `json:"path"` // where to mount a volume, inside the container
+	Message string `json:"message"`
+}

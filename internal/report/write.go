@@ -349,6 +349,21 @@ func formatLatency(sec float64) string {
 	return fmt.Sprintf("%.2f %s", v, unit)
 }
 
+// FormatBytes prints a byte count in binary units: "512 B", "64.0 MiB".
+func FormatBytes(b int64) string { return formatBytes(b) }
+
+// FormatLatency prints seconds in the unit that gives 1 to 999: "812 µs",
+// "8.19 ms", "-1.20 s".
+func FormatLatency(sec float64) string { return formatLatency(sec) }
+
+// FormatExtraSeconds prints extra time with its sign: "+50.0 ms", "-226 ms".
+func FormatExtraSeconds(s float64) string {
+	if s > 0 {
+		return "+" + formatLatency(s)
+	}
+	return formatLatency(s)
+}
+
 func formatBytes(b int64) string {
 	const unit = 1024
 	if b < unit {
