@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/layerprobe/layerprobe/internal/advisor"
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/engine"
@@ -52,10 +53,11 @@ type Options struct {
 }
 
 // Engine is what the agent needs of a container engine: what a probe
-// session needs, the container churn the busy-host guard looks at, and
-// Close. *engine.Client is one.
+// session needs, what the layer-write advisor asks, the container churn the
+// busy-host guard looks at, and Close. *engine.Client is one.
 type Engine interface {
 	probe.Engine
+	advisor.Engine
 	ContainerChurn(ctx context.Context, since time.Time) (int, error)
 	Close() error
 }
@@ -164,6 +166,7 @@ func (a *Agent) open(ctx context.Context) error {
 			return fmt.Errorf("engine %s: %w", ec.Name, err)
 		}
 		e := newEngineState(ec, cli)
+		e.adv = advisor.New(advisor.FromConfig(a.cfg.Advisor), a.logger.With("engine", ec.Name))
 		a.restore(ctx, e)
 		a.engines = append(a.engines, e)
 	}
@@ -264,6 +267,9 @@ func (a *Agent) cycleAll(ctx context.Context, trigger string) {
 	for _, e := range a.engines {
 		if ctx.Err() != nil {
 			return
+		}
+		if a.cfg.Advisor.Enabled {
+			a.advise(ctx, e)
 		}
 		if a.cycle(ctx, e, trigger, a.prof) && ctx.Err() == nil {
 			a.confirm(ctx, e, a.prof)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/advisor"
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/engine"
@@ -40,6 +42,7 @@ type engineState struct {
 	cfg  config.Engine
 	cli  Engine
 	sess *probe.Session
+	adv  *advisor.Advisor
 	det  map[measure.Target]detector.State
 	// lastCycleBytes estimates the next cycle's writes for the budget
 	// when cycles have no byte cap.
@@ -62,6 +65,7 @@ type engineState struct {
 	cycles       map[string]float64
 	skips        map[string]float64
 	written      map[measure.Target]float64
+	containers   *api.EngineContainers // the last advisor pass; nil before one
 }
 
 func newEngineState(ec config.Engine, cli Engine) *engineState {

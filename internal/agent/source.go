@@ -69,6 +69,7 @@ func (a *Agent) publish() {
 			}
 		}
 		a.publishCold(e, &me)
+		me.Advisor = a.advisorSeries(e)
 		sort.Slice(me.Overheads, func(i, j int) bool {
 			x, y := me.Overheads[i], me.Overheads[j]
 			if x.Mode != y.Mode {

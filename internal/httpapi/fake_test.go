@@ -23,6 +23,7 @@ type fakeSource struct {
 	cycles        []api.Cycle // newest first
 	details       map[int64]api.CycleDetail
 	engines       []api.Engine
+	containers    api.ContainersResponse
 	busy          bool
 	readyErr      error
 	err           error  // returned by every data method and TriggerCycle when set
@@ -77,6 +78,11 @@ func (f *fakeSource) Cycle(_ context.Context, id int64) (api.CycleDetail, error)
 func (f *fakeSource) Engines(context.Context) ([]api.Engine, error) {
 	f.enter()
 	return f.engines, f.err
+}
+
+func (f *fakeSource) Containers(context.Context) (api.ContainersResponse, error) {
+	f.enter()
+	return f.containers, f.err
 }
 
 func (f *fakeSource) TriggerCycle(context.Context) ([]string, error) {
@@ -163,7 +169,37 @@ func newFakeSource() *fakeSource {
 				LastCycle: &ok, FsyncRegression: map[string]bool{"container": true, "bind": false, "volume": false}},
 			{Name: "btrfs-lab", Endpoint: "unix:///run/docker-btrfs.sock", Driver: "btrfs"}, // nil Warnings, nil map
 		},
+		containers: fakeContainers(),
 	}
+}
+
+// fakeContainers is an advisor pass over "default" with a container that
+// writes into its layer and a database with its data there, and an engine
+// never passed over ("btrfs-lab": nil lists, null fields).
+func fakeContainers() api.ContainersResponse {
+	at := t0.Add(-5 * time.Minute)
+	grown, unattributed := int64(1<<20), int64(0)
+	writer := api.Container{ID: "0123456789ab", Name: "writer", Image: "registry.example.com/app:1.2", StartedAt: t0.Add(-time.Hour), Rank: 1,
+		Layer: api.LayerWrites{Bytes: 64 << 20, GrowthBytes: &grown, GrowthSeconds: 300, Source: "upper_dir", Exact: true, Entries: 12,
+			TopPaths: []api.PathBytes{{Path: "/data/out", Bytes: 64 << 20}}},
+		BlockIO:    &api.BlockWrites{Bytes: 65 << 20, Cgroup: "v1", Devices: []string{"254:0"}, Note: "cgroup v1 ..."},
+		Mounts:     []api.MountWrites{{Type: "tmpfs", Destination: "/run", RW: true, Note: "tmpfs: memory, not disk"}},
+		WritesLand: []api.Landing{{Where: "layer", Bytes: 64 << 20, Exact: true}}, UnattributedBytes: &unattributed,
+		Cost:   &api.LayerCost{Workload: measure.SeqWrite, Bytes: 64 << 20, ExtraSeconds: 0.05, Low: -0.01, High: 0.12},
+		Advice: []api.Advice{{Kind: "layer_writes", Path: "/data/out", Message: "mount a volume at /data/out"}}}
+	pg := api.Container{ID: "abcdef012345", Name: "pg", Image: "postgres:16", StartedAt: t0.Add(-time.Hour), Rank: 2,
+		Layer:  api.LayerWrites{Bytes: 40960, Source: "upper_dir", Exact: false, Note: "a lower bound", TopPaths: []api.PathBytes{}},
+		Mounts: []api.MountWrites{}, WritesLand: []api.Landing{},
+		Database: &api.Database{Name: "postgres", DataDirs: []string{"/var/lib/postgresql/data"}, InLayer: true},
+		Advice:   []api.Advice{{Kind: "database_in_layer", Path: "/var/lib/postgresql/data", Message: "mount a volume there"}}}
+	return api.ContainersResponse{GeneratedAt: t0, Confidence: measure.DefaultConfidence, Engines: []api.EngineContainers{
+		{Engine: "default", Driver: "overlay2", ObservedAt: &at,
+			LayerVsVolume: []api.LayerOverhead{{Workload: measure.SeqWrite, Metric: "bandwidth", Slowdown: 0.02, SlowdownLow: -0.01, SlowdownHigh: 0.05,
+				Rounds: 12, Coverage: 0.96, VolumeWriteBytesPerSecond: 700 << 20}},
+			Pass:       &api.AdvisorPass{DurationSeconds: 0.2, CPUSeconds: 0.03, Entries: 40, Containers: 2},
+			Containers: []api.Container{writer, pg}},
+		{Engine: "btrfs-lab", Driver: "btrfs", Error: "cannot reach Docker engine"}, // nil lists, null pass
+	}}
 }
 
 // fakeSamples are six rounds of the fsync and seqwrite jobs on host,

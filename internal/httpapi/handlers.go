@@ -127,6 +127,31 @@ func (s *server) engines(c *gin.Context) {
 	writeJSON(c, s.logger, http.StatusOK, api.EnginesResponse{Engines: list})
 }
 
+// containers answers the layer-write advisor's last pass, optionally of one
+// engine (an engine that is not configured has no entry: an empty list).
+func (s *server) containers(c *gin.Context) {
+	engine, err := parseEngineQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
+		return
+	}
+	resp, err := s.src.Containers(c.Request.Context())
+	if err != nil {
+		s.sourceError(c, "listing containers", err)
+		return
+	}
+	// Clone before filtering: the Source may hand out a shared slice.
+	resp.Engines = nonNil(slices.Clone(resp.Engines))
+	if engine != "" {
+		resp.Engines = slices.DeleteFunc(resp.Engines, func(e api.EngineContainers) bool { return e.Engine != engine })
+	}
+	for i := range resp.Engines {
+		resp.Engines[i].Containers = nonNil(resp.Engines[i].Containers)
+		resp.Engines[i].LayerVsVolume = nonNil(resp.Engines[i].LayerVsVolume)
+	}
+	writeJSON(c, s.logger, http.StatusOK, resp)
+}
+
 // nonNil makes an absent list an empty one: lists are [] on the wire,
 // never null (docs/output.md), so clients need no null check.
 func nonNil[T any](s []T) []T {

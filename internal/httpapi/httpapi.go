@@ -121,6 +121,7 @@ func newHandler(o Options, now func() time.Time) *gin.Engine {
 	v1.POST("/cycles", s.trigger)
 	v1.GET("/cycles/:id", s.cycle)
 	v1.GET("/engines", s.engines)
+	v1.GET("/containers", s.containers)
 	v1.GET("/openapi.yaml", s.openapi)
 	return e
 }

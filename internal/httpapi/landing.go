@@ -20,6 +20,7 @@ const landingPage = `<!DOCTYPE html>
 <li><a href="/api/v1/overhead">/api/v1/overhead</a>: latest overhead per engine, target, job and metric</li>
 <li><a href="/api/v1/cycles">/api/v1/cycles</a>: measurement history (<code>?limit=&amp;since=&amp;engine=</code>)</li>
 <li><a href="/api/v1/engines">/api/v1/engines</a>: configured engines</li>
+<li><a href="/api/v1/containers">/api/v1/containers</a>: which running containers write into their writable layer, and advice (<code>?engine=</code>)</li>
 <li><a href="/api/v1/openapi.yaml">/api/v1/openapi.yaml</a>: OpenAPI description of the REST API</li>
 <li><a href="/healthz">/healthz</a> and <a href="/readyz">/readyz</a>: liveness and readiness</li>
 </ul>

@@ -118,13 +118,32 @@ func parseCycleQuery(raw string, now time.Time) (CycleQuery, error) {
 			return CycleQuery{}, err
 		}
 	}
-	if vs, ok := q["engine"]; ok {
-		if !engineNameRE.MatchString(vs[0]) {
-			return CycleQuery{}, badParam("invalid value %s for query parameter \"engine\": must be an engine name matching %s", quote(vs[0]), engineNameRE)
-		}
-		cq.Engine = vs[0]
+	if cq.Engine, err = parseEngine(q); err != nil {
+		return CycleQuery{}, err
 	}
 	return cq, nil
+}
+
+// parseEngineQuery validates a query whose only parameter is an optional
+// engine name; "" means not given.
+func parseEngineQuery(raw string) (string, error) {
+	q, err := parseQuery(raw, "engine")
+	if err != nil {
+		return "", err
+	}
+	return parseEngine(q)
+}
+
+// parseEngine validates an optional engine parameter; "" means not given.
+func parseEngine(q url.Values) (string, error) {
+	vs, ok := q["engine"]
+	if !ok {
+		return "", nil
+	}
+	if !engineNameRE.MatchString(vs[0]) {
+		return "", badParam("invalid value %s for query parameter \"engine\": must be an engine name matching %s", quote(vs[0]), engineNameRE)
+	}
+	return vs[0], nil
 }
 
 func parseLimit(s string) (int, error) {

@@ -24,6 +24,10 @@ type Source interface {
 	Cycle(ctx context.Context, id int64) (api.CycleDetail, error)
 	// Engines returns every configured engine.
 	Engines(ctx context.Context) ([]api.Engine, error)
+	// Containers returns every engine's last layer-write advisor pass,
+	// containers ranked. Like the triggers it takes nothing from the
+	// client: the handler filters the answer.
+	Containers(ctx context.Context) (api.ContainersResponse, error)
 	// TriggerCycle starts one cycle of every engine now and returns the
 	// engines' names promptly, without waiting for the cycle (triggers are
 	// serialized around it). The cycle must not be bound to ctx, which

@@ -138,7 +138,7 @@ func conformanceCases() []apiCase {
 	return []apiCase{
 		// GET /
 		{name: "landing", method: "GET", target: "/", status: 200, check: func(t *testing.T, rec *httptest.ResponseRecorder, _ *fakeSource) {
-			for _, p := range []string{"/metrics", "/api/v1/overhead", "/api/v1/cycles", "/api/v1/engines", "/api/v1/openapi.yaml", "/healthz", "/readyz"} {
+			for _, p := range []string{"/metrics", "/api/v1/overhead", "/api/v1/cycles", "/api/v1/engines", "/api/v1/containers", "/api/v1/openapi.yaml", "/healthz", "/readyz"} {
 				if !strings.Contains(rec.Body.String(), `href="`+p+`"`) {
 					t.Errorf("landing page does not link %s", p)
 				}
@@ -212,6 +212,29 @@ func conformanceCases() []apiCase {
 		{name: "engines unknown param", method: "GET", target: "/api/v1/engines?name=default", status: 400, code: codeBadParameter},
 		{name: "engines panics", method: "GET", target: "/api/v1/engines", status: 500, code: codeInternal, src: panicking},
 		{name: "engines not ready", method: "GET", target: "/api/v1/engines", status: 503, code: codeNotReady, src: notReady},
+
+		// containers
+		{name: "containers", method: "GET", target: "/api/v1/containers", status: 200, check: func(t *testing.T, rec *httptest.ResponseRecorder, _ *fakeSource) {
+			var r api.ContainersResponse
+			mustJSON(t, rec, &r)
+			if len(r.Engines) != 2 || r.Engines[1].Containers == nil || r.Engines[1].LayerVsVolume == nil || len(r.Engines[0].Containers) != 2 {
+				t.Errorf("containers answer %+v: want both engines, lists never null", r)
+			}
+		}},
+		{name: "containers of one engine", method: "GET", target: "/api/v1/containers?engine=btrfs-lab", status: 200,
+			check: func(t *testing.T, rec *httptest.ResponseRecorder, _ *fakeSource) {
+				var r api.ContainersResponse
+				mustJSON(t, rec, &r)
+				if len(r.Engines) != 1 || r.Engines[0].Engine != "btrfs-lab" {
+					t.Errorf("engine=btrfs-lab answered %+v", r.Engines)
+				}
+			}},
+		{name: "containers of an unknown engine", method: "GET", target: "/api/v1/containers?engine=nope", status: 200},
+		{name: "containers engine bad", method: "GET", target: "/api/v1/containers?engine=Bad..Name", status: 400, code: codeBadParameter, specRejects: true},
+		{name: "containers unknown param", method: "GET", target: "/api/v1/containers?limit=5", status: 400, code: codeBadParameter},
+		{name: "containers engine twice", method: "GET", target: "/api/v1/containers?engine=a&engine=b", status: 400, code: codeBadParameter},
+		{name: "containers panics", method: "GET", target: "/api/v1/containers", status: 500, code: codeInternal, src: panicking},
+		{name: "containers not ready", method: "GET", target: "/api/v1/containers", status: 503, code: codeNotReady, src: notReady},
 
 		// POST /api/v1/cycles
 		{name: "trigger", method: "POST", target: "/api/v1/cycles", header: bearer(testToken), status: 202},
@@ -476,6 +499,19 @@ func TestSpecMatchesGoTypes(t *testing.T) {
 		{"CycleDetail", reflect.TypeFor[api.CycleDetail]()},
 		{"Engine", reflect.TypeFor[api.Engine]()},
 		{"EnginesResponse", reflect.TypeFor[api.EnginesResponse]()},
+		{"ContainersResponse", reflect.TypeFor[api.ContainersResponse]()},
+		{"EngineContainers", reflect.TypeFor[api.EngineContainers]()},
+		{"AdvisorPass", reflect.TypeFor[api.AdvisorPass]()},
+		{"LayerOverhead", reflect.TypeFor[api.LayerOverhead]()},
+		{"Container", reflect.TypeFor[api.Container]()},
+		{"LayerWrites", reflect.TypeFor[api.LayerWrites]()},
+		{"PathBytes", reflect.TypeFor[api.PathBytes]()},
+		{"BlockWrites", reflect.TypeFor[api.BlockWrites]()},
+		{"MountWrites", reflect.TypeFor[api.MountWrites]()},
+		{"Landing", reflect.TypeFor[api.Landing]()},
+		{"Database", reflect.TypeFor[api.Database]()},
+		{"LayerCost", reflect.TypeFor[api.LayerCost]()},
+		{"Advice", reflect.TypeFor[api.Advice]()},
 		{"TriggerResponse", reflect.TypeFor[api.TriggerResponse]()},
 		{"Result", reflect.TypeFor[api.Result]()},
 		{"Raw", reflect.TypeFor[api.Raw]()},

@@ -80,6 +80,10 @@ type Engine struct {
 	// Reflink is whether the data root's file system shares extents; nil
 	// (unknown, or no cold cycle yet) omits the series.
 	Reflink *bool
+
+	// Advisor is the last layer-write advisor pass; nil (advisor off, or
+	// no pass yet) omits its series.
+	Advisor *Advisor
 }
 
 // CopyUp is the median time of the first 4 KiB write + fsync to a file of
@@ -224,6 +228,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range advisorDescs {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector. It reads the snapshot pointer
@@ -309,6 +316,8 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	for t, v := range e.WrittenBytesTotal {
 		counter(descWritten, v, e.Name, string(t))
 	}
+
+	collectAdvisor(ch, e.Name, e.Advisor)
 
 	gauge(descDuration, e.LastCycleDuration, e.Name, modeSteady)
 	if !e.LastSuccess.IsZero() {

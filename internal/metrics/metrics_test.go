@@ -127,6 +127,15 @@ func fullSnapshot() *Snapshot {
 		},
 		CopyUpCostPerByte: 0.0034 / (1 << 20),
 		Reflink:           new(false),
+		Advisor: &Advisor{
+			At: time.Date(2026, 3, 1, 12, 0, 5, 0, time.UTC), Containers: 5, DatabasesInLayer: 1,
+			Top: []ContainerSeries{
+				{Name: "writer", Image: "registry.example.com/app:1.2", LayerBytes: 67108864, BlockBytes: 67112960},
+				{Name: "pg", Image: "postgres:16", LayerBytes: 40960, BlockBytes: nan, Database: "postgres"},
+			},
+			RestContainers: 3, RestLayerBytes: 8192, RestBlockBytes: 134217728,
+			PassSeconds: 0.21, PassCPUSeconds: 0.04, PassReadBytes: 0,
+		},
 	}
 	failed := Engine{
 		Name: "lab", Runtime: "podman", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "28.5.2",

@@ -54,6 +54,8 @@ type Engine struct {
 	jobs     []Job
 	calls    []string
 	nextID   int
+	users    []engine.Container // the user's containers, beside the probes
+	sizes    map[string]int64   // their writable layers' sizes, by ID
 }
 
 // New returns a fake engine with its data root at dataRoot: an overlay2
@@ -104,6 +106,36 @@ func (f *Engine) SetFail(fail func(Job) *engine.ExecResult) {
 	f.mu.Lock()
 	f.fail = fail
 	f.mu.Unlock()
+}
+
+// SetContainers sets the user's running containers the engine lists, and
+// the writable-layer sizes it reports for them by ID.
+func (f *Engine) SetContainers(cs []engine.Container, sizes map[string]int64) {
+	f.mu.Lock()
+	f.users, f.sizes = slices.Clone(cs), sizes
+	f.mu.Unlock()
+}
+
+// Containers implements advisor.Engine: the containers SetContainers set.
+func (f *Engine) Containers(context.Context, []string) ([]engine.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("Containers")
+	if f.infoErr != nil {
+		return nil, f.infoErr
+	}
+	return slices.Clone(f.users), nil
+}
+
+// ContainerLayerSize implements advisor.Engine.
+func (f *Engine) ContainerLayerSize(_ context.Context, id string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.sizes[id]
+	if !ok {
+		return 0, fmt.Errorf("no such container: %s", id)
+	}
+	return n, nil
 }
 
 // RemoveAll removes every probe container, as someone else might.
