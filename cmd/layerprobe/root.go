@@ -103,6 +103,7 @@ EXIT STATUS
 		newAgentCommand(&g),
 		newRunCommand(&g),
 		newOverheadCommand(&g),
+		newAdviseCommand(&g),
 		newConfigCommand(&g),
 		newCleanupCommand(&g),
 		newVersionCommand(),
