@@ -137,19 +137,7 @@ func NewDocker(host string) *Docker {
 // into v (nil: ignore it); an answer of 300 or above fails t.
 func (d *Docker) Do(t testing.TB, method, path string, v any) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://docker"+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := d.c.Do(req)
-	if err != nil {
-		t.Fatalf("docker %s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("docker %s %s: %s: %s", method, path, resp.Status, b)
-	}
+	b := d.Raw(t, method, path, "", nil)
 	if v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
 			t.Fatalf("docker %s %s: decode: %v", method, path, err)

@@ -18,6 +18,12 @@ const ReleaseTags = "nomsgpack"
 // (CGO_ENABLED=0, -trimpath) with the given build tags: ReleaseTags for
 // the shipped binary, "" for the one without them.
 func Build(ctx context.Context, out, tags string) error {
+	return buildPackage(ctx, out, "./cmd/layerprobe", tags)
+}
+
+// buildPackage builds the main package pkg (relative to the module root)
+// into out as a static binary (CGO_ENABLED=0, -trimpath).
+func buildPackage(ctx context.Context, out, pkg, tags string) error {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return err
@@ -26,11 +32,11 @@ func Build(ctx context.Context, out, tags string) error {
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, "./cmd/layerprobe")...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build layerprobe: %w\n%s", err, b)
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
 }
