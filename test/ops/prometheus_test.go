@@ -190,6 +190,12 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	}
 
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	// A user's container with a few MiB in its writable layer, for the
+	// advisor's panels (built here: nothing is pulled). The advisor then
+	// also runs with the unit's privileges.
+	docker := testharness.NewDocker(d.Host)
+	docker.ImportWorkload(t, "lp-ops/writer:1")
+	docker.RunContainer(t, "lp-writer", "lp-ops/writer:1", []string{"write", "/data/blob", "4MiB"})
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	token := "ops-e2e-token-0123456789abcdef"
@@ -343,6 +349,8 @@ var sensitized = map[string]struct {
 	"LayerprobeAgentNeverSucceeded": {`\s*unless on \(job, instance, engine\)\s*layerprobe_last_success_timestamp_seconds\{mode=~"steady\|"\}\s*$`, ``, 1},
 	// The container's cold fsync overhead, whatever its level.
 	"LayerprobeColdFsyncOverheadHigh": {`\) > 1\s*$`, `) > -100`, 1},
+	// The test's only user container is no database: 0 in the layer.
+	"LayerprobeDatabaseInWritableLayer": {`\) > 0\s*$`, `) >= 0`, 1},
 }
 
 // agentHasColdProbe: the agent built from this tree publishes the cold

@@ -78,6 +78,8 @@ var wantAlerts = []string{
 	"LayerprobeBudgetExhausted",     // budget exhausted
 	// fsync in a fresh container at least twice the host's (cold probe)
 	"LayerprobeColdFsyncOverheadHigh",
+	// a database or queue with its data in the writable layer (advisor)
+	"LayerprobeDatabaseInWritableLayer",
 }
 
 // spanByExpression are alerts whose two-cycle span lies in the expression

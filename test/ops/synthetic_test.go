@@ -159,6 +159,20 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	gauge("layerprobe_engine_info", 1, "engine", "default", "driver", "overlay2", "backing_fs", "extfs",
 		"engine_version", "27.5.1", "data_root", "/var/lib/docker", "fio_version", "fio-3.33")
 	gauge("layerprobe_build_info", 1, "version", "1.0.0", "revision", "synthetic", "goversion", "go1.26.8")
+	// The layer-write advisor's last pass: one container writing into its
+	// layer, the rest summed; no database in its layer, so
+	// LayerprobeDatabaseInWritableLayer selects nobody.
+	for _, c := range [][3]string{{"app", "registry.example.com/app:1", "67108864"}, {"_other", "_other", "1048576"}} {
+		v, _ := strconv.ParseFloat(c[2], 64)
+		gauge("layerprobe_container_layer_written_bytes", v, "engine", "default", "container", c[0], "image", c[1])
+		gauge("layerprobe_container_block_written_bytes", 2*v, "engine", "default", "container", c[0], "image", c[1])
+	}
+	gauge("layerprobe_databases_in_layer", 0, "engine", "default")
+	gauge("layerprobe_containers", 3, "engine", "default")
+	gauge("layerprobe_advisor_pass_duration_seconds", 0.02, "engine", "default")
+	gauge("layerprobe_advisor_pass_cpu_seconds", 0.01, "engine", "default")
+	gauge("layerprobe_advisor_pass_read_bytes", 0, "engine", "default")
+	gauge("layerprobe_advisor_last_pass_timestamp_seconds", float64(now.Add(-time.Hour).Unix()), "engine", "default")
 	if kind != kindCold {
 		return a
 	}
@@ -380,14 +394,15 @@ func checkSyntheticVariables(t *testing.T, prom *promServer, addrs map[agentKind
 // steady threshold and its cold success is 20h old: a steady alert that let
 // cold results in would select it.
 var syntheticFiring = map[string][]agentKind{
-	"LayerprobeFsyncRegression":       nil,
-	"LayerprobeFsyncOverheadHigh":     nil,
-	"LayerprobeColdFsyncOverheadHigh": {kindCold},
-	"LayerprobeAgentStale":            nil,
-	"LayerprobeAgentNeverSucceeded":   nil, // also not for the agent from before the mode label
-	"LayerprobeCyclesFailing":         {kindCold},
-	"LayerprobeBudgetExhausted":       nil,
-	"LayerprobeSlowStorageDriver":     nil,
+	"LayerprobeFsyncRegression":         nil,
+	"LayerprobeFsyncOverheadHigh":       nil,
+	"LayerprobeColdFsyncOverheadHigh":   {kindCold},
+	"LayerprobeAgentStale":              nil,
+	"LayerprobeAgentNeverSucceeded":     nil, // also not for the agent from before the mode label
+	"LayerprobeCyclesFailing":           {kindCold},
+	"LayerprobeBudgetExhausted":         nil,
+	"LayerprobeSlowStorageDriver":       nil,
+	"LayerprobeDatabaseInWritableLayer": nil,
 }
 
 func checkSyntheticRules(t *testing.T, prom *promServer, kindOf map[string]agentKind, at time.Time) {
