@@ -27,7 +27,7 @@ type (
 	Mode = measure.Mode
 	// Target is host, container, bind or volume.
 	Target = measure.Target
-	// Workload is seqwrite, randwrite or fsync: the `job` fields.
+	// Workload is seqwrite, randwrite or fsync: the `workload` fields.
 	Workload = measure.Workload
 	// Result summarizes one target and workload over a window of rounds.
 	Result = measure.Result
@@ -70,7 +70,7 @@ type ErrorBody struct {
 }
 
 // OverheadResponse is GET /api/v1/overhead: the latest overhead per engine,
-// target, job and metric, over the agent's window of recent rounds.
+// target, workload and metric, over the agent's window of recent rounds.
 type OverheadResponse struct {
 	GeneratedAt time.Time        `json:"generated_at"`
 	Confidence  float64          `json:"confidence"`

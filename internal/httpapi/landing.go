@@ -17,7 +17,7 @@ const landingPage = `<!DOCTYPE html>
 <p>How much slower storage is in Docker containers than on this host, measured continuously with fio.</p>
 <ul>
 <li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
-<li><a href="/api/v1/overhead">/api/v1/overhead</a>: latest overhead per engine, target, job and metric</li>
+<li><a href="/api/v1/overhead">/api/v1/overhead</a>: latest overhead per engine, target, workload and metric</li>
 <li><a href="/api/v1/cycles">/api/v1/cycles</a>: measurement history (<code>?limit=&amp;since=&amp;engine=</code>)</li>
 <li><a href="/api/v1/engines">/api/v1/engines</a>: configured engines</li>
 <li><a href="/api/v1/containers">/api/v1/containers</a>: which running containers write into their writable layer, and advice (<code>?engine=</code>)</li>

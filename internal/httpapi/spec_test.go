@@ -635,7 +635,7 @@ func TestSpecEnums(t *testing.T) {
 		}
 		return out
 	}
-	jobs := strs(measure.Workloads)
+	workloads := strs(measure.Workloads)
 	reasons := strs([]measure.Reason{measure.ReasonFioMissing, measure.ReasonODirectUnsupported, measure.ReasonNoSpace, measure.ReasonTimeout,
 		measure.ReasonCanceled, measure.ReasonFioError, measure.ReasonCrashed, measure.ReasonParse, measure.ReasonExec})
 	var metrics []string
@@ -646,7 +646,7 @@ func TestSpecEnums(t *testing.T) {
 		what      string
 		got, want []string
 	}{
-		{"Job", enum("Job"), jobs},
+		{"Workload", enum("Workload"), workloads},
 		{"Target", enum("Target"), strs(measure.Targets)},
 		{"FailureReason", enum("FailureReason"), reasons},
 		{"Result.overhead keys", metrics, measure.Metrics},

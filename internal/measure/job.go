@@ -5,7 +5,7 @@ import "time"
 // JobResult is what one execution of one fio job produced: its figures per
 // data direction, or why it failed.
 type JobResult struct {
-	Workload   Workload      `json:"job"`
+	Workload   Workload      `json:"workload"`
 	FioVersion string        `json:"fio_version,omitempty"`
 	Read       Op            `json:"read"`
 	Write      Op            `json:"write"`

@@ -30,7 +30,10 @@ const (
 var Targets = []Target{TargetHost, TargetContainer, TargetBind, TargetVolume}
 
 // Workload names one of the three measured workloads. The values are the
-// `job` label of every metric and the `job` field of the JSON output.
+// `workload` label of every metric and the `workload` field of the JSON
+// output. (Before run JSON schema_version 2 both were called `job`, which
+// clashed with Prometheus' own `job` target label; legacy.go still reads
+// the old field.)
 type Workload string
 
 // The workloads, in the order tables show them.

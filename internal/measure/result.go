@@ -3,7 +3,7 @@ package measure
 // Result summarizes one target and workload over all rounds.
 type Result struct {
 	Target       Target   `json:"target"`
-	Workload     Workload `json:"job"`
+	Workload     Workload `json:"workload"`
 	RoundsOK     int      `json:"rounds_ok"`
 	RoundsFailed int      `json:"rounds_failed"`
 	// Raw holds the target's own figures over its successful rounds.

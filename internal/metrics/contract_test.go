@@ -14,12 +14,12 @@ import (
 // sets, so a rename in the code must fail here and be a deliberate
 // decision, not a refactoring.
 var contract = []contractEntry{
-	{"layerprobe_overhead_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
-	{"layerprobe_overhead_ci_low_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
-	{"layerprobe_overhead_ci_high_ratio", dto.MetricType_GAUGE, "driver,engine,job,metric,mode,target"},
-	{"layerprobe_iops", dto.MetricType_GAUGE, "driver,engine,job,mode,op,target"},
-	{"layerprobe_bandwidth_bytes_per_second", dto.MetricType_GAUGE, "driver,engine,job,mode,op,target"},
-	{"layerprobe_latency_seconds", dto.MetricType_GAUGE, "driver,engine,job,mode,op,percentile,target"},
+	{"layerprobe_overhead_ratio", dto.MetricType_GAUGE, "driver,engine,metric,mode,target,workload"},
+	{"layerprobe_overhead_ci_low_ratio", dto.MetricType_GAUGE, "driver,engine,metric,mode,target,workload"},
+	{"layerprobe_overhead_ci_high_ratio", dto.MetricType_GAUGE, "driver,engine,metric,mode,target,workload"},
+	{"layerprobe_iops", dto.MetricType_GAUGE, "driver,engine,mode,op,target,workload"},
+	{"layerprobe_bandwidth_bytes_per_second", dto.MetricType_GAUGE, "driver,engine,mode,op,target,workload"},
+	{"layerprobe_latency_seconds", dto.MetricType_GAUGE, "driver,engine,mode,op,percentile,target,workload"},
 	{"layerprobe_fsync_regression", dto.MetricType_GAUGE, "driver,engine,target"},
 	{"layerprobe_cycles_total", dto.MetricType_COUNTER, "engine,mode,result"},
 	{"layerprobe_cycle_skips_total", dto.MetricType_COUNTER, "engine,reason"},
@@ -57,7 +57,7 @@ type contractEntry struct {
 // dashboards that select on them.
 var contractValues = map[string][]string{
 	"target":     {"host", "container", "bind", "volume"},
-	"job":        {"seqwrite", "randwrite", "fsync"},
+	"workload":   {"seqwrite", "randwrite", "fsync"},
 	"op":         {"read", "write", "sync"},
 	"metric":     {"iops", "bandwidth", "latency_p50", "latency_p99", "fsync_p99"},
 	"percentile": {"50", "99", "99.9"},

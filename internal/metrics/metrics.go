@@ -98,18 +98,18 @@ type CopyUp struct {
 // confidence interval, as ratios (0.08 = 8% slower than the host).
 type Overhead struct {
 	Target               measure.Target
-	Workload             measure.Workload // the job label
+	Workload             measure.Workload // the workload label
 	Metric               string
 	Mode                 measure.Mode // "" reads as steady
 	Ratio, CILow, CIHigh float64
 }
 
-// Raw is one target's fio figures for one job and data direction (Op is
+// Raw is one target's fio figures for one workload and data direction (Op is
 // read, write or sync). Latency maps a percentile ("50", "99", "99.9") to
 // seconds.
 type Raw struct {
 	Target               measure.Target
-	Workload             measure.Workload // the job label
+	Workload             measure.Workload // the workload label
 	Op                   string
 	Mode                 measure.Mode // "" reads as steady
 	IOPS, BandwidthBytes float64
@@ -142,8 +142,8 @@ const (
 // them, so a label typo fails at the first scrape in the tests rather than
 // producing an inconsistent exposition.
 var (
-	overheadLabels = []string{"engine", "driver", "target", "job", "metric", "mode"}
-	rawLabels      = []string{"engine", "driver", "target", "job", "op", "mode"}
+	overheadLabels = []string{"engine", "driver", "target", "workload", "metric", "mode"}
+	rawLabels      = []string{"engine", "driver", "target", "workload", "op", "mode"}
 
 	descOverhead = prometheus.NewDesc(namespace+"_overhead_ratio",
 		"Storage overhead of the target versus the host directory on the same filesystem, as a ratio: "+

@@ -197,7 +197,7 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 	text := buf.String()
 	for _, want := range []string{`"schema_version": 2`, `"iops": null`, `"bandwidth_bytes_per_second": null`,
 		`"ratio": null`, `"coverage": null`, `"fsync_p99_seconds": null`, `"latency_p99_seconds": null`,
-		`"warnings": []`, `"samples": []`, `"percent_of_host": 80`, `"job": "fsync"`, `"round": 1`} {
+		`"warnings": []`, `"samples": []`, `"percent_of_host": 80`, `"workload": "fsync"`, `"round": 1`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("JSON lacks %s", want)
 		}

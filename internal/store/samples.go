@@ -16,7 +16,7 @@ import (
 type sampleRow struct {
 	seq                         int
 	round, ord                  int
-	target, job                 string
+	target, workload            string
 	ok                          bool
 	failureReason               sql.NullString
 	startedAt                   string
@@ -43,7 +43,7 @@ func encodeSamples(c *Cycle) ([]sampleRow, error) {
 			return nil, fmt.Errorf("encode sample %d (round %d, %s, %s): %w", i, sm.Round, sm.Target, sm.Workload, err)
 		}
 		r := sampleRow{
-			seq: i, round: sm.Round, ord: sm.Order, target: string(sm.Target), job: string(sm.Workload),
+			seq: i, round: sm.Round, ord: sm.Order, target: string(sm.Target), workload: string(sm.Workload),
 			ok: sm.OK(), startedAt: formatTime(sm.StartedAt), duration: duration,
 			runtimeNS: int64(sm.Runtime), bytesWritten: sm.BytesWritten,
 			// MetricValue is the definition the metrics and summaries use,
@@ -68,7 +68,7 @@ func insertSamples(ctx context.Context, tx *sql.Tx, cycleID int64, rows []sample
 		return nil
 	}
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO samples (
-	cycle_id, seq, engine, mode, round, ord, target, job, ok, failure_reason, started_at,
+	cycle_id, seq, engine, mode, round, ord, target, workload, ok, failure_reason, started_at,
 	duration_seconds, runtime_ns, bytes_written, iops, bandwidth_bytes_per_second,
 	write_latency_p99_seconds, fsync_p99_seconds, result_json
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -78,7 +78,7 @@ func insertSamples(ctx context.Context, tx *sql.Tx, cycleID int64, rows []sample
 	defer stmt.Close()
 	for _, r := range rows {
 		if _, err := stmt.ExecContext(ctx, cycleID, r.seq, r.engine, r.mode, r.round, r.ord, r.target,
-			r.job, r.ok, r.failureReason, r.startedAt, r.duration, r.runtimeNS, r.bytesWritten,
+			r.workload, r.ok, r.failureReason, r.startedAt, r.duration, r.runtimeNS, r.bytesWritten,
 			r.iops, r.bandwidth, r.p99, r.fsync, r.json); err != nil {
 			return fmt.Errorf("insert sample %d: %w", r.seq, err)
 		}
@@ -141,9 +141,9 @@ func (s *Store) RecentSamples(ctx context.Context, engine string, mode measure.M
 	}
 	out, err := querySamples(ctx, s.db, usableSamples+`
   AND EXISTS (SELECT 1 FROM (
-        SELECT job, round, ROW_NUMBER() OVER (PARTITION BY job ORDER BY round DESC) AS n
-        FROM (SELECT DISTINCT s.job AS job, s.round AS round `+usableSamples+`)
-      ) w WHERE w.job = s.job AND w.round = s.round AND w.n <= ?)
+        SELECT workload, round, ROW_NUMBER() OVER (PARTITION BY workload ORDER BY round DESC) AS n
+        FROM (SELECT DISTINCT s.workload AS workload, s.round AS round `+usableSamples+`)
+      ) w WHERE w.workload = s.workload AND w.round = s.round AND w.n <= ?)
 ORDER BY s.round, s.cycle_id, s.seq`, engine, mode, engine, mode, rounds)
 	if err != nil {
 		return nil, fmt.Errorf("recent samples of %s/%s: %w", engine, mode, err)

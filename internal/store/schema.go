@@ -50,7 +50,7 @@ CREATE TABLE samples (
 	round                       INTEGER NOT NULL, -- engine-wide round number
 	ord                         INTEGER NOT NULL, -- position of the target in the round's random order
 	target                      TEXT    NOT NULL,
-	job                         TEXT    NOT NULL,
+	job                         TEXT    NOT NULL, -- renamed workload in v4
 	ok                          INTEGER NOT NULL, -- 1 success, 0 failed job
 	failure_reason              TEXT,             -- NULL when ok
 	started_at                  TEXT    NOT NULL,
@@ -96,6 +96,24 @@ ALTER TABLE cycles ADD COLUMN reflink INTEGER; -- cold cycles: 1 or 0; NULL unkn
 	// v3: rounds became adaptive; what ended a cycle's rounds.
 	`
 ALTER TABLE cycles ADD COLUMN stop_reason TEXT NOT NULL DEFAULT ''; -- precision, bytes, time, rounds, decided, canceled
+`,
+	// v4: the workload, called job before, is workload in the metrics and
+	// the JSON (Prometheus has a job label of its own). The column and the
+	// stored JSON follow, so that queries with ordinary tools need one name
+	// (measure's decoders read the old one too). SQLite keeps the text of
+	// JSON numbers, so no figure changes.
+	`
+ALTER TABLE samples RENAME COLUMN job TO workload;
+UPDATE samples
+SET result_json = json_set(json_remove(result_json, '$.job'), '$.workload', json_extract(result_json, '$.job'))
+WHERE json_type(result_json, '$.job') = 'text';
+UPDATE cycles
+SET results_json = (
+	SELECT json_group_array(CASE WHEN json_type(r.value, '$.job') = 'text'
+		THEN json_set(json_remove(r.value, '$.job'), '$.workload', json_extract(r.value, '$.job'))
+		ELSE json(r.value) END ORDER BY r.key)
+	FROM json_each(cycles.results_json) AS r)
+WHERE json_valid(results_json) AND results_json LIKE '%"job"%';
 `,
 }
 

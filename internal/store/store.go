@@ -107,7 +107,7 @@ type Cycle struct {
 	// reached their verdict) or canceled; empty before schema 3 and for
 	// cycles that never measured.
 	StopReason string
-	Samples    []measure.Sample // raw fio figures, one per (round, target, job)
+	Samples    []measure.Sample // raw fio figures, one per (round, target, workload)
 	Results    []measure.Result // overheads computed at the end of the cycle
 	// Cold cycles only: the copy-up timings, and whether the data root's
 	// file system shares extents (nil: unknown).

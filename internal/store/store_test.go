@@ -800,3 +800,83 @@ func TestTimeFormatOrdersAsText(t *testing.T) {
 		t.Error("formatTime does not normalise to UTC")
 	}
 }
+
+// A store written before the workload was called workload (schema v3,
+// `job` in the samples column and in the stored JSON) reads back exactly
+// as the store of today: the agent reads its history from it after an
+// upgrade.
+func TestUpgradeFromJobNames(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	c := &Cycle{Engine: "e", Mode: "steady", Profile: "quick", Trigger: "schedule", StartedAt: t0,
+		Driver: "overlay2", BackingFS: "extfs", EngineVersion: "29.0.0", FioVersion: "fio-3.38"}
+	if err := s.StartCycle(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	c.FirstRound, c.Rounds, c.Result, c.FinishedAt = 1, 2, "ok", t0.Add(10*time.Minute)
+	c.Samples = append(roundSamples(1, t0), roundSamples(2, t0)...)
+	c.Results = []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync, RoundsOK: 2,
+		Raw:      measure.Raw{IOPS: 10, BandwidthBytes: 40960, LatencyP50: 0.001, LatencyP99: 0.002, FsyncP99: 0.01},
+		Overhead: map[string]measure.Overhead{"fsync_p99": {Ratio: 0.1, CILow: 0.05, CIHigh: 0.2, PercentOfHost: 90, PercentLow: 80, PercentHigh: 95, N: 2, Coverage: 0.5}}}}
+	if err := s.FinishCycle(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Cycle(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRecent, err := s.RecentSamples(ctx, "e", "steady", 1)
+	if err != nil || len(wantRecent) != perRound {
+		t.Fatalf("RecentSamples: %d samples, %v; want %d", len(wantRecent), err, perRound)
+	}
+
+	// Turn the database into what a v3 agent left: the old column name and
+	// the old JSON field, no v4 row.
+	for _, q := range []string{
+		`ALTER TABLE samples RENAME COLUMN workload TO job`,
+		`UPDATE samples SET result_json = replace(result_json, '"workload":', '"job":')`,
+		`UPDATE cycles SET results_json = replace(results_json, '"workload":', '"job":')`,
+		`DELETE FROM schema_version WHERE version = 4`,
+	} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var old string
+	if err := s.db.QueryRow(`SELECT result_json FROM samples LIMIT 1`).Scan(&old); err != nil || !strings.Contains(old, `"job":"seqwrite"`) {
+		t.Fatalf("old-style sample %s, %v", old, err)
+	}
+	// An empty and a broken results list must survive the migration too.
+	if _, err := s.db.Exec(`INSERT INTO cycles (engine, mode, started_at, result, results_json) VALUES ('e', 'steady', ?, 'skipped', '[]')`, formatTime(t0.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openStore(t, dir)
+	got, err := s.Cycle(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asJSON(t, got) != asJSON(t, want) {
+		t.Errorf("cycle after the upgrade:\n%s\nwant\n%s", asJSON(t, got), asJSON(t, want))
+	}
+	for _, sm := range got.Samples {
+		if sm.Workload == "" {
+			t.Fatalf("sample without workload after the upgrade: %+v", sm)
+		}
+	}
+	// The migration rewrote the stored JSON: one name for readers of the
+	// database, too.
+	var jobs int
+	if err := s.db.QueryRow(`SELECT (SELECT COUNT(*) FROM samples WHERE result_json LIKE '%"job"%') +
+		(SELECT COUNT(*) FROM cycles WHERE results_json LIKE '%"job"%')`).Scan(&jobs); err != nil || jobs != 0 {
+		t.Errorf("%d rows still say job after the migration (%v)", jobs, err)
+	}
+	recent, err := s.RecentSamples(ctx, "e", "steady", 1)
+	if err != nil || asJSON(t, recent) != asJSON(t, wantRecent) {
+		t.Errorf("RecentSamples after the upgrade: %v\n%s\nwant\n%s", err, asJSON(t, recent), asJSON(t, wantRecent))
+	}
+}

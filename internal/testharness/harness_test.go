@@ -14,8 +14,8 @@ import (
 
 const exposition = `# HELP layerprobe_overhead_ratio Overhead.
 # TYPE layerprobe_overhead_ratio gauge
-layerprobe_overhead_ratio{engine="default",job="fsync",metric="fsync_p99",target="container"} 0.25
-layerprobe_overhead_ratio{engine="default",job="fsync",metric="iops",target="bind"} -0.01
+layerprobe_overhead_ratio{engine="default",metric="fsync_p99",target="container",workload="fsync"} 0.25
+layerprobe_overhead_ratio{engine="default",metric="iops",target="bind",workload="fsync"} -0.01
 # HELP layerprobe_engine_info Engine.
 # TYPE layerprobe_engine_info gauge
 layerprobe_engine_info{data_root="/var/lib/a \"b\", c",engine="default"} 1

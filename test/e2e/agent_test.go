@@ -51,7 +51,7 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 			Engine  string `json:"engine"`
 			Results []struct {
 				Target   string `json:"target"`
-				Job      string `json:"job"`
+				Workload string `json:"workload"`
 				Overhead map[string]struct {
 					Ratio  *float64 `json:"ratio"`
 					CILow  *float64 `json:"ci_low"`
@@ -70,9 +70,9 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 			if o.Ratio == nil {
 				continue
 			}
-			v, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": r.Target, "job": r.Job, "metric": m})
+			v, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": r.Target, "workload": r.Workload, "metric": m})
 			if !ok || math.Abs(v-*o.Ratio) > 1e-9*math.Max(1, math.Abs(v)) {
-				t.Errorf("%s/%s %s: API ratio %v, metric %v (present %v)", r.Target, r.Job, m, *o.Ratio, v, ok)
+				t.Errorf("%s/%s %s: API ratio %v, metric %v (present %v)", r.Target, r.Workload, m, *o.Ratio, v, ok)
 			}
 			compared++
 		}
@@ -139,7 +139,7 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 		t.Errorf("after restart the cycles are %v; want the earlier cycle %d among at least 2", ids, first)
 	}
 	_, series = a.scrape(t)
-	if _, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "container", "job": "fsync", "metric": "fsync_p99"}); !ok {
+	if _, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "container", "workload": "fsync", "metric": "fsync_p99"}); !ok {
 		t.Error("after restart the stored overheads are not exposed")
 	}
 
@@ -205,20 +205,20 @@ func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backi
 	t.Helper()
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {
-			l := map[string]string{"engine": "default", "driver": driver, "target": tg, "job": j, "op": "write"}
+			l := map[string]string{"engine": "default", "driver": driver, "target": tg, "workload": j, "op": "write"}
 			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
 				if v, ok := series.Find(name, l); !ok || !(v > 0) {
 					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
 				}
 			}
 			for _, p := range []string{"50", "99"} {
-				l2 := map[string]string{"target": tg, "job": j, "op": "write", "percentile": p}
+				l2 := map[string]string{"target": tg, "workload": j, "op": "write", "percentile": p}
 				if v, ok := series.Find("layerprobe_latency_seconds", l2); !ok || !(v > 0) {
 					t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l2, v, ok)
 				}
 			}
 			if j == "fsync" {
-				l2 := map[string]string{"target": tg, "job": j, "op": "sync", "percentile": "99"}
+				l2 := map[string]string{"target": tg, "workload": j, "op": "sync", "percentile": "99"}
 				if v, ok := series.Find("layerprobe_latency_seconds", l2); !ok || !(v > 0) {
 					t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l2, v, ok)
 				}
@@ -231,7 +231,7 @@ func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backi
 				metrics = append(metrics, "fsync_p99")
 			}
 			for _, m := range metrics {
-				l := map[string]string{"engine": "default", "driver": driver, "target": tg, "job": j, "metric": m}
+				l := map[string]string{"engine": "default", "driver": driver, "target": tg, "workload": j, "metric": m}
 				for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
 					if v, ok := series.Find(name, l); !ok || math.IsNaN(v) {
 						t.Errorf("%s%v missing", name, l)

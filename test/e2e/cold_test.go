@@ -106,7 +106,7 @@ func checkCold(t *testing.T, c *report.Cold, wantReflink bool) {
 	byTarget := map[measure.Target]measure.Result{}
 	for _, r := range c.Results {
 		if r.Workload != "fsync" {
-			t.Errorf("cold result for job %s; the cold probe runs fsync only", r.Workload)
+			t.Errorf("cold result for workload %s; the cold probe runs fsync only", r.Workload)
 		}
 		byTarget[r.Target] = r
 	}
@@ -226,8 +226,8 @@ func TestAgentColdCycle(t *testing.T) {
 		labels map[string]string
 	}{
 		{"layerprobe_cycles_total", map[string]string{"mode": "cold", "result": "ok"}},
-		{"layerprobe_overhead_ratio", map[string]string{"mode": "cold", "target": "container", "job": "fsync", "metric": "fsync_p99"}},
-		{"layerprobe_latency_seconds", map[string]string{"mode": "cold", "target": "host", "job": "fsync", "op": "sync", "percentile": "99"}},
+		{"layerprobe_overhead_ratio", map[string]string{"mode": "cold", "target": "container", "workload": "fsync", "metric": "fsync_p99"}},
+		{"layerprobe_latency_seconds", map[string]string{"mode": "cold", "target": "host", "workload": "fsync", "op": "sync", "percentile": "99"}},
 		{"layerprobe_copyup_latency_seconds", map[string]string{"target": "container", "size_bytes": "67108864"}},
 		{"layerprobe_copyup_latency_seconds", map[string]string{"target": "host", "size_bytes": "1048576"}},
 		{"layerprobe_copyup_cost_seconds_per_byte", map[string]string{"driver": "overlay2"}},

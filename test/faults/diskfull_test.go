@@ -135,11 +135,11 @@ func TestDataRootFillsUp(t *testing.T) {
 		switch {
 		case sm.Error.Reason == "no_space" && strings.Contains(strings.ToLower(sm.Error.Message), "no space left on device"):
 			enospc++
-			t.Logf("ENOSPC recorded: round %d %s/%s: %s", sm.Round, sm.Target, sm.Job, sm.Error.Message)
+			t.Logf("ENOSPC recorded: round %d %s/%s: %s", sm.Round, sm.Target, sm.Workload, sm.Error.Message)
 		case sm.Error.Reason == "no_space" && strings.Contains(sm.Error.Message, "free-space check refused"):
 			refused++
 		default:
-			t.Errorf("unexpected failure: %s/%s: %s: %s", sm.Target, sm.Job, sm.Error.Reason, sm.Error.Message)
+			t.Errorf("unexpected failure: %s/%s: %s: %s", sm.Target, sm.Workload, sm.Error.Reason, sm.Error.Message)
 		}
 	}
 	t.Logf("%d jobs failed with ENOSPC, %d refused by the free-space check", enospc, refused)

@@ -24,11 +24,11 @@ func checkFailedJobs(t *testing.T, a *agentProc, c apiCycle, reason string, ment
 	for _, s := range ss {
 		targets[s.Target]++
 		if s.Error == nil || s.Error.Reason != reason || !strings.Contains(s.Error.Message, mention) {
-			t.Errorf("%s/%s: %+v; want reason %s mentioning %q", s.Target, s.Job, s.Error, reason, mention)
+			t.Errorf("%s/%s: %+v; want reason %s mentioning %q", s.Target, s.Workload, s.Error, reason, mention)
 			continue
 		}
 		if targets[s.Target] == 1 {
-			t.Logf("%s/%s: %s: %s", s.Target, s.Job, s.Error.Reason, s.Error.Message)
+			t.Logf("%s/%s: %s: %s", s.Target, s.Workload, s.Error.Reason, s.Error.Message)
 		}
 	}
 	if len(ss) != 12 || len(targets) != 4 {

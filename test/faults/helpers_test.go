@@ -131,10 +131,10 @@ type apiCycle = api.Cycle
 
 // apiSample is one fio execution of a cycle.
 type apiSample struct {
-	Round  int    `json:"round"`
-	Target string `json:"target"`
-	Job    string `json:"job"`
-	Error  *struct {
+	Round    int    `json:"round"`
+	Target   string `json:"target"`
+	Workload string `json:"workload"`
+	Error    *struct {
 		Reason  string `json:"reason"`
 		Message string `json:"message"`
 	} `json:"error"`

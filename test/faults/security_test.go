@@ -424,7 +424,7 @@ func TestRunWithoutRoot(t *testing.T) {
 			Error   any `json:"error"`
 			Results []struct {
 				Target       string `json:"target"`
-				Job          string `json:"job"`
+				Workload     string `json:"workload"`
 				RoundsOK     int    `json:"rounds_ok"`
 				RoundsFailed int    `json:"rounds_failed"`
 			} `json:"results"`
@@ -440,14 +440,14 @@ func TestRunWithoutRoot(t *testing.T) {
 			want = r.RoundsOK == 0 && r.RoundsFailed == 2
 		}
 		if !want {
-			t.Errorf("%s/%s: %d rounds ok, %d failed", r.Target, r.Job, r.RoundsOK, r.RoundsFailed)
+			t.Errorf("%s/%s: %d rounds ok, %d failed", r.Target, r.Workload, r.RoundsOK, r.RoundsFailed)
 		}
 	}
 	for _, s := range run.Engines[0].Samples {
 		// fio reports the missing search permission on the directory as
 		// "is not a directory", on a file in it as "Permission denied".
 		if s.Target == "bind" && (s.Error == nil || !strings.Contains(s.Error.Message, "Permission denied") && !strings.Contains(s.Error.Message, "is not a directory")) {
-			t.Errorf("bind/%s: %+v; want a permission error", s.Job, s.Error)
+			t.Errorf("bind/%s: %+v; want a permission error", s.Workload, s.Error)
 		}
 	}
 	t.Logf("as uid %d with the socket's group only: host, container and volume measured; bind: %s",

@@ -258,8 +258,8 @@ func checkVariables(t *testing.T, d dashboard) {
 var (
 	labelValuesRe = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
 	rangeVars     = map[string]bool{"$__rate_interval": true, "$__range": true, "$__interval": true}
-	// workloadValues must never be matched with the label job: Prometheus
-	// keeps the scrape job there and renames the agent's job to exported_job.
+	// workloadValues must never be matched with the label job: that is the
+	// scrape job's; the agent's label is workload.
 	workloadValues = regexp.MustCompile(`seqwrite|randwrite|fsync`)
 )
 
@@ -339,7 +339,7 @@ func checkPanels(t *testing.T, d dashboard, docs, recorded map[string]bool) {
 }
 
 // checkExpr checks one dashboard or rule expression: known metrics only,
-// known labels only, workloads matched with exported_job, counters only
+// known labels only, workloads matched with workload, counters only
 // inside rate() or increase(); for dashboards also the job and instance
 // matchers on every selector and Grafana's range variables.
 func checkExpr(t *testing.T, where, expr string, docs, recorded map[string]bool, dashboard bool) {
@@ -365,7 +365,7 @@ func checkExpr(t *testing.T, where, expr string, docs, recorded map[string]bool,
 				t.Errorf("%s: %s matches unknown label %q", where, s.name, m.label)
 			}
 			if m.label == "job" && workloadValues.MatchString(m.value) {
-				t.Errorf("%s: %s{job%s%q}: in Prometheus the workload label is exported_job", where, s.name, m.op, m.value)
+				t.Errorf("%s: %s{job%s%q}: the workload label is workload", where, s.name, m.op, m.value)
 			}
 		}
 		if strings.HasSuffix(s.name, "_total") && s.enclosing != "rate" && s.enclosing != "increase" {
@@ -455,7 +455,7 @@ func TestDashboardsShowColdResults(t *testing.T) {
 		ok        func(p panel, s selector) bool
 	}
 	coldOverhead := func(_ panel, s selector) bool {
-		return s.name == "layerprobe_overhead_ci_low_ratio" && s.has("mode", "=", "cold") && s.has("exported_job", "=", "fsync")
+		return s.name == "layerprobe_overhead_ci_low_ratio" && s.has("mode", "=", "cold") && s.has("workload", "=", "fsync")
 	}
 	perMiB := func(p panel, s selector) bool {
 		for _, tg := range p.Targets {

@@ -147,9 +147,6 @@ func TestComposeFile(t *testing.T) {
 	}
 	scrapesAgent := false
 	for _, sc := range prom.ScrapeConfigs {
-		if sc.HonorLabels {
-			t.Errorf("scrape job %s has honor_labels: true; the rules expect the agent's job label as exported_job", sc.JobName)
-		}
 		if sc.JobName == "layerprobe" && len(sc.StaticConfigs) == 1 && slices.Equal(sc.StaticConfigs[0].Targets, []string{"layerprobe:9811"}) {
 			scrapesAgent = true
 		}

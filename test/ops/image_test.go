@@ -209,7 +209,7 @@ func checkImageSeries(t *testing.T, series testharness.Metrics, fioVersion strin
 	t.Helper()
 	for _, tg := range []string{"container", "bind", "volume"} {
 		for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
-			l := map[string]string{"engine": "default", "driver": "overlay2", "target": tg, "job": "fsync", "metric": "fsync_p99"}
+			l := map[string]string{"engine": "default", "driver": "overlay2", "target": tg, "workload": "fsync", "metric": "fsync_p99"}
 			if _, ok := series.Find(name, l); !ok {
 				t.Errorf("%s%v missing", name, l)
 			}
@@ -220,14 +220,14 @@ func checkImageSeries(t *testing.T, series testharness.Metrics, fioVersion strin
 	}
 	for _, tg := range []string{"host", "container", "bind", "volume"} {
 		for _, j := range []string{"seqwrite", "randwrite", "fsync"} {
-			l := map[string]string{"target": tg, "job": j, "op": "write"}
+			l := map[string]string{"target": tg, "workload": j, "op": "write"}
 			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
 				if v, ok := series.Find(name, l); !ok || !(v > 0) {
 					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
 				}
 			}
 		}
-		l := map[string]string{"target": tg, "job": "fsync", "op": "sync", "percentile": "99"}
+		l := map[string]string{"target": tg, "workload": "fsync", "op": "sync", "percentile": "99"}
 		if v, ok := series.Find("layerprobe_latency_seconds", l); !ok || !(v > 0) {
 			t.Errorf("layerprobe_latency_seconds%v = %v (present %v)", l, v, ok)
 		}

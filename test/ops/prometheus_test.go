@@ -277,20 +277,25 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 	// A few more scrapes and rule evaluations after the last change.
 	time.Sleep(8 * time.Second)
 
-	t.Run("workload label arrives as exported_job", func(t *testing.T) {
-		if r := prom.query(t, `layerprobe_overhead_ratio{mode=~"steady|", exported_job="fsync", metric="fsync_p99"}`); len(r) != 3 {
-			t.Errorf("fsync_p99 overheads with exported_job=fsync: %d series, want 3 (container, bind, volume)", len(r))
+	t.Run("workload label arrives as workload", func(t *testing.T) {
+		if r := prom.query(t, `layerprobe_overhead_ratio{mode=~"steady|", workload="fsync", metric="fsync_p99"}`); len(r) != 3 {
+			t.Errorf("fsync_p99 overheads with workload=fsync: %d series, want 3 (container, bind, volume)", len(r))
 		}
-		if r := prom.query(t, `layerprobe_overhead_ratio{job="fsync"}`); len(r) != 0 {
-			t.Errorf("series with job=fsync exist: the scrape setup keeps the agent's job label; rules and dashboards expect exported_job")
+		// The agent has no job label of its own: the scrape job's stays
+		// whatever honor_labels says, and nothing becomes exported_job.
+		if r := prom.query(t, `{__name__=~"layerprobe_.+", exported_job!=""}`); len(r) != 0 {
+			t.Errorf("%d series with exported_job: the agent exposes a job label", len(r))
+		}
+		if r := prom.query(t, `count(layerprobe_overhead_ratio{job!="layerprobe"})`); len(r) != 0 {
+			t.Errorf("overhead series outside the scrape job: %v", r)
 		}
 	})
 	if agentHasColdProbe {
 		t.Run("results carry their mode", func(t *testing.T) {
-			if r := prom.query(t, `layerprobe_overhead_ratio{mode="steady", exported_job="fsync", metric="fsync_p99"}`); len(r) != 3 {
+			if r := prom.query(t, `layerprobe_overhead_ratio{mode="steady", workload="fsync", metric="fsync_p99"}`); len(r) != 3 {
 				t.Errorf("steady fsync_p99 overheads: %d series, want 3 (container, bind, volume)", len(r))
 			}
-			if r := prom.query(t, `layerprobe_overhead_ratio{mode="cold", exported_job="fsync", metric="fsync_p99"}`); len(r) != 1 {
+			if r := prom.query(t, `layerprobe_overhead_ratio{mode="cold", workload="fsync", metric="fsync_p99"}`); len(r) != 1 {
 				t.Errorf("cold fsync_p99 overheads: %d series, want 1 (container)", len(r))
 			}
 			if r := prom.query(t, `layerprobe_overhead_ratio{mode=""}`); len(r) != 0 {

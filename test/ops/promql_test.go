@@ -283,10 +283,11 @@ func documentedMetrics(t testing.TB) map[string]bool {
 }
 
 // seriesLabels are the label names a scraped layerprobe series can carry in
-// Prometheus (the agent's labels, with its `job` renamed to exported_job,
-// plus the target labels) and the labels of ALERTS.
+// Prometheus (the agent's labels plus the target labels, cluster among them
+// where the scrape adds it) and the labels of ALERTS. exported_job is not
+// one of them: the agent has no job label of its own.
 var seriesLabels = map[string]bool{
-	"job": true, "instance": true, "engine": true, "driver": true, "target": true, "exported_job": true,
+	"job": true, "instance": true, "engine": true, "driver": true, "target": true, "workload": true, "cluster": true,
 	"metric": true, "op": true, "percentile": true, "result": true, "reason": true, "backing_fs": true,
 	"engine_version": true, "data_root": true, "fio_version": true, "version": true, "revision": true,
 	"goversion": true, "alertname": true, "alertstate": true, "severity": true,

@@ -115,7 +115,7 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	for target, v := range map[string]float64{"container": 0.3, "volume": 0.1, "bind": 0.01} {
 		for job, metrics := range jobMetrics {
 			for _, m := range metrics {
-				l := withMode("steady", kvs("target", target, "job", job, "metric", m)...)
+				l := withMode("steady", kvs("target", target, "workload", job, "metric", m)...)
 				gauge("layerprobe_overhead_ratio", v, l...)
 				gauge("layerprobe_overhead_ci_low_ratio", v-0.05, l...)
 				gauge("layerprobe_overhead_ci_high_ratio", v+0.05, l...)
@@ -128,7 +128,7 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 		for _, job := range jobs {
 			ops := map[string][]string{"seqwrite": {"write"}, "randwrite": {"write"}, "fsync": {"read", "write"}}[job]
 			for _, op := range ops {
-				l := withMode(mode, kvs("target", target, "job", job, "op", op)...)
+				l := withMode(mode, kvs("target", target, "workload", job, "op", op)...)
 				gauge("layerprobe_iops", 1000*speed, l...)
 				gauge("layerprobe_bandwidth_bytes_per_second", 4096000*speed, l...)
 				for p, lat := range map[string]float64{"50": 0.0005, "99": 0.002, "99.9": 0.004} {
@@ -137,7 +137,7 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 			}
 			if job == "fsync" {
 				for p, lat := range map[string]float64{"50": 0.001, "99": 0.003, "99.9": 0.006} {
-					gauge("layerprobe_latency_seconds", lat/speed, withMode(mode, kvs("target", target, "job", job, "op", "sync", "percentile", p)...)...)
+					gauge("layerprobe_latency_seconds", lat/speed, withMode(mode, kvs("target", target, "workload", job, "op", "sync", "percentile", p)...)...)
 				}
 			}
 		}
@@ -181,7 +181,7 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	// at least twice as slow as the host (lower bound 1.3), which must fire
 	// LayerprobeColdFsyncOverheadHigh and nothing else.
 	for _, m := range jobMetrics["fsync"] {
-		l := kvs("target", "container", "job", "fsync", "metric", m, "mode", "cold")
+		l := kvs("target", "container", "workload", "fsync", "metric", m, "mode", "cold")
 		gauge("layerprobe_overhead_ratio", 1.6, l...)
 		gauge("layerprobe_overhead_ci_low_ratio", 1.3, l...)
 		gauge("layerprobe_overhead_ci_high_ratio", 2.0, l...)
@@ -458,7 +458,7 @@ func checkSyntheticRules(t *testing.T, prom *promServer, kindOf map[string]agent
 		}
 	}
 	// The raw ratios keep steady and cold apart on the agent that has both.
-	res := prom.query(t, `target:layerprobe_latency_seconds:ratio_to_host{exported_job="fsync", op="sync", percentile="99", target="container"}`)
+	res := prom.query(t, `target:layerprobe_latency_seconds:ratio_to_host{workload="fsync", op="sync", percentile="99", target="container"}`)
 	modes := map[agentKind][]string{}
 	for _, s := range res {
 		k := kindOf[s.Metric["instance"]]
