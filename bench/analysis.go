@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -95,17 +97,16 @@ func headlineOf(job string) string { return measure.HeadlineMetric(measure.Workl
 // points.
 func halfWidthPP(o measure.Overhead) float64 { return 50 * (o.CIHigh - o.CILow) }
 
-// quantile is the linear-interpolation quantile of xs (q in [0,1]).
+// quantile is gonum's linearly interpolated quantile of xs (q in [0,1]):
+// the empirical distribution function interpolated between the sorted
+// values (Hyndman and Fan's type 4).
 func quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}
 	s := slices.Clone(xs)
-	sort.Float64s(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+	slices.Sort(s)
+	return stat.Quantile(q, stat.LinInterp, s, nil)
 }
 
 // spread summarises a sample: the A/A table's columns.

@@ -74,13 +74,16 @@ cycle is recorded as interrupted) and exit 0.`,
 			return runAgent(cmd.Context(), cfg, o, g.logger)
 		},
 	}
+	// The defaults shown are the configuration's (config.Default()); a flag
+	// given overrides the file, an absent one leaves the file's value.
+	def := config.Default()
 	f := cmd.Flags()
-	f.StringSliceVar(&o.ListenAddresses, "web.listen-address", []string{":9811"}, "addresses to listen on for /metrics and the API (repeatable; default from agent.listen_address)")
+	f.StringSliceVar(&o.ListenAddresses, "web.listen-address", []string{def.Agent.ListenAddress}, "addresses to listen on for /metrics and the API (repeatable; overrides agent.listen_address)")
 	f.StringVar(&o.WebConfigFile, "web.config.file", "", "exporter-toolkit web configuration file: TLS and basic auth for every route")
 	f.BoolVar(&o.SystemdSocket, "web.systemd-socket", false, "use systemd socket activation listeners instead of port listeners")
-	f.DurationVar(&o.Interval, "interval", time.Hour, "time between cycles (default from agent.interval)")
-	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
-	f.StringVar(&o.StateDir, "state-dir", "/var/lib/layerprobe", "directory for the history database (default from agent.state_dir)")
+	f.DurationVar(&o.Interval, "interval", def.Agent.Interval, "time between cycles (overrides agent.interval)")
+	f.StringVar(&o.Profile, "profile", def.Profile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", ")+" (overrides profile)")
+	f.StringVar(&o.StateDir, "state-dir", def.Agent.StateDir, "directory for the history database (overrides agent.state_dir)")
 	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token that POST /api/v1/cycles requires; without one that route answers 403")
 	return cmd
 }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"strings"
 
+	"github.com/prometheus/common/promslog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/version"
 )
 
 // DefaultConfigPath is read when --config is not given; if it does not
@@ -28,8 +30,8 @@ type globalOptions struct {
 
 func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&g.ConfigPath, "config", DefaultConfigPath, "configuration file (with no file at the default path, built-in defaults serve)")
-	fs.StringVar(&g.LogLevel, "log.level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&g.LogFormat, "log.format", "logfmt", "log format: logfmt or json")
+	fs.StringVar(&g.LogLevel, "log.level", "info", "log level: "+strings.Join(promslog.LevelFlagOptions, ", "))
+	fs.StringVar(&g.LogFormat, "log.format", "logfmt", "log format: "+strings.Join(promslog.FormatFlagOptions, " or "))
 }
 
 // loadConfig reads the configuration: the file if it exists (or was named
@@ -51,29 +53,17 @@ func (g *globalOptions) loadConfig(cmd *cobra.Command) (*config.Config, error) {
 	return c, nil
 }
 
+// newLogger is the Prometheus exporters' logger (promslog): logfmt or
+// JSON, the level and format names node_exporter and Prometheus take.
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		lv = slog.LevelDebug
-	case "info":
-		lv = slog.LevelInfo
-	case "warn":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	default:
-		return nil, usageError{fmt.Errorf("--log.level %q: want debug, info, warn or error", level)}
+	cfg := &promslog.Config{Level: promslog.NewLevel(), Format: promslog.NewFormat(), Writer: w}
+	if err := cfg.Level.Set(level); err != nil {
+		return nil, usageError{fmt.Errorf("--log.level %q: want %s", level, strings.Join(promslog.LevelFlagOptions, ", "))}
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "logfmt":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	default:
-		return nil, usageError{fmt.Errorf("--log.format %q: want logfmt or json", format)}
+	if err := cfg.Format.Set(format); err != nil {
+		return nil, usageError{fmt.Errorf("--log.format %q: want %s", format, strings.Join(promslog.FormatFlagOptions, " or "))}
 	}
+	return promslog.New(cfg), nil
 }
 
 func newRootCommand() *cobra.Command {
@@ -91,12 +81,16 @@ EXIT STATUS
   2  invalid flags or configuration`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version, as every Prometheus exporter has; the same line as
+		// `layerprobe version`.
+		Version: version.String(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			g.logger, err = newLogger(cmd.ErrOrStderr(), g.LogLevel, g.LogFormat)
 			return err
 		},
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	g.addFlags(cmd.PersistentFlags())
 	cmd.AddCommand(

@@ -90,10 +90,11 @@ rounds go on until every interval is within --precision or --max-bytes is writte
 			return runRun(cmd.Context(), cfg, o, g.logger, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Profile, "profile", fio.DefaultProfile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
+	// The defaults shown are the configuration's (config.Default()).
 	def := config.Default()
-	f.IntVar(&o.Rounds, "rounds", 0, "fixed rounds of every job (0 = the profile's default: adaptive for quick; at least 6 for a 95% interval)")
+	f := cmd.Flags()
+	f.StringVar(&o.Profile, "profile", def.Profile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
+	f.IntVar(&o.Rounds, "rounds", def.Rounds, "fixed rounds of every job (0 = the profile's default: adaptive for quick; at least 6 for a 95% interval)")
 	f.Float64Var(&o.Precision, "precision", def.Precision, "stop an adaptive run when every 95% interval's half-width is at most this (0.03 = 3 percentage points)")
 	f.StringVar(&o.MaxBytes, "max-bytes", def.MaxBytes.String(), "most bytes the run writes per engine (0 = no cap)")
 	f.DurationVar(&o.MaxTime, "max-duration", def.MaxDuration, "longest an adaptive run adds rounds per engine (0 = no cap)")

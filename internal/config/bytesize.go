@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/docker/go-units"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -27,83 +26,44 @@ const (
 	EiB          = 1 << 60 * B
 )
 
-// byteUnits maps every accepted unit spelling (lower case) to its size.
-// Every unit is binary, "GB" and "G" included, as in docker's --memory:
-// the sizes configured here are disk and budget sizes that operators
-// compare with `df -h` and `du -h`, which are binary too.
-var byteUnits = map[string]ByteSize{
-	"": B, "b": B,
-	"k": KiB, "kb": KiB, "kib": KiB,
-	"m": MiB, "mb": MiB, "mib": MiB,
-	"g": GiB, "gb": GiB, "gib": GiB,
-	"t": TiB, "tb": TiB, "tib": TiB,
-	"p": PiB, "pb": PiB, "pib": PiB,
-	"e": EiB, "eb": EiB, "eib": EiB,
-}
-
-// displayUnits are the units String uses, largest first.
-var displayUnits = []struct {
-	size ByteSize
-	name string
-}{
-	{EiB, "EiB"}, {PiB, "PiB"}, {TiB, "TiB"}, {GiB, "GiB"}, {MiB, "MiB"}, {KiB, "KiB"},
-}
-
-var byteSizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)$`)
-
 // errByteSizeSyntax is wrapped by every ParseByteSize error, so a message
 // always shows what a byte size looks like.
-var errByteSizeSyntax = errors.New(`want bytes as an integer or a number with a binary unit, like "512MiB", "2GiB" or "1.5G"`)
+var errByteSizeSyntax = errors.New(`want bytes as an integer or a number with a binary unit (B, K, M, G, T, P; KiB or KB alike), like "512MiB", "2GiB" or "1.5G"`)
 
-// ParseByteSize parses "1073741824", "512MiB", "2GiB", "1.5G" or "10 MB".
-// Units are case-insensitive and binary (K = KiB = 1024); a fraction of a
-// byte is truncated. Negative sizes and sizes beyond int64 are errors.
+// ParseByteSize parses "1073741824", "512MiB", "2GiB", "1.5G" or "10 MB"
+// as docker's --memory does (go-units' RAMInBytes): units are
+// case-insensitive and binary (K = KB = KiB = 1024), up to P; a fraction
+// of a byte is truncated. Negative sizes and sizes beyond int64 are errors.
 func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)
-	if strings.HasPrefix(t, "-") {
+	switch {
+	case strings.HasPrefix(t, "-"):
 		return 0, fmt.Errorf("%q is negative: %w", s, errByteSizeSyntax)
-	}
-	// The length cap keeps big.Rat from chewing on a megabyte of digits.
-	m := byteSizeRE.FindStringSubmatch(t)
-	if len(t) > 64 || m == nil {
+	case len(t) > 64:
 		return 0, fmt.Errorf("%q is not a byte size: %w", s, errByteSizeSyntax)
 	}
-	unit, ok := byteUnits[strings.ToLower(m[2])]
-	if !ok {
-		return 0, fmt.Errorf("%q has an unknown unit %q: %w", s, m[2], errByteSizeSyntax)
-	}
-	r, ok := new(big.Rat).SetString(m[1])
-	if !ok {
-		return 0, fmt.Errorf("%q is not a byte size: %w", s, errByteSizeSyntax)
-	}
-	r.Mul(r, new(big.Rat).SetInt64(int64(unit)))
-	n := new(big.Int).Quo(r.Num(), r.Denom())
-	if !n.IsInt64() {
+	// A plain integer stays exact; RAMInBytes goes through float64.
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		return ByteSize(n), nil
+	} else if errors.Is(err, strconv.ErrRange) {
 		return 0, fmt.Errorf("%q is too large, the maximum is %s", s, ByteSize(math.MaxInt64))
 	}
-	return ByteSize(n.Int64()), nil
+	n, err := units.RAMInBytes(t)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a byte size (%v): %w", s, err, errByteSizeSyntax)
+	}
+	// Beyond int64 the conversion inside RAMInBytes wraps (amd64) or
+	// saturates (arm64).
+	if n < 0 || n == math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large, the maximum is %s", s, ByteSize(math.MaxInt64))
+	}
+	return ByteSize(n), nil
 }
 
-// String returns the size in the largest binary unit it reaches, exact
-// when the size is a whole number of that unit ("2GiB") and rounded to two
-// decimals otherwise ("1.18MiB").
-func (b ByteSize) String() string {
-	if b < 0 {
-		return strconv.FormatInt(int64(b), 10) + "B"
-	}
-	for _, u := range displayUnits {
-		if b < u.size {
-			continue
-		}
-		if b%u.size == 0 {
-			return strconv.FormatInt(int64(b/u.size), 10) + u.name
-		}
-		s := strconv.FormatFloat(float64(b)/float64(u.size), 'f', 2, 64)
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-		return s + u.name
-	}
-	return strconv.FormatInt(int64(b), 10) + "B"
-}
+// String returns the size in the largest binary unit it reaches with four
+// significant digits ("2GiB", "1.177MiB"), as docker prints sizes
+// (go-units' BytesSize).
+func (b ByteSize) String() string { return units.BytesSize(float64(b)) }
 
 // MarshalYAML writes the human form when it reads back as the same size,
 // and the exact byte count otherwise, so marshalling never loses bytes.

@@ -29,7 +29,7 @@ var contract = []contractEntry{
 	{"layerprobe_engine_info", dto.MetricType_GAUGE, "backing_fs,data_root,driver,engine,engine_version,fio_version,runtime"},
 	{"layerprobe_daily_budget_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_budget_used_bytes", dto.MetricType_GAUGE, "engine"},
-	{"layerprobe_build_info", dto.MetricType_GAUGE, "goversion,revision,version"},
+	{"layerprobe_build_info", dto.MetricType_GAUGE, "branch,goarch,goos,goversion,revision,tags,version"},
 	// The cold probe (results labelled steady or cold).
 	{"layerprobe_copyup_latency_seconds", dto.MetricType_GAUGE, "driver,engine,size_bytes,target"},
 	{"layerprobe_copyup_cost_seconds_per_byte", dto.MetricType_GAUGE, "driver,engine"},

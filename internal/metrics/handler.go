@@ -6,9 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/layerprobe/layerprobe/internal/version"
+	// For its init: it hands layerprobe's version to the version collector.
+	_ "github.com/layerprobe/layerprobe/internal/version"
 )
 
 // maxScrapesInFlight bounds concurrent /metrics requests. A scrape is cheap
@@ -19,22 +21,14 @@ const maxScrapesInFlight = 10
 // NewRegistry returns a fresh registry (not the global default, so no
 // package init elsewhere can add series to /metrics) holding the snapshot
 // collector, the Go runtime and process collectors, and
-// layerprobe_build_info.
+// layerprobe_build_info (client_golang's version collector).
 func NewRegistry(src Source) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	v, rev, gov := version.Info()
-	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace:   namespace,
-		Name:        "build_info",
-		Help:        "A metric with a constant '1' value labelled by the version, VCS revision and Go version layerprobe was built from.",
-		ConstLabels: prometheus.Labels{"version": v, "revision": rev, "goversion": gov},
-	})
-	build.Set(1)
 	reg.MustRegister(
 		NewCollector(src),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		build,
+		versioncollector.NewCollector(namespace),
 	)
 	return reg
 }

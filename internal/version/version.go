@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	promversion "github.com/prometheus/common/version"
 )
 
 // Version and Revision are set at build time:
@@ -45,4 +47,11 @@ func String() string {
 		return fmt.Sprintf("layerprobe %s (%s)", v, g)
 	}
 	return fmt.Sprintf("layerprobe %s (revision %s, %s)", v, r, g)
+}
+
+// init hands the version to prometheus/common/version, which client_golang's
+// version collector (layerprobe_build_info) reads, so that the metric and
+// `layerprobe version` always agree.
+func init() {
+	promversion.Version, promversion.Revision, _ = Info()
 }
