@@ -5,7 +5,7 @@ BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 30m
 
-.PHONY: all build deps agent run test lint unit clean bench bench-smoke bench-report
+.PHONY: all build deps agent run test lint unit clean bench bench-smoke bench-report mixin
 
 all: build
 
@@ -30,6 +30,11 @@ agent: deps build
 run: deps build
 	./scripts/ensure-dockerd.sh
 	./$(BIN) run
+
+# Build dashboards/ and deploy/prometheus/layerprobe-rules.yml from mixin/
+# (jsonnet, evaluated by go-jsonnet). `make test` fails while they differ.
+mixin:
+	$(GO) run ./mixin/gen
 
 # The build tags the repository's own files use: bench (bench/) and race
 # (internal/detector, whose !race file the untagged run sees). Linting once

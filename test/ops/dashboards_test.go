@@ -164,7 +164,7 @@ var knownUnits = map[string]bool{
 	"iops": true, "ops": true, "dateTimeFromNow": true, "dateTimeAsIso": true,
 }
 
-var wantVariables = []string{"datasource", "job", "instance", "engine"}
+var wantVariables = []string{"datasource", "cluster", "job", "instance", "engine"}
 
 func TestDashboardsStructure(t *testing.T) {
 	docs := documentedMetrics(t)
@@ -241,11 +241,13 @@ func checkVariables(t *testing.T, d dashboard) {
 		if v.Refresh != 2 {
 			t.Errorf("variable %s: refresh %d, want 2 (on time range change)", v.Name, v.Refresh)
 		}
-		if v.IncludeAll && v.AllValue != ".+" {
-			t.Errorf("variable %s: allValue %q, want .+ (a regex matching every value)", v.Name, v.AllValue)
+		// The cluster's "All" must also match series without the label
+		// (a Prometheus that does not tell clusters apart).
+		if wantAll := map[bool]string{true: ".*", false: ".+"}[v.Name == "cluster"]; v.IncludeAll && v.AllValue != wantAll {
+			t.Errorf("variable %s: allValue %q, want %s (a regex matching every value)", v.Name, v.AllValue, wantAll)
 		}
 	}
-	for _, n := range []string{"job", "instance", "engine"} {
+	for _, n := range []string{"cluster", "job", "instance", "engine"} {
 		if v := byName[n]; v.Type != "query" {
 			t.Errorf("variable %s: type %q, want query", n, v.Type)
 		}
@@ -372,8 +374,8 @@ func checkExpr(t *testing.T, where, expr string, docs, recorded map[string]bool,
 			t.Errorf("%s: counter %s outside rate()/increase() (in %q)", where, s.name, s.enclosing)
 		}
 		if dashboard {
-			if !s.has("job", "=~", "$job") || !s.has("instance", "=~", "$instance") {
-				t.Errorf("%s: %s lacks job=~\"$job\" and instance=~\"$instance\" matchers", where, s.name)
+			if !s.has("cluster", "=~", "$cluster") || !s.has("job", "=~", "$job") || !s.has("instance", "=~", "$instance") {
+				t.Errorf("%s: %s lacks cluster=~\"$cluster\", job=~\"$job\" and instance=~\"$instance\" matchers", where, s.name)
 			}
 			if s.rng != "" && !rangeVars[s.rng] {
 				t.Errorf("%s: %s[%s]: use $__rate_interval or $__range, not a fixed range", where, s.name, s.rng)

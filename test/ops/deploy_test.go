@@ -638,8 +638,10 @@ func TestYAMLLint(t *testing.T) {
 		t.Fatalf("found only %d YAML files: %v", len(files), files)
 	}
 	// Rule unit tests hold whole series names and expanded annotations on
-	// one line each; elsewhere lines stay short.
-	conf := `{extends: default, rules: {line-length: {max: 160, ignore: "deploy/prometheus/tests/"}, ` +
+	// one line each, and so do the rules the mixin builds (its jsonnet is
+	// the source people read); elsewhere lines stay short.
+	conf := `{extends: default, rules: {line-length: {max: 160, ignore: "deploy/prometheus/tests/\n` +
+		rulesFile + `"}, ` +
 		`document-start: disable, truthy: {check-keys: false}, comments: {min-spaces-from-content: 1}}}`
 	args := append([]string{"--strict", "-d", conf}, files...)
 	if r := run(t, time.Minute, "", nil, yl, args...); r.err != nil {

@@ -31,8 +31,10 @@ type promServer struct {
 
 // startPrometheus writes a configuration that scrapes the agents at
 // agentAddrs every 2s as job "layerprobe" (the job name of the shipped
-// scrape configurations, with their default honor_labels) and evaluates the
-// shipped rules every 2s, and starts Prometheus on it.
+// scrape configurations, with their default honor_labels) in cluster "ops"
+// (as a multi-cluster setup labels targets; the dashboards' cluster variable
+// lists it) and evaluates the shipped rules every 2s, and starts Prometheus
+// on it.
 func startPrometheus(t *testing.T, agentAddrs ...string) *promServer {
 	t.Helper()
 	bin := tool(t, "prometheus")
@@ -51,6 +53,7 @@ scrape_configs:
   - job_name: layerprobe
     static_configs:
       - targets: [%s]
+        labels: {cluster: ops}
 `, repoPath(rulesFile), strings.Join(quoted, ", "))
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -362,7 +365,7 @@ var sensitized = map[string]struct {
 	"LayerprobeSlowStorageDriver": {`vfs\|devicemapper\|aufs`, `overlay2`, 1},
 	// The only engine has succeeded, so "never succeeded" has nothing to
 	// select; its left-hand side (engines known to the agent) is checked.
-	"LayerprobeAgentNeverSucceeded": {`\s*unless on \(job, instance, engine\)\s*layerprobe_last_success_timestamp_seconds\{mode=~"steady\|"\}\s*$`, ``, 1},
+	"LayerprobeAgentNeverSucceeded": {`\s*unless on \(cluster, job, instance, engine\)\s*layerprobe_last_success_timestamp_seconds\{mode=~"steady\|"\}\s*$`, ``, 1},
 	// The container's cold fsync overhead, whatever its level.
 	"LayerprobeColdFsyncOverheadHigh": {`\) > 1\s*$`, `) > -100`, 1},
 	// The test's only user container is no database: 0 in the layer.
@@ -455,6 +458,7 @@ func grafanaSubstitutions(uid, agentAddr string) map[string]string {
 		"$__rate_interval": "20s",
 		"$__interval":      "4s",
 		"$__range":         "10m",
+		"$cluster":         ".*",
 		"$job":             "layerprobe",
 		"$instance":        ".+",
 		"$engine":          ".+",
@@ -563,6 +567,8 @@ func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
 // expectedVariableValues are values each variable must offer.
 func expectedVariableValues(name, agentAddr string) []string {
 	switch name {
+	case "cluster":
+		return []string{"ops"}
 	case "job":
 		return []string{"layerprobe"}
 	case "instance":

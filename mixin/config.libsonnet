@@ -1,0 +1,64 @@
+// Everything a user of the mixin may want to change. Override it in your
+// own jsonnet:
+//
+//   (import 'layerprobe-mixin/mixin.libsonnet') + {
+//     _config+:: { layerprobeSelector: 'job="layerprobe"', agentInterval: '2h' },
+//   }
+//
+// mixin/README.md describes every field.
+{
+  _config+:: {
+    // Label matchers that select layerprobe's series in the rules and
+    // alerts, e.g. 'job="layerprobe"'. Empty: every layerprobe_* series.
+    layerprobeSelector: '',
+
+    // The label that tells clusters (or Prometheus replicas, regions) apart
+    // in a Prometheus that sees several: Thanos, Mimir, federation. The
+    // rules keep it in their joins; the dashboards get a variable for it.
+    clusterLabel: 'cluster',
+    // Show the cluster variable on the dashboards. With false it is hidden
+    // and matches everything.
+    showMultiCluster: true,
+
+    // The agent's cycle interval (agent.interval). Everything below that
+    // waits for "two cycles" is derived from it.
+    agentIntervalHours: 6,
+    // A steady figure older than this many intervals is stale: two missed
+    // cycles plus the scheduler's jitter and a cycle's duration.
+    staleIntervals: 2.5,
+
+    // LayerprobeFsyncOverheadHigh: the lower bound of the 95% interval of
+    // the fsync p99 overhead of container or volume is above this
+    // (0.5 = 50% slower than the host).
+    fsyncOverheadAlertLevel: 0.5,
+    // LayerprobeColdFsyncOverheadHigh: the same for a freshly started
+    // container's writable layer (1 = twice the host's latency).
+    coldFsyncOverheadAlertLevel: 1,
+    // LayerprobeSlowStorageDriver: storage drivers that copy every layer
+    // in full or are deprecated.
+    slowStorageDrivers: 'vfs|devicemapper|aufs',
+
+    // for: durations. Two cycles' worth of evidence by default (2 x 6h);
+    // the stale alerts need only persist across scrapes.
+    fsyncRegressionFor: '%dh' % (2 * self.agentIntervalHours),
+    fsyncOverheadFor: '%dh' % (2 * self.agentIntervalHours),
+    agentStaleFor: '30m',
+    agentNeverSucceededFor: '%dh' % (self.staleIntervals * self.agentIntervalHours),
+    cyclesFailingFor: '%dh' % (2 * self.agentIntervalHours),
+    coldFsyncOverheadFor: '1h',
+    budgetExhaustedFor: '%dh' % (2 * self.agentIntervalHours),
+    slowStorageDriverFor: '%dh' % (2 * self.agentIntervalHours),
+
+    // Severity label of every alert, and where the runbook lives.
+    alertSeverity: 'warning',
+    runbookURLPattern: 'https://github.com/layerprobe/layerprobe/blob/main/docs/runbook.md#%s',
+
+    // Dashboards.
+    dashboardTags: ['layerprobe', 'storage', 'docker'],
+    dashboardRefresh: '5m',
+    dashboardTimezone: '',
+    // Grafana's text for "every value" of the cluster, job and instance
+    // variables (a regex: it must also match a series without the label).
+    allValue: '.*',
+  },
+}

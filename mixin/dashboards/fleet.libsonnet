@@ -1,0 +1,755 @@
+// The layerprobe / Fleet overview dashboard (layerprobe-fleet.json). Panel expressions use
+// %(sel)s for the cluster, job and instance matchers (lib/grafana.libsonnet).
+local g = import '../lib/grafana.libsonnet';
+
+function(c)
+  local q = g.query(c);
+  g.dashboard(
+    c,
+    uid="layerprobe-fleet",
+    title="layerprobe / Fleet overview",
+    description="Every Docker host layerprobe measures: hosts ranked by fsync overhead in the container storage paths, the storage driver and file system mix, stale or failing agents, the bytes the measurements write, and the cold paths of freshly started containers (cold fsync overhead, copy-up cost, reflink).",
+    from="now-7d",
+    variables=g.variable.agent(c, multiInstance=true) + [
+      {
+        type: 'custom',
+        name: 'target',
+        label: 'Target',
+        query: 'container,volume,bind',
+        current: { text: 'container', value: 'container' },
+        options: [
+          { text: t, value: t, selected: t == 'container' }
+          for t in ['container', 'volume', 'bind']
+        ],
+        hide: 0,
+        multi: false,
+        includeAll: false,
+        skipUrlSync: false,
+      },
+    ],
+    panels=[
+      g.row(1, "Fleet health", y=0),
+      g.panel.stat + {
+        id: 2,
+        title: "Agents reporting",
+        description: "layerprobe agents Prometheus scrapes now (one layerprobe_build_info series per agent).",
+        gridPos: g.pos(x=0, y=1, w=4, h=4),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+          },
+        },
+        options+: {
+          colorMode: "value",
+          textMode: "auto",
+        },
+        targets: [
+          g.target(q("count(count by (job, instance) (layerprobe_build_info{%(sel)s}))"), "__auto", instant=true),
+        ],
+      },
+      g.panel.stat + {
+        id: 3,
+        title: "Engines measured",
+        description: "Docker engines the selected agents measure (layerprobe_engine_info).",
+        gridPos: g.pos(x=4, y=1, w=4, h=4),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+          },
+        },
+        options+: {
+          colorMode: "value",
+          textMode: "auto",
+        },
+        targets: [
+          g.target(q("count(layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", instant=true),
+        ],
+      },
+      g.panel.stat + {
+        id: 4,
+        title: "Stale engines",
+        description: "Engines whose last successful cycle ended more than 15h (2.5 default intervals of 6h) ago: their figures are old. Same threshold as the LayerprobeAgentStale alert.",
+        gridPos: g.pos(x=8, y=1, w=4, h=4),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+            thresholds: {
+              mode: "absolute",
+              steps: [{"color": "green", "value": null}, {"color": "red", "value": 1}],
+            },
+            color: {
+              mode: "thresholds",
+            },
+          },
+        },
+        options+: {
+          colorMode: "background",
+          textMode: "auto",
+        },
+        targets: [
+          g.target(q("count((time() - layerprobe_last_success_timestamp_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"}) > 54000) or vector(0)"), "__auto", instant=true),
+        ],
+      },
+      g.panel.stat + {
+        id: 5,
+        title: "Engines never measured",
+        description: "Engines the agent knows without a single successful cycle yet (no last-success timestamp).",
+        gridPos: g.pos(x=12, y=1, w=4, h=4),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+            thresholds: {
+              mode: "absolute",
+              steps: [{"color": "green", "value": null}, {"color": "orange", "value": 1}],
+            },
+            color: {
+              mode: "thresholds",
+            },
+          },
+        },
+        options+: {
+          colorMode: "background",
+          textMode: "auto",
+        },
+        targets: [
+          g.target(q("count(layerprobe_engine_info{%(sel)s, engine=~\"$engine\"} unless on (job, instance, engine) layerprobe_last_success_timestamp_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"}) or vector(0)"), "__auto", instant=true),
+        ],
+      },
+      g.panel.stat + {
+        id: 6,
+        title: "Confirmed fsync regressions",
+        description: "Targets whose fsync regression detector currently says regressed (layerprobe_fsync_regression == 1).",
+        gridPos: g.pos(x=16, y=1, w=4, h=4),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+            thresholds: {
+              mode: "absolute",
+              steps: [{"color": "green", "value": null}, {"color": "red", "value": 1}],
+            },
+            color: {
+              mode: "thresholds",
+            },
+          },
+        },
+        options+: {
+          colorMode: "background",
+          textMode: "auto",
+        },
+        targets: [
+          g.target(q("count(layerprobe_fsync_regression{%(sel)s, engine=~\"$engine\"} == 1) or vector(0)"), "__auto", instant=true),
+        ],
+      },
+      g.panel.stat + {
+        id: 7,
+        title: "Firing alerts",
+        description: "Alerts from the shipped rules (deploy/prometheus) firing now for the selected agents.",
+        gridPos: g.pos(x=20, y=1, w=4, h=4),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+            thresholds: {
+              mode: "absolute",
+              steps: [{"color": "green", "value": null}, {"color": "red", "value": 1}],
+            },
+            color: {
+              mode: "thresholds",
+            },
+          },
+        },
+        options+: {
+          colorMode: "background",
+          textMode: "auto",
+        },
+        targets: [
+          g.target(q("count(ALERTS{alertname=~\"Layerprobe.*\", alertstate=\"firing\", %(sel)s}) or vector(0)"), "__auto", instant=true),
+        ],
+      },
+      g.row(8, "Hosts ranked by fsync overhead", y=5),
+      g.panel.bargauge + {
+        id: 9,
+        title: "Worst fsync p99 overhead per host ($target)",
+        description: "Hosts ranked by the paired median overhead of fsync p99 latency in the $target target versus the host directory on the same file system: 0.5 = 50% slower than the host, negative = faster. Top 25, from the last published cycle.",
+        gridPos: g.pos(x=0, y=6, w=10, h=10),
+        fieldConfig+: {
+          defaults+: {
+            unit: "percentunit",
+            thresholds+: {
+              steps: [
+                {
+                  color: "green",
+                  value: null,
+                },
+                {
+                  color: "orange",
+                  value: 0.25,
+                },
+                {
+                  color: "red",
+                  value: 0.5,
+                },
+              ],
+            },
+          },
+        },
+        targets: [
+          g.target(q("sort_desc(topk(25, max by (instance, engine) (layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})))"), "{{instance}} {{engine}}", instant=true),
+        ],
+      },
+      g.panel.table + {
+        id: 10,
+        title: "fsync p99 overhead per host with its 95% interval ($target)",
+        description: "Per host and engine: the paired median overhead of fsync p99 in the $target target and the bounds of its exact 95% confidence interval (a lower bound above 0 means significantly slower than the host), with the storage driver and the backing file system. Click a host for its detail.",
+        gridPos: g.pos(x=10, y=6, w=14, h=10),
+        fieldConfig+: {
+          defaults+: {
+            unit: "percentunit",
+          },
+          overrides: [
+            {
+              matcher: {
+                id: "byName",
+                options: "instance",
+              },
+              properties: [
+                {
+                  id: "links",
+                  value: [
+                    {
+                      title: "Open the host detail dashboard",
+                      url: "/d/layerprobe-host/layerprobe-host-detail?${__url_time_range}&var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}",
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+        options+: {
+          sortBy: [{"displayName": "overhead", "desc": true}],
+        },
+        transformations: [
+          {
+            id: "merge",
+            options: {},
+          },
+          {
+            id: "organize",
+            options: {
+              excludeByName: {
+                Time: true,
+                __name__: true,
+                workload: true,
+                metric: true,
+                target: true,
+              },
+              renameByName: {
+                "Value #A": "overhead",
+                "Value #B": "95% CI low",
+                "Value #C": "95% CI high",
+                backing_fs: "backing file system",
+              },
+              indexByName: {
+                instance: 0,
+                engine: 1,
+                driver: 2,
+                backing_fs: 3,
+                "Value #A": 4,
+                "Value #B": 5,
+                "Value #C": 6,
+                job: 7,
+              },
+            },
+          },
+        ],
+        targets: [
+          g.target(q("max without () (layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"} * on (job, instance, engine) group_left (backing_fs) max by (job, instance, engine, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"}))"), "__auto", instant=true, format="table"),
+          g.target(q("max without () (layerprobe_overhead_ci_low_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"} * on (job, instance, engine) group_left (backing_fs) max by (job, instance, engine, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"}))"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("max without () (layerprobe_overhead_ci_high_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"} * on (job, instance, engine) group_left (backing_fs) max by (job, instance, engine, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"}))"), "__auto", refId="C", instant=true, format="table"),
+        ],
+      },
+      g.row(11, "Storage drivers and file systems", y=16),
+      g.panel.piechart + {
+        id: 12,
+        title: "Storage drivers",
+        description: "Engines per storage driver (layerprobe_engine_info).",
+        gridPos: g.pos(x=0, y=17, w=6, h=8),
+        targets: [
+          g.target(q("count by (driver) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "{{driver}}", instant=true),
+        ],
+      },
+      g.panel.piechart + {
+        id: 13,
+        title: "Backing file systems",
+        description: "Engines per file system under the data root, as the engine reports it (extfs, xfs, btrfs, ...).",
+        gridPos: g.pos(x=6, y=17, w=6, h=8),
+        targets: [
+          g.target(q("count by (backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "{{backing_fs}}", instant=true),
+        ],
+      },
+      g.panel.bargauge + {
+        id: 14,
+        title: "Mean fsync p99 overhead by storage driver ($target)",
+        description: "The fleet's mean paired median overhead of fsync p99 in the $target target, per storage driver.",
+        gridPos: g.pos(x=12, y=17, w=6, h=8),
+        fieldConfig+: {
+          defaults+: {
+            unit: "percentunit",
+            thresholds+: {
+              steps: [
+                {
+                  color: "green",
+                  value: null,
+                },
+                {
+                  color: "orange",
+                  value: 0.25,
+                },
+                {
+                  color: "red",
+                  value: 0.5,
+                },
+              ],
+            },
+          },
+        },
+        targets: [
+          g.target(q("avg by (driver) (layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "{{driver}}", instant=true),
+        ],
+      },
+      g.panel.piechart + {
+        id: 15,
+        title: "Agent versions",
+        description: "Agents per layerprobe version (layerprobe_build_info).",
+        gridPos: g.pos(x=18, y=17, w=6, h=8),
+        targets: [
+          g.target(q("count by (version) (layerprobe_build_info{%(sel)s})"), "{{version}}", instant=true),
+        ],
+      },
+      g.row(16, "Stale or failing agents", y=25),
+      g.panel.table + {
+        id: 17,
+        title: "Agent health per engine",
+        description: "Per host and engine: how long ago the last successful steady-state cycle ended (stale above 15h with the default 6h interval), the last steady cycle's duration, and the cycles (steady and cold together) that succeeded, failed or were skipped by a guardrail in the selected time range. Sorted by age, oldest first. Click a host for its detail.",
+        gridPos: g.pos(x=0, y=26, w=16, h=9),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+          },
+          overrides: [
+            {
+              matcher: {
+                id: "byName",
+                options: "last success age",
+              },
+              properties: [
+                {
+                  id: "unit",
+                  value: "s",
+                },
+                {
+                  id: "custom.cellOptions",
+                  value: {
+                    type: "color-text",
+                  },
+                },
+                {
+                  id: "thresholds",
+                  value: {
+                    mode: "absolute",
+                    steps: [{"color": "green", "value": null}, {"color": "red", "value": 54000}],
+                  },
+                },
+              ],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "last cycle duration",
+              },
+              properties: [{"id": "unit", "value": "s"}],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "ok cycles",
+              },
+              properties: [{"id": "decimals", "value": 0}],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "skipped cycles",
+              },
+              properties: [{"id": "decimals", "value": 0}],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "failed cycles",
+              },
+              properties: [
+                {
+                  id: "decimals",
+                  value: 0,
+                },
+                {
+                  id: "custom.cellOptions",
+                  value: {
+                    type: "color-text",
+                  },
+                },
+                {
+                  id: "thresholds",
+                  value: {
+                    mode: "absolute",
+                    steps: [{"color": "green", "value": null}, {"color": "red", "value": 0.5}],
+                  },
+                },
+              ],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "instance",
+              },
+              properties: [
+                {
+                  id: "links",
+                  value: [
+                    {
+                      title: "Open the host detail dashboard",
+                      url: "/d/layerprobe-host/layerprobe-host-detail?${__url_time_range}&var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}",
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+        options+: {
+          sortBy: [{"displayName": "last success age", "desc": true}],
+        },
+        transformations: [
+          {
+            id: "merge",
+            options: {},
+          },
+          {
+            id: "organize",
+            options: {
+              excludeByName: {
+                Time: true,
+                __name__: true,
+              },
+              renameByName: {
+                "Value #A": "last success age",
+                "Value #B": "last cycle duration",
+                "Value #C": "ok cycles",
+                "Value #D": "failed cycles",
+                "Value #E": "skipped cycles",
+              },
+              indexByName: {
+                instance: 0,
+                engine: 1,
+                "Value #A": 2,
+                "Value #B": 3,
+                "Value #C": 4,
+                "Value #D": 5,
+                "Value #E": 6,
+                job: 7,
+              },
+            },
+          },
+        ],
+        targets: [
+          g.target(q("max by (job, instance, engine) (time() - layerprobe_last_success_timestamp_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"})"), "__auto", instant=true, format="table"),
+          g.target(q("max by (job, instance, engine) (layerprobe_cycle_duration_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"})"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(layerprobe_cycles_total{%(sel)s, engine=~\"$engine\", result=\"ok\"}[$__range]))"), "__auto", refId="C", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(layerprobe_cycles_total{%(sel)s, engine=~\"$engine\", result=\"failed\"}[$__range]))"), "__auto", refId="D", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(layerprobe_cycle_skips_total{%(sel)s, engine=~\"$engine\"}[$__range]))"), "__auto", refId="E", instant=true, format="table"),
+        ],
+      },
+      g.panel.bargauge + {
+        id: 18,
+        title: "Skipped cycles by reason",
+        description: "Cycles a guardrail skipped in the selected time range, by reason (budget_exhausted, busy_disk, busy_io_pressure, container_churn, host_locked, low_space).",
+        gridPos: g.pos(x=16, y=26, w=8, h=9),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+            thresholds+: {
+              steps: [
+                {
+                  color: "green",
+                  value: null,
+                },
+                {
+                  color: "orange",
+                  value: 0.5,
+                },
+              ],
+            },
+          },
+        },
+        targets: [
+          g.target(q("sum by (reason) (increase(layerprobe_cycle_skips_total{%(sel)s, engine=~\"$engine\"}[$__range]))"), "{{reason}}", instant=true),
+        ],
+      },
+      g.panel.table + {
+        id: 19,
+        title: "Firing layerprobe alerts per host",
+        description: "The shipped alerts (deploy/prometheus/layerprobe-rules.yml) firing now for the selected agents, with their labels. Empty when all is well.",
+        gridPos: g.pos(x=0, y=35, w=24, h=6),
+        fieldConfig+: {
+          defaults+: {
+            unit: "none",
+          },
+          overrides: [
+            {
+              matcher: {
+                id: "byName",
+                options: "instance",
+              },
+              properties: [
+                {
+                  id: "links",
+                  value: [
+                    {
+                      title: "Open the host detail dashboard",
+                      url: "/d/layerprobe-host/layerprobe-host-detail?${__url_time_range}&var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}",
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+        transformations: [
+          {
+            id: "organize",
+            options: {
+              excludeByName: {
+                Time: true,
+                __name__: true,
+                Value: true,
+                alertstate: true,
+              },
+              renameByName: {},
+              indexByName: {},
+            },
+          },
+        ],
+        targets: [
+          g.target(q("ALERTS{alertname=~\"Layerprobe.*\", alertstate=\"firing\", %(sel)s}"), "__auto", instant=true, format="table"),
+        ],
+      },
+      g.row(20, "Impact: bytes written", y=41),
+      g.panel.timeseries + {
+        id: 21,
+        title: "Write rate of the measurement jobs per host",
+        description: "Bytes per second the layerprobe measurement jobs wrote, per host: the load the agent puts on each host's data-root disk. Spikes at each cycle, zero in between.",
+        gridPos: g.pos(x=0, y=42, w=12, h=8),
+        fieldConfig+: {
+          defaults+: {
+            unit: "Bps",
+          },
+          overrides: [],
+        },
+        options+: {
+          legend+: {
+            calcs: ["lastNotNull"],
+          },
+        },
+        targets: [
+          g.target(q("sum by (instance) (rate(layerprobe_written_bytes_total{%(sel)s, engine=~\"$engine\"}[$__rate_interval]))"), "{{instance}}"),
+        ],
+      },
+      g.panel.bargauge + {
+        id: 22,
+        title: "Bytes written per host in the time range",
+        description: "Bytes the measurement jobs wrote per host in the selected time range (all targets).",
+        gridPos: g.pos(x=12, y=42, w=6, h=8),
+        fieldConfig+: {
+          defaults+: {
+            unit: "bytes",
+            thresholds+: {
+              steps: [{"color": "green", "value": null}],
+            },
+          },
+        },
+        targets: [
+          g.target(q("sort_desc(sum by (instance) (increase(layerprobe_written_bytes_total{%(sel)s, engine=~\"$engine\"}[$__range])))"), "{{instance}}", instant=true),
+        ],
+      },
+      g.panel.bargauge + {
+        id: 23,
+        title: "Daily write budget used per engine",
+        description: "Bytes written in the last 24 hours as a share of agent.daily_byte_budget. At 100% cycles are skipped (budget_exhausted). Absent for engines with an unlimited budget.",
+        gridPos: g.pos(x=18, y=42, w=6, h=8),
+        fieldConfig+: {
+          defaults+: {
+            unit: "percentunit",
+            thresholds+: {
+              steps: [
+                {
+                  color: "green",
+                  value: null,
+                },
+                {
+                  color: "orange",
+                  value: 0.8,
+                },
+                {
+                  color: "red",
+                  value: 1,
+                },
+              ],
+            },
+            min: 0,
+            max: 1,
+          },
+        },
+        targets: [
+          g.target(q("sort_desc(max by (instance, engine) (layerprobe_budget_used_bytes{%(sel)s, engine=~\"$engine\"} / layerprobe_daily_budget_bytes{%(sel)s, engine=~\"$engine\"}))"), "{{instance}} {{engine}}", instant=true),
+        ],
+      },
+      g.row(24, "Cold paths: fresh containers and copy-up", y=50),
+      g.panel.table + {
+        id: 25,
+        title: "Cold fsync overhead and copy-up cost per host",
+        description: "Per host and engine, from the cold probe (a freshly started container every agent.cold_interval, 12h by default): the paired median fsync p99 overhead of the container's writable layer with its exact 95% interval (1 = twice the host's latency; LayerprobeColdFsyncOverheadHigh fires when the lower bound stays above 1), the steady-state overhead next to it, the copy-up cost per MiB of a file in a lower image layer, and whether the data root's file system has reflink. Engines without cold results are missing. Click a host for its detail.",
+        gridPos: g.pos(x=0, y=51, w=24, h=9),
+        fieldConfig+: {
+          defaults+: {
+            unit: "percentunit",
+          },
+          overrides: [
+            {
+              matcher: {
+                id: "byName",
+                options: "cold 95% CI low",
+              },
+              properties: [
+                {
+                  id: "custom.cellOptions",
+                  value: {
+                    type: "color-text",
+                  },
+                },
+                {
+                  id: "thresholds",
+                  value: {
+                    mode: "absolute",
+                    steps: [{"color": "green", "value": null}, {"color": "red", "value": 1}],
+                  },
+                },
+              ],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "copy-up per MiB",
+              },
+              properties: [{"id": "unit", "value": "s"}],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "reflink",
+              },
+              properties: [
+                {
+                  id: "unit",
+                  value: "none",
+                },
+                {
+                  id: "mappings",
+                  value: [
+                    {
+                      type: "value",
+                      options: {
+                        "0": {
+                          text: "no",
+                          index: 0,
+                        },
+                        "1": {
+                          text: "yes",
+                          index: 1,
+                        },
+                      },
+                    },
+                  ],
+                },
+              ],
+            },
+            {
+              matcher: {
+                id: "byName",
+                options: "instance",
+              },
+              properties: [
+                {
+                  id: "links",
+                  value: [
+                    {
+                      title: "Open the host detail dashboard",
+                      url: "/d/layerprobe-host/layerprobe-host-detail?${__url_time_range}&var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}",
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+        options+: {
+          sortBy: [{"displayName": "cold overhead", "desc": true}],
+        },
+        transformations: [
+          {
+            id: "merge",
+            options: {},
+          },
+          {
+            id: "organize",
+            options: {
+              excludeByName: {
+                Time: true,
+                __name__: true,
+              },
+              renameByName: {
+                "Value #A": "cold overhead",
+                "Value #B": "cold 95% CI low",
+                "Value #C": "cold 95% CI high",
+                "Value #D": "steady overhead",
+                "Value #E": "copy-up per MiB",
+                "Value #F": "reflink",
+                backing_fs: "backing file system",
+              },
+              indexByName: {
+                instance: 0,
+                engine: 1,
+                driver: 2,
+                backing_fs: 3,
+                "Value #A": 4,
+                "Value #B": 5,
+                "Value #C": 6,
+                "Value #D": 7,
+                "Value #E": 8,
+                "Value #F": 9,
+                job: 10,
+              },
+            },
+          },
+        ],
+        targets: [
+          g.target(q("max by (job, instance, engine) (layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=\"cold\", target=\"container\", workload=\"fsync\", metric=\"fsync_p99\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", instant=true, format="table"),
+          g.target(q("max by (job, instance, engine) (layerprobe_overhead_ci_low_ratio{%(sel)s, engine=~\"$engine\", mode=\"cold\", target=\"container\", workload=\"fsync\", metric=\"fsync_p99\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("max by (job, instance, engine) (layerprobe_overhead_ci_high_ratio{%(sel)s, engine=~\"$engine\", mode=\"cold\", target=\"container\", workload=\"fsync\", metric=\"fsync_p99\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", refId="C", instant=true, format="table"),
+          g.target(q("max by (job, instance, engine) (layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"container\", workload=\"fsync\", metric=\"fsync_p99\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", refId="D", instant=true, format="table"),
+          g.target(q("max by (job, instance, engine) (layerprobe_copyup_cost_seconds_per_byte{%(sel)s, engine=~\"$engine\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"}) * 1048576"), "__auto", refId="E", instant=true, format="table"),
+          g.target(q("max by (job, instance, engine) (layerprobe_backing_fs_reflink{%(sel)s, engine=~\"$engine\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", refId="F", instant=true, format="table"),
+        ],
+      },
+    ],
+  )

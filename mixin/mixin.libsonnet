@@ -1,0 +1,6 @@
+// layerprobe's monitoring mixin: Prometheus recording rules and alerts,
+// and Grafana dashboards, configured through _config (config.libsonnet).
+(import 'config.libsonnet') +
+(import 'rules/rules.libsonnet') +
+(import 'alerts/alerts.libsonnet') +
+(import 'dashboards/dashboards.libsonnet')
