@@ -31,8 +31,9 @@ run: deps build
 	./scripts/ensure-dockerd.sh
 	./$(BIN) run
 
-# Build dashboards/ and deploy/prometheus/layerprobe-rules.yml from mixin/
-# (jsonnet, evaluated by go-jsonnet). `make test` fails while they differ.
+# Build dashboards/, deploy/prometheus/layerprobe-rules.yml, the
+# PrometheusRule and the chart's rules and dashboards from mixin/ (jsonnet,
+# evaluated by go-jsonnet). `make test` fails while they differ.
 mixin:
 	$(GO) run ./mixin/gen
 

@@ -51,3 +51,17 @@ if [[ ! -x $tools/bin/kubernetes-validate ]] || [[ $("$tools/bin/kubernetes-vali
   /usr/bin/python3 -m venv "$tools"
   "$tools/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv_version"
 fi
+
+# helm lints and renders the chart in deploy/helm for test/ops. Built from
+# its Go module (no other download route exists on a Debian machine); the
+# first build takes a few minutes.
+helm_version=v3.22.0
+if [[ ! -x $tools/bin/helm ]] || ! go version -m "$tools/bin/helm" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+helm\.sh/helm/v3[[:space:]]+$helm_version[[:space:]]"; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing $tools/bin/helm; run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: building helm $helm_version into $tools/bin" >&2
+  mkdir -p "$tools/bin"
+  GOBIN=$tools/bin go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+fi

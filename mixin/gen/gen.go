@@ -1,5 +1,5 @@
-// Command gen builds layerprobe's dashboards and Prometheus rules from
-// the monitoring mixin (mixin/*.libsonnet)
+// Command gen builds layerprobe's dashboards, Prometheus rules and their
+// Kubernetes and Helm forms from the monitoring mixin (mixin/*.libsonnet)
 // with its default _config, and writes them where the repository keeps
 // them. `make mixin` runs it; its test fails when a checked-in file
 // differs from what it builds.
@@ -23,8 +23,10 @@ import (
 
 // Where the outputs go, relative to the repository root.
 const (
-	dashboardsDir = "dashboards"
-	rulesFile     = "deploy/prometheus/layerprobe-rules.yml"
+	dashboardsDir  = "dashboards"
+	rulesFile      = "deploy/prometheus/layerprobe-rules.yml"
+	prometheusRule = "deploy/kubernetes/prometheus-operator/prometheusrule.yaml"
+	chartDir       = "deploy/helm/layerprobe"
 )
 
 // generatedNote heads every YAML output.
@@ -89,6 +91,8 @@ func build(root string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("dashboard %s: %w", name, err)
 		}
 		files[filepath.Join(dashboardsDir, name)] = b
+		// The chart ships the dashboards too, for Grafana's sidecar.
+		files[filepath.Join(chartDir, "files", "dashboards", name)] = b
 	}
 
 	groups := map[string]any{"groups": append(slices.Clone(m.Rules.Groups), m.Alerts.Groups...)}
@@ -97,6 +101,25 @@ func build(root string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
 	files[rulesFile] = append([]byte(generatedNote+rulesHeader), rules...)
+	files[filepath.Join(chartDir, "files", "layerprobe-rules.yml")] = append([]byte(generatedNote), rules...)
+
+	pr, err := marshalYAML(map[string]any{
+		"apiVersion": "monitoring.coreos.com/v1",
+		"kind":       "PrometheusRule",
+		"metadata": map[string]any{
+			"name":      "layerprobe",
+			"namespace": "layerprobe",
+			"labels": map[string]any{
+				"app.kubernetes.io/name":      "layerprobe",
+				"app.kubernetes.io/component": "agent",
+			},
+		},
+		"spec": groups,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("PrometheusRule: %w", err)
+	}
+	files[prometheusRule] = append([]byte(generatedNote+prometheusRuleHeader), pr...)
 	return files, nil
 }
 
@@ -112,6 +135,13 @@ const rulesHeader = `#
 # thresholds and the for: durations (docs/runbook.md#assumptions-and-tuning).
 `
 
+const prometheusRuleHeader = `#
+# The rules of deploy/prometheus/layerprobe-rules.yml for the Prometheus
+# Operator. Its Prometheus selects PrometheusRules by label
+# (spec.ruleSelector); add the label yours expects, e.g. release: <name> for
+# kube-prometheus-stack.
+`
+
 // marshalJSON writes v as Grafana exports dashboards: two-space indent,
 // no HTML escaping, a final newline.
 func marshalJSON(v any) ([]byte, error) {
@@ -125,8 +155,8 @@ func marshalJSON(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// keyOrder puts the keys people read first in Prometheus rules first;
-// the rest follow alphabetically.
+// keyOrder puts the keys people read first in Prometheus rules and
+// Kubernetes objects first; the rest follow alphabetically.
 var keyOrder = []string{"apiVersion", "kind", "metadata", "spec", "name", "namespace", "groups", "rules",
 	"record", "alert", "expr", "for", "labels", "annotations", "summary", "description", "runbook_url"}
 

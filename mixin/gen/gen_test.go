@@ -11,7 +11,7 @@ import (
 
 const root = "../.."
 
-// The dashboards and rules in the repository
+// The dashboards, rules, PrometheusRule and chart files in the repository
 // are what the mixin builds: `make mixin` after editing the jsonnet, never
 // an edit of the outputs.
 func TestOutputsUpToDate(t *testing.T) {
@@ -20,7 +20,8 @@ func TestOutputsUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"dashboards/layerprobe-fleet.json", "dashboards/layerprobe-host.json", rulesFile,
+		"dashboards/layerprobe-fleet.json", "dashboards/layerprobe-host.json", rulesFile, prometheusRule,
+		chartDir + "/files/layerprobe-rules.yml",
 	} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("the mixin no longer builds %s", want)
@@ -43,7 +44,7 @@ func TestOutputsUpToDate(t *testing.T) {
 	}
 	// No stale output: every dashboard in the directories the mixin
 	// writes comes from it.
-	for _, dir := range []string{dashboardsDir} {
+	for _, dir := range []string{dashboardsDir, chartDir + "/files/dashboards"} {
 		have, _ := filepath.Glob(filepath.Join(root, dir, "*.json"))
 		for _, p := range have {
 			rel, _ := filepath.Rel(root, p)

@@ -1,0 +1,301 @@
+package ops
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The Prometheus Operator objects and the Helm chart. kubernetes-validate
+// has no schema for the operator's kinds (PodMonitor, ServiceMonitor,
+// PrometheusRule): their rules go through promtool, and what ties them to
+// the DaemonSet (selectors, port names) is checked here.
+
+const (
+	chartPath          = "deploy/helm/layerprobe"
+	operatorRuleFile   = "deploy/kubernetes/prometheus-operator/prometheusrule.yaml"
+	operatorPodMonitor = "deploy/kubernetes/prometheus-operator/podmonitor.yaml"
+)
+
+// decodeObjects reads every document of a multi-document YAML text.
+func decodeObjects(t *testing.T, text string) []k8sObject {
+	t.Helper()
+	var out []k8sObject
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	for {
+		var o k8sObject
+		err := dec.Decode(&o)
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("decode: %v", err)
+			}
+			return out
+		}
+		if o.Kind != "" {
+			out = append(out, o)
+		}
+	}
+}
+
+// serviceSelector reads a Service's spec.selector, a plain label map.
+func serviceSelector(t *testing.T, text, name string) map[string]string {
+	t.Helper()
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	for {
+		var o struct {
+			Kind     string `yaml:"kind"`
+			Metadata struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+			Spec struct {
+				Selector map[string]string `yaml:"selector"`
+			} `yaml:"spec"`
+		}
+		if err := dec.Decode(&o); err != nil {
+			t.Fatalf("no Service %s", name)
+		}
+		if o.Kind == "Service" && o.Metadata.Name == name {
+			return o.Spec.Selector
+		}
+	}
+}
+
+func selects(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRuleGroups runs promtool on a PrometheusRule's groups and checks
+// that they are the shipped rules file's.
+func checkRuleGroups(t *testing.T, where string, groups []any) {
+	t.Helper()
+	var shipped struct {
+		Groups []any `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(rulesFile))), &shipped); err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(map[string]any{"groups": groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := yaml.Marshal(map[string]any{"groups": shipped.Groups})
+	if string(b) != string(want) {
+		t.Errorf("%s: the PrometheusRule's groups differ from %s", where, rulesFile)
+	}
+	f := filepath.Join(t.TempDir(), "rules.yml")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, time.Minute, "", nil, tool(t, "promtool"), "check", "rules", "--lint=all", "--lint-fatal", f); r.err != nil {
+		t.Errorf("%s: promtool check rules:\n%s", where, r)
+	}
+}
+
+func TestPrometheusOperatorObjects(t *testing.T) {
+	ds := decodeObjects(t, readFile(t, repoPath("deploy/kubernetes/20-daemonset.yaml")))[0]
+	pods := ds.Spec.Template.Metadata.Labels
+	svcText := readFile(t, repoPath("deploy/kubernetes/30-service.yaml"))
+	svc := decodeObjects(t, svcText)[0]
+	if !selects(serviceSelector(t, svcText, "layerprobe"), pods) || svc.Spec.ClusterIP != "None" ||
+		len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "metrics" {
+		t.Errorf("Service: selector %v for pods %v, clusterIP %q, ports %+v", serviceSelector(t, svcText, "layerprobe"), pods, svc.Spec.ClusterIP, svc.Spec.Ports)
+	}
+	if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(tl map[string]string) bool {
+		return tl["operator"] == "Exists" && tl["key"] == "" && tl["effect"] == ""
+	}) {
+		t.Errorf("the DaemonSet does not tolerate every taint: %v", ds.Spec.Template.Spec.Tolerations)
+	}
+
+	pm := decodeObjects(t, readFile(t, repoPath(operatorPodMonitor)))[0]
+	if pm.Kind != "PodMonitor" || pm.Metadata.Namespace != ds.Metadata.Namespace || !selects(pm.Spec.Selector.MatchLabels, pods) {
+		t.Errorf("PodMonitor %s/%s selects %v; the pods have %v", pm.Metadata.Namespace, pm.Metadata.Name, pm.Spec.Selector.MatchLabels, pods)
+	}
+	checkEndpoints(t, "PodMonitor", pm.Spec.PodMetricsEndpoints)
+
+	pr := decodeObjects(t, readFile(t, repoPath(operatorRuleFile)))[0]
+	if pr.Kind != "PrometheusRule" || pr.Metadata.Namespace != ds.Metadata.Namespace {
+		t.Errorf("%s: %s in %q", operatorRuleFile, pr.Kind, pr.Metadata.Namespace)
+	}
+	checkRuleGroups(t, operatorRuleFile, pr.Spec.Groups)
+}
+
+// checkEndpoints: one endpoint on the metrics port that names the target
+// after the node, as the plain scrape configuration does.
+func checkEndpoints(t *testing.T, kind string, eps []k8sEndpoint) {
+	t.Helper()
+	if len(eps) != 1 || eps[0].Port != "metrics" || eps[0].Path != "/metrics" {
+		t.Errorf("%s endpoints %+v: want the metrics port", kind, eps)
+		return
+	}
+	if !slices.ContainsFunc(eps[0].Relabelings, func(r struct {
+		SourceLabels []string `yaml:"sourceLabels"`
+		TargetLabel  string   `yaml:"targetLabel"`
+	}) bool {
+		return r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})
+	}) {
+		t.Errorf("%s: instance is not named after the node: %+v", kind, eps[0].Relabelings)
+	}
+}
+
+// helmTemplate renders the chart with values; it fails the test when helm
+// does, unless wantErr is set, when it returns helm's output instead.
+func helmTemplate(t *testing.T, helm string, wantErr bool, set ...string) string {
+	t.Helper()
+	args := []string{"template", "lp", repoPath(chartPath), "--namespace", "layerprobe", "--kube-version", kubernetesVersion}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	r := run(t, time.Minute, "", nil, helm, args...)
+	if wantErr {
+		if r.err == nil {
+			t.Errorf("helm template %v succeeded", set)
+		}
+		return r.stdout + r.stderr
+	}
+	if r.err != nil {
+		t.Fatalf("helm template %v:\n%s", set, r)
+	}
+	return r.stdout
+}
+
+// TestHelmChart lints the chart, renders it with its defaults and with
+// every option on, validates what it renders with kubernetes-validate and
+// checks that the values reach the objects.
+func TestHelmChart(t *testing.T) {
+	helm := tool(t, "helm", "/opt/layerprobe-test-tools/bin")
+	kv := tool(t, "kubernetes-validate", "/opt/layerprobe-test-tools/bin")
+	if r := run(t, time.Minute, "", nil, helm, "lint", "--strict", "--kube-version", kubernetesVersion, repoPath(chartPath)); r.err != nil {
+		t.Errorf("helm lint:\n%s", r)
+	}
+
+	validate := func(name, text string, core int) {
+		f := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, 2*time.Minute, "", nil, kv, "--strict", "--kubernetes-version", kubernetesVersion, f)
+		if r.err != nil {
+			t.Errorf("kubernetes-validate (%s):\n%s", name, r)
+		}
+		if n := strings.Count(r.stdout+r.stderr, " passed "); n != core {
+			t.Errorf("kubernetes-validate (%s) passed %d resources, want %d:\n%s", name, n, core, r)
+		}
+	}
+
+	def := helmTemplate(t, helm, false)
+	validate("defaults", def, 3) // ConfigMap, Service, DaemonSet
+	kinds := func(objs []k8sObject) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Kind)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := kinds(decodeObjects(t, def)); !slices.Equal(got, []string{"ConfigMap", "DaemonSet", "Service"}) {
+		t.Errorf("defaults render %v", got)
+	}
+
+	all := helmTemplate(t, helm, false, "monitor.enabled=true", "prometheusRule.enabled=true", "dashboards.enabled=true",
+		"engine.socket=/run/docker-alt.sock", "engine.dataRoot=/srv/docker", "stateDir=/srv/layerprobe")
+	validate("all", all, 5) // and the two dashboard ConfigMaps
+	objs := decodeObjects(t, all)
+	if got := kinds(objs); !slices.Equal(got, []string{"ConfigMap", "ConfigMap", "ConfigMap", "DaemonSet", "PodMonitor", "PrometheusRule", "Service"}) {
+		t.Errorf("everything on renders %v", got)
+	}
+	byKind := map[string]k8sObject{}
+	dashboards := map[string]string{}
+	for _, o := range objs {
+		byKind[o.Kind] = o
+		for k, v := range o.Data {
+			if strings.HasSuffix(k, ".json") {
+				dashboards[k] = v
+			}
+		}
+	}
+	ds := byKind["DaemonSet"]
+	spec := ds.Spec.Template.Spec
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.HostPath.Path] = v.HostPath.Type
+		}
+	}
+	for path, typ := range map[string]string{"/run/docker-alt.sock": "Socket", "/srv/docker": "Directory", "/srv/docker/layerprobe-scratch": "DirectoryOrCreate", "/srv/layerprobe": "DirectoryOrCreate"} {
+		if hostPaths[path] != typ {
+			t.Errorf("hostPath %s: type %q, want %s (have %v)", path, hostPaths[path], typ, hostPaths)
+		}
+	}
+	c := spec.Containers[0]
+	mounts := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = true
+	}
+	for _, p := range []string{"/run/docker-alt.sock", "/srv/docker", "/srv/docker/layerprobe-scratch", "/srv/layerprobe", "/etc/layerprobe"} {
+		if !mounts[p] {
+			t.Errorf("nothing mounted at %s: the agent needs the node's paths", p)
+		}
+	}
+	if !slices.ContainsFunc(c.Env, func(e struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	}) bool {
+		return e.Name == "DOCKER_HOST" && e.Value == "unix:///run/docker-alt.sock"
+	}) || !slices.Contains(c.Args, "/srv/layerprobe") {
+		t.Errorf("the agent is not pointed at the engine socket and state directory: env %v, args %v", c.Env, c.Args)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tl map[string]string) bool { return tl["operator"] == "Exists" && tl["key"] == "" }) {
+		t.Errorf("the chart's DaemonSet does not tolerate every taint: %v", spec.Tolerations)
+	}
+	pods := ds.Spec.Template.Metadata.Labels
+	if !selects(ds.Spec.Selector.MatchLabels, pods) || !selects(byKind["PodMonitor"].Spec.Selector.MatchLabels, pods) ||
+		!selects(serviceSelector(t, all, byKind["Service"].Metadata.Name), pods) {
+		t.Errorf("selectors do not match the pods' labels %v", pods)
+	}
+	checkEndpoints(t, "PodMonitor", byKind["PodMonitor"].Spec.PodMetricsEndpoints)
+	checkRuleGroups(t, "chart PrometheusRule", byKind["PrometheusRule"].Spec.Groups)
+	for _, name := range []string{"layerprobe-fleet.json", "layerprobe-host.json"} {
+		if dashboards[name] != strings.TrimSuffix(readFile(t, repoPath("dashboards/"+name)), "\n") {
+			t.Errorf("the chart's %s is not dashboards/%s", name, name)
+		}
+	}
+
+	sm := decodeObjects(t, helmTemplate(t, helm, false, "monitor.enabled=true", "monitor.kind=ServiceMonitor"))
+	for _, o := range sm {
+		if o.Kind == "ServiceMonitor" {
+			checkEndpoints(t, "ServiceMonitor", o.Spec.Endpoints)
+		}
+	}
+	if !slices.Contains(kinds(sm), "ServiceMonitor") {
+		t.Errorf("monitor.kind=ServiceMonitor renders %v", kinds(sm))
+	}
+	// Values the chart cannot honour fail with a message that names them.
+	for set, want := range map[string]string{
+		"engine.type=rkt":       "engine.type",
+		"monitor.kind=Probe":    "monitor.kind",
+		"service.enabled=false": "service.enabled",
+	} {
+		args := []string{set}
+		if set == "service.enabled=false" {
+			args = append(args, "monitor.enabled=true", "monitor.kind=ServiceMonitor")
+		} else if strings.HasPrefix(set, "monitor") {
+			args = append(args, "monitor.enabled=true")
+		}
+		if out := helmTemplate(t, helm, true, args...); !strings.Contains(out, want) {
+			t.Errorf("helm template --set %v: %q does not name %s", args, out, want)
+		}
+	}
+}
