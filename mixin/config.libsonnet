@@ -48,6 +48,7 @@
     coldFsyncOverheadFor: '1h',
     budgetExhaustedFor: '%dh' % (2 * self.agentIntervalHours),
     slowStorageDriverFor: '%dh' % (2 * self.agentIntervalHours),
+    databaseInLayerFor: '%dh' % (2 * self.agentIntervalHours),
 
     // Severity label of every alert, and where the runbook lives.
     alertSeverity: 'warning',

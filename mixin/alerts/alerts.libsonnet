@@ -182,6 +182,23 @@ local promql = import '../lib/promql.libsonnet';
             |||,
             severity='info',
           ),
+
+          // The layer-write advisor, which runs with every cycle, counts the
+          // running containers of known databases and queues whose data
+          // directory is on no volume: every write of theirs pays the
+          // writable layer's cost, and their data goes with the container.
+          // Two passes keep a container that only ran for a test out.
+          alert(
+            'LayerprobeDatabaseInWritableLayer',
+            |||
+              min_over_time(%s[30m]) > 0
+            ||| % s('layerprobe_databases_in_layer'),
+            c.databaseInLayerFor,
+            'A database or queue keeps its data in a container\'s writable layer.',
+            |||
+              {{ $value | printf "%.0f" }} running database or queue container(s) of engine {{ $labels.engine }} on {{ $labels.instance }} keep their data directory on no volume, in the writable layer. `layerprobe advise` or GET /api/v1/containers names them and the directory to mount a volume at.
+            |||,
+          ),
         ],
       },
     ],
