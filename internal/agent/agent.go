@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
@@ -242,12 +243,78 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 			coldTimer.Reset(a.jittered(a.cfg.Agent.ColdInterval))
 		case <-timer.C:
 			if a.running.CompareAndSwap(false, true) {
-				a.cycleAll(ctx, triggerSchedule)
+				a.scheduledCycles(ctx)
 				a.running.Store(false)
+			} else {
+				// An API trigger is queued: it serves as the due cycles.
+				a.postponeDue()
 			}
-			timer.Reset(a.nextInterval())
+			timer.Reset(a.untilDue())
 		}
 	}
+}
+
+// scheduledCycles runs a steady cycle on every engine that is due (all of
+// them the first time) and schedules each engine's next one: after the
+// interval when the cycle measured, after a short, growing backoff when it
+// was skipped or failed, so that a host that was busy at start, or briefly,
+// gets its result within minutes instead of an interval later.
+func (a *Agent) scheduledCycles(ctx context.Context) {
+	now := a.now()
+	var due []*engineState
+	for _, e := range a.engines {
+		if !e.due.After(now) {
+			due = append(due, e)
+		}
+	}
+	a.steadyCycles(ctx, due, func(e *engineState) string {
+		if e.backoff > 0 {
+			return triggerRetry
+		}
+		return triggerSchedule
+	}, a.reschedule)
+}
+
+// reschedule sets when the engine's next scheduled cycle is due after one
+// that ended with result.
+func (a *Agent) reschedule(e *engineState, result string) {
+	if initial := a.cfg.Agent.RetryBackoff; initial > 0 && (result == ResultSkipped || result == ResultFailed) {
+		e.backoff = nextBackoff(e.backoff, initial, a.cfg.Agent.Interval)
+		e.due = a.now().Add(e.backoff)
+		a.logger.Info("next cycle soon", "engine", e.cfg.Name, "after", result, "in", e.backoff.String())
+		return
+	}
+	e.backoff = 0
+	e.due = a.now().Add(a.nextInterval())
+}
+
+// nextBackoff is the wait before the next retry: initial after the first
+// miss, then doubling, never above limit (the interval).
+func nextBackoff(prev, initial, limit time.Duration) time.Duration {
+	if prev <= 0 {
+		return min(initial, limit)
+	}
+	return min(2*prev, limit)
+}
+
+// postponeDue moves every due engine one interval on.
+func (a *Agent) postponeDue() {
+	now := a.now()
+	for _, e := range a.engines {
+		if !e.due.After(now) {
+			e.due = now.Add(a.nextInterval())
+		}
+	}
+}
+
+// untilDue is the time until the next engine is due.
+func (a *Agent) untilDue() time.Duration {
+	now := a.now()
+	next := time.Duration(math.MaxInt64)
+	for _, e := range a.engines {
+		next = min(next, e.due.Sub(now))
+	}
+	return max(next, 0)
 }
 
 // nextInterval is the interval with a uniform jitter of +-jitter, so a
@@ -263,16 +330,29 @@ func (a *Agent) jittered(iv time.Duration) time.Duration {
 	return time.Duration(float64(iv) * f)
 }
 
+// cycleAll runs one steady cycle on every engine now.
 func (a *Agent) cycleAll(ctx context.Context, trigger string) {
-	for _, e := range a.engines {
+	a.steadyCycles(ctx, a.engines, func(*engineState) string { return trigger }, nil)
+}
+
+// steadyCycles runs one steady cycle on each of engines, with its
+// confirmation rounds when the detector asks for them, tells done (when
+// set) how each cycle ended, and publishes.
+func (a *Agent) steadyCycles(ctx context.Context, engines []*engineState, trigger func(*engineState) string,
+	done func(*engineState, string)) {
+	for _, e := range engines {
 		if ctx.Err() != nil {
 			return
 		}
 		if a.cfg.Advisor.Enabled {
 			a.advise(ctx, e)
 		}
-		if a.cycle(ctx, e, trigger, a.prof) && ctx.Err() == nil {
+		result, suspect := a.cycle(ctx, e, trigger(e), a.prof)
+		if suspect && ctx.Err() == nil {
 			a.confirm(ctx, e, a.prof)
+		}
+		if done != nil {
+			done(e, result)
 		}
 	}
 	if n, err := a.store.Prune(ctx, a.now().Add(-a.cfg.Agent.Retention)); err != nil {

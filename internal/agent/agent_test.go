@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -461,6 +462,97 @@ func TestLoop(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("loop did not stop with its context")
+	}
+}
+
+// TestLoopRetriesAfterBackoff: a scheduled cycle the guard skips is tried
+// again after the backoff, then after twice that, each try recorded and
+// counted with its reason; once the host is quiet the retry measures, long
+// before the interval.
+func TestLoopRetriesAfterBackoff(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) {
+		c.Agent.Interval = time.Hour
+		c.Agent.RetryBackoff = 200 * time.Millisecond
+		c.Agent.MaxIOPressure = 10
+		c.Agent.RoundsPerCycle = 1
+	})
+	pressure := filepath.Join(a.procRoot, "pressure", "io")
+	writeFile(t, pressure, "some avg10=42.00 avg60=1.00 avg300=1.00 total=1\n")
+	a.opts.FirstCycleDelay = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.loop(ctx, make(chan error)) }()
+	stop := sync.OnceFunc(func() { cancel(); <-done })
+	defer stop()
+
+	wait := func(what string, ok func([]store.Cycle) bool) []store.Cycle {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			cs := a.cycles(t)
+			if ok(cs) {
+				return cs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute: %+v", what, cs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cs := wait("three skipped cycles", func(cs []store.Cycle) bool { return len(cs) >= 3 })
+	writeFile(t, pressure, "some avg10=0.00 avg60=0.00 avg300=0.00 total=1\n")
+	for i, c := range cs[:3] {
+		want := triggerRetry
+		if i == 0 {
+			want = triggerSchedule
+		}
+		if c.Result != ResultSkipped || c.Reason != SkipBusyIOPressure || c.Trigger != want {
+			t.Errorf("cycle %d: %s/%s trigger %s, want skipped %s trigger %s", i+1, c.Result, c.Reason, c.Trigger, SkipBusyIOPressure, want)
+		}
+	}
+	// The second wait is twice the first (a scheduler that ran late
+	// could only make the first longer, not the second shorter).
+	if g1, g2 := cs[1].StartedAt.Sub(cs[0].FinishedAt), cs[2].StartedAt.Sub(cs[1].FinishedAt); g1 < 200*time.Millisecond || g2 < 400*time.Millisecond {
+		t.Errorf("waits between the skipped cycles %s and %s, want at least 200ms then 400ms", g1, g2)
+	}
+	cs = wait("a measured retry", func(cs []store.Cycle) bool {
+		return slices.ContainsFunc(cs, func(c store.Cycle) bool { return c.Result == ResultOK })
+	})
+	ok := cs[slices.IndexFunc(cs, func(c store.Cycle) bool { return c.Result == ResultOK })]
+	if ok.Trigger != triggerRetry {
+		t.Errorf("the measured cycle's trigger is %q, want %q", ok.Trigger, triggerRetry)
+	}
+	stop() // the loop publishes after the cycle is recorded
+	me := a.Snapshot().Engines[0]
+	skipped := 0
+	for _, c := range cs {
+		if c.Result == ResultSkipped {
+			skipped++
+		}
+	}
+	if me.SkipsTotal[SkipBusyIOPressure] != float64(skipped) || me.CyclesTotal[ResultSkipped] != float64(skipped) || me.CyclesTotal[ResultOK] != 1 {
+		t.Errorf("skips %v, cycles %v; want %d skipped and 1 ok", me.SkipsTotal, me.CyclesTotal, skipped)
+	}
+	// After a measured cycle the next one is an interval away.
+	if d := a.untilDue(); d < 50*time.Minute {
+		t.Errorf("after a measured cycle the next is due in %s, want about the interval (1h)", d)
+	}
+}
+
+func TestNextBackoff(t *testing.T) {
+	const initial, limit = 2 * time.Minute, 15 * time.Minute
+	var got []time.Duration
+	b := time.Duration(0)
+	for range 5 {
+		b = nextBackoff(b, initial, limit)
+		got = append(got, b)
+	}
+	want := []time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 15 * time.Minute, 15 * time.Minute}
+	if !slices.Equal(got, want) {
+		t.Errorf("backoffs %v, want %v", got, want)
+	}
+	if b := nextBackoff(0, time.Hour, 10*time.Minute); b != 10*time.Minute {
+		t.Errorf("a backoff above the interval: %s, want the interval", b)
 	}
 }
 

@@ -99,7 +99,7 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 	prof := fsyncOnly(a.prof)
 	rounds := a.cfg.Agent.ColdRounds
-	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
+	r, _ := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
 		rounds: rounds, estimate: e.coldEstimate(prof, rounds)})
 	if r == nil {
 		return

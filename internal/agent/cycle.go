@@ -47,6 +47,11 @@ type engineState struct {
 	// lastCycleBytes estimates the next cycle's writes for the budget
 	// when cycles have no byte cap.
 	lastCycleBytes int64
+	// due is when the next scheduled steady cycle runs (zero: at the
+	// first scheduled run); backoff is the wait after the last scheduled
+	// cycle when it was skipped or failed, 0 after one that measured.
+	due     time.Time
+	backoff time.Duration
 
 	// published
 	info         engine.Info
@@ -177,33 +182,34 @@ type cycleRun struct {
 // look at the engine, ask the guard, make sure the probe session runs,
 // claim the round numbers and record the cycle as started. A cycle that
 // ends there (skipped, or failed before measuring) is recorded whole and
-// begin returns nil; otherwise the caller measures and calls end.
-func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) *cycleRun {
+// begin returns nil and how it ended; otherwise the caller measures and
+// calls end.
+func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cycleRun, ended string) {
 	c := &store.Cycle{Engine: e.cfg.Name, Mode: sp.mode, Profile: sp.profile, Trigger: sp.trigger, StartedAt: a.now().UTC()}
-	r := &cycleRun{a: a, e: e, c: c, log: a.logger.With("engine", e.cfg.Name, "trigger", sp.trigger)}
+	r = &cycleRun{a: a, e: e, c: c, log: a.logger.With("engine", e.cfg.Name, "trigger", sp.trigger)}
 
 	lock, err := hostfs.TryLock(a.lockPath())
 	if err != nil {
 		r.finish(ctx, ResultSkipped, SkipHostLocked, "another layerprobe is measuring on this host: "+err.Error())
-		return nil
+		return nil, c.Result
 	}
 	r.lock = lock
 	info, err := a.refreshInfo(ctx, e)
 	if err != nil {
 		e.closeSession(ctx)
 		r.abort(ctx, ResultFailed, "unreachable", err.Error())
-		return nil
+		return nil, c.Result
 	}
 	c.Driver, c.BackingFS, c.EngineVersion = info.Driver, info.BackingFS, info.ServerVersion
 	if !sp.unguarded {
 		if s := a.guard(ctx, e, info, sp.jobs, sp.estimate); s != nil {
 			r.abort(ctx, ResultSkipped, s.reason, s.message)
-			return nil
+			return nil, c.Result
 		}
 	}
 	if err := a.ensureSession(ctx, e); err != nil {
 		r.abort(ctx, ResultFailed, failReason(err), err.Error())
-		return nil
+		return nil, c.Result
 	}
 	c.FioVersion = e.sess.FioVersion
 	// The round numbers are claimed with the cycle's start, so a kill
@@ -212,16 +218,16 @@ func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) *cycleR
 	first, err := a.store.NextRound(ctx, e.cfg.Name, sp.mode)
 	if err != nil {
 		r.abort(ctx, ResultFailed, "store", err.Error())
-		return nil
+		return nil, c.Result
 	}
 	c.FirstRound, c.Rounds = first, sp.rounds
 	if err := a.store.StartCycle(ctx, c); err != nil {
 		r.log.Error("record cycle start", "mode", sp.mode, "err", err)
 		_ = lock.Unlock()
-		return nil
+		return nil, ResultFailed
 	}
 	r.first = first
-	return r
+	return r, ""
 }
 
 // failReason is the recorded reason of an error that stopped a cycle: the
@@ -262,15 +268,15 @@ func (r *cycleRun) end(ctx context.Context, what string, failures []string) (res
 }
 
 // cycle runs one steady measurement cycle on one engine and records it,
-// whatever happens: a failed cycle is data. It reports whether the
-// detector became suspicious, so the caller runs confirmation rounds
-// (after this cycle has released the host lock).
-func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile) (confirm bool) {
+// whatever happens: a failed cycle is data. It returns the cycle's result
+// and whether the detector became suspicious, so the caller runs
+// confirmation rounds (after this cycle has released the host lock).
+func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile) (result string, confirm bool) {
 	plan := a.cyclePlan(prof)
-	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
+	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
 		rounds: plannedRounds(plan, prof), estimate: e.estimateBytes(prof, plan, len(a.cfg.Targets)+1)})
 	if r == nil {
-		return false
+		return ended, false
 	}
 	c := r.c
 	// The window's rounds count towards the precision: a cycle stops as
@@ -287,11 +293,12 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 		suspects = a.observe(ctx, e, c.Samples)
 	}
 	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
-	if r.end(ctx, "failed fio jobs", failureReasons(c.Samples)) != ResultInterrupted && len(suspects) > 0 {
+	result = r.end(ctx, "failed fio jobs", failureReasons(c.Samples))
+	if result != ResultInterrupted && len(suspects) > 0 {
 		r.log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
-		return true
+		return result, true
 	}
-	return false
+	return result, false
 }
 
 // confirm runs the confirmation rounds of an open suspicion: fsync rounds
@@ -301,7 +308,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	prof = fsyncOnly(prof)
 	plan := probe.Plan{Rounds: a.det.ConfirmRounds}
-	r := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: triggerConfirm, profile: prof.Name, jobs: prof,
+	r, _ := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: triggerConfirm, profile: prof.Name, jobs: prof,
 		rounds: plan.Rounds, unguarded: true})
 	if r == nil {
 		return
@@ -380,6 +387,7 @@ func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 // Cycle triggers.
 const (
 	triggerSchedule = "schedule"
+	triggerRetry    = "retry" // a scheduled cycle after a skipped or failed one
 	triggerAPI      = "api"
 	triggerConfirm  = "confirm"
 )

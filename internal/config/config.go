@@ -81,6 +81,11 @@ type Agent struct {
 	APITokenFile  string        `yaml:"api_token_file"`
 	Interval      time.Duration `yaml:"interval"`
 	Jitter        float64       `yaml:"jitter"`
+	// RetryBackoff is how soon a scheduled steady cycle that was skipped
+	// (busy host, lock, ...) or failed runs again: after RetryBackoff, then
+	// twice as long after each further miss, never longer than Interval.
+	// 0 waits the whole interval.
+	RetryBackoff time.Duration `yaml:"retry_backoff"`
 	// RoundsPerCycle fixes the rounds of every job per cycle; 0 (the
 	// default) makes cycles adaptive: at least MinRoundsPerCycle rounds of
 	// every job, then more until the published interval (over the window,

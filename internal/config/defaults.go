@@ -37,6 +37,7 @@ func Default() *Config {
 			StateDir:          "/var/lib/layerprobe",
 			Interval:          6 * time.Hour,
 			Jitter:            0.1,
+			RetryBackoff:      2 * time.Minute,
 			RoundsPerCycle:    0,
 			MinRoundsPerCycle: 2,
 			TargetPrecision:   0.03,

@@ -23,6 +23,7 @@ import (
 const (
 	maxRounds         = 1000
 	minInterval       = 10 * time.Second
+	minRetryBackoff   = time.Second
 	minRetention      = time.Hour
 	maxRoundsPerCycle = 100
 	maxBaselineRounds = 100_000
@@ -268,6 +269,9 @@ func (c *Config) checkAgent(ch *checker) {
 		ch.addf("agent.interval", "%s is too short, want at least %s (production: 15m or more)", fmtDuration(a.Interval), fmtDuration(minInterval))
 	}
 	ch.floatRange("agent.jitter", a.Jitter, 0, maxJitter)
+	if a.RetryBackoff != 0 && a.RetryBackoff < minRetryBackoff {
+		ch.addf("agent.retry_backoff", "%s is too short, want 0 (wait the whole interval) or at least %s", fmtDuration(a.RetryBackoff), fmtDuration(minRetryBackoff))
+	}
 	if a.RoundsPerCycle != 0 {
 		ch.intRange("agent.rounds_per_cycle", a.RoundsPerCycle, 1, maxRoundsPerCycle)
 	}

@@ -59,6 +59,7 @@ func TestValidate(t *testing.T) {
 		{"ratio NaN", func(c *Config) { c.FreeSpace.MinFreeRatio = math.NaN() }, []string{"free_space.min_free_ratio: NaN"}},
 		{"interval 10s", func(c *Config) { c.Agent.Interval = 10 * time.Second }, nil},
 		{"interval 9s", func(c *Config) { c.Agent.Interval = 9 * time.Second }, []string{"agent.interval: 9s is too short"}},
+		{"retry backoff 500ms", func(c *Config) { c.Agent.RetryBackoff = 500 * time.Millisecond }, []string{"agent.retry_backoff: 500ms is too short, want 0 (wait the whole interval) or at least 1s"}},
 		{"jitter 0.5", func(c *Config) { c.Agent.Jitter = 0.5 }, nil},
 		{"jitter inf", func(c *Config) { c.Agent.Jitter = math.Inf(1) }, []string{"agent.jitter: +Inf"}},
 		{"rounds per cycle 100", func(c *Config) { c.Agent.RoundsPerCycle = 100 }, nil},
