@@ -182,6 +182,21 @@ func (l Labelled) String() string {
 	return fmt.Sprintf("containers %v, volumes %v, images %v", names, l.Volumes, l.Images)
 }
 
+// Send is Do with a request body of the content type.
+func (d *Docker) Send(t testing.TB, method, path, contentType string, body io.Reader, v any) {
+	t.Helper()
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.Raw(t, method, path, contentType, raw)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("docker %s %s: decode: %v", method, path, err)
+		}
+	}
+}
+
 // Labelled lists the containers, volumes and images layerprobe created.
 func (d *Docker) Labelled(t testing.TB) Labelled {
 	t.Helper()
