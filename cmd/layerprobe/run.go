@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
@@ -36,6 +35,7 @@ type runOptions struct {
 	Output    string
 	Mode      string
 	Engines   []string
+	Quiet     bool
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -50,7 +50,10 @@ socket) and print, per target and workload, the speed in percent of the host's w
 Each round runs one workload on every target (host, container, bind, volume) once, in
 a random order that the workload's next round reverses; the overhead is the
 Hodges-Lehmann estimate of the per-round ratios to host. With the default profile the
-rounds go on until every interval is within --precision or --max-bytes is written.`,
+rounds go on until every interval is within --precision or --max-bytes is written.
+
+Progress goes to stderr: a live bar on a terminal, one line per round otherwise
+(stdout keeps the table or the JSON alone); --quiet turns it off.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.loadConfig(cmd)
@@ -101,6 +104,7 @@ rounds go on until every interval is within --precision or --max-bytes is writte
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
+	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr (by default a live bar on a terminal, one line per round otherwise)")
 	return cmd
 }
 
@@ -133,10 +137,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	if plan.Rounds == 0 {
 		run.Precision, run.MaxBytes = plan.Precision, plan.MaxBytes
 	}
-	var prog *progressPrinter
-	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		prog = &progressPrinter{w: stderr}
-	}
+	prog := newProgress(stderr, o.Quiet)
 	var failed []string
 	for _, ec := range engines {
 		er := measureEngine(ctx, cfg, ec, prof, plan, measure.Mode(o.Mode), logger, prog)
@@ -149,7 +150,9 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 			break
 		}
 	}
-	prog.clear()
+	if prog != nil {
+		prog.finish()
+	}
 	run.FinishedAt = time.Now().UTC()
 	run.DurationSeconds = run.FinishedAt.Sub(run.StartedAt).Seconds()
 
@@ -174,7 +177,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 }
 
 func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, plan probe.Plan, mode measure.Mode,
-	logger *slog.Logger, prog *progressPrinter) (er report.Engine) {
+	logger *slog.Logger, prog progressReporter) (er report.Engine) {
 	start := time.Now()
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
 	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
@@ -288,39 +291,4 @@ func lockPath() string {
 		return p
 	}
 	return hostfs.DefaultLockPath
-}
-
-// progressPrinter draws one updating status line on a terminal.
-type progressPrinter struct {
-	w     io.Writer
-	dirty bool
-}
-
-func (p *progressPrinter) update(pr probe.Progress) {
-	what := "finishing"
-	if pr.Target != "" {
-		what = fmt.Sprintf("%s/%s", pr.Target, pr.Workload)
-	}
-	eta := "--:--"
-	if pr.Done > 0 {
-		eta = fmtClock(pr.ETA)
-	}
-	if pr.Phase == "layout" {
-		what = fmt.Sprintf("layout %s/%s", pr.Target, pr.Workload)
-	}
-	fmt.Fprintf(p.w, "\r\033[K[%s] round %d  %-22s %6.0f MiB  elapsed %s  ETA %s",
-		pr.Engine, pr.Round, what, float64(pr.BytesWritten)/(1<<20), fmtClock(pr.Elapsed), eta)
-	p.dirty = true
-}
-
-func (p *progressPrinter) clear() {
-	if p != nil && p.dirty {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.dirty = false
-	}
-}
-
-func fmtClock(d time.Duration) string {
-	d = d.Round(time.Second)
-	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }
