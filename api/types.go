@@ -146,6 +146,28 @@ type Engine struct {
 	Warnings        []string        `json:"warnings"`
 	LastCycle       *Cycle          `json:"last_cycle"`
 	FsyncRegression map[string]bool `json:"fsync_regression"` // target -> regressed
+	// Detector is the fsync regression detector's state per target.
+	Detector map[string]DetectorState `json:"detector"`
+}
+
+// DetectorState is where one target's fsync regression detector stands
+// (docs/detector.md).
+type DetectorState struct {
+	// Phase is learning, watching, confirming or regressed.
+	Phase string `json:"phase"`
+	// Since is when the phase began; null before the first round.
+	Since *time.Time `json:"since"`
+	// Rounds is the number of rounds the detector has seen.
+	Rounds int `json:"rounds"`
+	// BaselineRatio is the baseline's median ratio target/host of the
+	// watched metric; null before a baseline exists.
+	BaselineRatio *float64 `json:"baseline_ratio"`
+	// CUSUM is the screen's statistic; a suspicion opens above the
+	// threshold H.
+	CUSUM float64 `json:"cusum"`
+	// ConfirmRemaining is how many confirmation rounds an open suspicion
+	// still needs at most; 0 otherwise.
+	ConfirmRemaining int `json:"confirm_remaining"`
 }
 
 // EnginesResponse is GET /api/v1/engines.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
@@ -289,7 +290,7 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 			EngineVersion: e.info.ServerVersion, Driver: e.info.Driver, DriverClass: string(e.info.DriverClass),
 			BackingFS: e.info.BackingFS, DataRoot: e.info.DataRoot, ImageStore: e.info.ImageStore,
 			Rootless: e.info.Rootless, FioVersion: e.fioVersion, Warnings: append([]string{}, e.warnings...),
-			FsyncRegression: map[string]bool{}}
+			FsyncRegression: map[string]bool{}, Detector: map[string]api.DetectorState{}}
 		if e.infoErr != "" {
 			ae.Warnings = append(ae.Warnings, e.infoErr)
 		}
@@ -299,10 +300,28 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 		}
 		for t, st := range e.det {
 			ae.FsyncRegression[string(t)] = st.Regressed()
+			ae.Detector[string(t)] = a.detectorState(st)
 		}
 		out = append(out, ae)
 	}
 	return out, nil
+}
+
+// detectorState is the API's view of a detector state.
+func (a *Agent) detectorState(st detector.State) api.DetectorState {
+	ds := api.DetectorState{Phase: string(st.Phase), Rounds: st.Rounds, CUSUM: st.S, ConfirmRemaining: a.det.ConfirmRemaining(st)}
+	if ds.Phase == "" {
+		ds.Phase = string(detector.PhaseLearning)
+	}
+	if !st.Since.IsZero() {
+		t := st.Since.UTC()
+		ds.Since = &t
+	}
+	if st.Baseline.N > 0 {
+		r := math.Exp(st.Baseline.Median)
+		ds.BaselineRatio = &r
+	}
+	return ds
 }
 
 // TriggerCycle implements httpapi.Source: it queues one cycle of every

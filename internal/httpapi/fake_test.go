@@ -126,6 +126,7 @@ func newFakeSource() *fakeSource {
 	samples := fakeSamples()
 	results := measure.Summarize(samples, measure.DefaultConfidence)
 	lastSuccess := t0.Add(-10 * time.Minute)
+	baselineRatio := 1.04
 
 	ok := api.Cycle{
 		ID: 42, Engine: "default", Mode: "steady", Profile: "quick", Result: "ok", Trigger: "schedule",
@@ -166,7 +167,12 @@ func newFakeSource() *fakeSource {
 			{Name: "default", Endpoint: "unix:///var/run/docker.sock", Reachable: true, Runtime: "docker", EngineVersion: "28.1.1",
 				Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs", DataRoot: "/var/lib/docker",
 				ImageStore: "graphdriver", FioVersion: "fio-3.33", Warnings: []string{"volume target on another file system"},
-				LastCycle: &ok, FsyncRegression: map[string]bool{"container": true, "bind": false, "volume": false}},
+				LastCycle: &ok, FsyncRegression: map[string]bool{"container": true, "bind": false, "volume": false},
+				Detector: map[string]api.DetectorState{
+					"container": {Phase: "regressed", Since: &lastSuccess, Rounds: 40, BaselineRatio: &baselineRatio, CUSUM: 7.5},
+					"bind":      {Phase: "watching", Since: &lastSuccess, Rounds: 40, BaselineRatio: &baselineRatio, CUSUM: 0.4},
+					"volume":    {Phase: "learning", Rounds: 4},
+				}},
 			{Name: "btrfs-lab", Endpoint: "unix:///run/docker-btrfs.sock", Driver: "btrfs"}, // nil Warnings, nil map
 		},
 		containers: fakeContainers(),

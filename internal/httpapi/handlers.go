@@ -123,6 +123,9 @@ func (s *server) engines(c *gin.Context) {
 		if list[i].FsyncRegression == nil {
 			list[i].FsyncRegression = map[string]bool{}
 		}
+		if list[i].Detector == nil {
+			list[i].Detector = map[string]api.DetectorState{}
+		}
 	}
 	writeJSON(c, s.logger, http.StatusOK, api.EnginesResponse{Engines: list})
 }

@@ -339,7 +339,7 @@ func TestNaNAndNilOnTheWire(t *testing.T) {
 		}
 	}
 	body = ts.do("GET", "/api/v1/engines", nil, "").Body.String()
-	for _, want := range []string{`"warnings":[]`, `"fsync_regression":{}`, `"last_cycle":null`, `"fsync_regression":{"bind":false,"container":true,"volume":false}`} {
+	for _, want := range []string{`"warnings":[]`, `"fsync_regression":{}`, `"last_cycle":null`, `"fsync_regression":{"bind":false,"container":true,"volume":false}`, `"detector":{}`, `"phase":"regressed"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("engines lacks %s: %s", want, body)
 		}
