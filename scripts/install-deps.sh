@@ -23,6 +23,10 @@ command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v yamllint >/dev/null || need+=(yamllint)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v setpriv >/dev/null || need+=(util-linux)
+# test/e2e: the status page in a real headless browser, with a font to
+# draw its screenshot.
+command -v chromium >/dev/null || need+=(chromium)
+[[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || need+=(fonts-dejavu-core)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 
 if ((${#need[@]})); then

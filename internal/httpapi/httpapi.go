@@ -109,7 +109,7 @@ func newHandler(o Options, now func() time.Time) *gin.Engine {
 	e.NoRoute(s.noRoute)
 	e.NoMethod(s.noMethod)
 
-	e.GET("/", landing)
+	e.GET("/", s.status)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	if o.Metrics != nil {

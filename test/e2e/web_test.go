@@ -57,7 +57,7 @@ func TestAgentWebConfigTLSAndBasicAuth(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, path := range []string{"/metrics", "/api/v1/overhead", "/api/v1/engines", "/healthz", "/api/v1/openapi.yaml"} {
+	for _, path := range []string{"/", "/metrics", "/api/v1/overhead", "/api/v1/engines", "/healthz", "/api/v1/openapi.yaml"} {
 		for _, c := range []struct {
 			user, pass string
 			want       int

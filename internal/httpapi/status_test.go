@@ -1,0 +1,157 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+
+	"github.com/layerprobe/layerprobe/api"
+)
+
+// parseHTML parses a page and returns its elements by tag and class.
+func parseHTML(t *testing.T, body string) func(tag, class string) []*html.Node {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(tag, class string) []*html.Node {
+		var out []*html.Node
+		var walk func(*html.Node)
+		walk = func(n *html.Node) {
+			if n.Type == html.ElementNode && n.Data == tag && (class == "" || hasClass(n, class)) {
+				out = append(out, n)
+			}
+			for c := n.FirstChild; c != nil; c = c.NextSibling {
+				walk(c)
+			}
+		}
+		walk(doc)
+		return out
+	}
+}
+
+func hasClass(n *html.Node, class string) bool {
+	for _, a := range n.Attr {
+		if a.Key == "class" && strings.Contains(" "+a.Val+" ", " "+class+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// The status page shows every non-host target and job of each engine with
+// its interval bar, the detector per target and the last cycles, and links
+// the machine-readable routes.
+func TestStatusPage(t *testing.T) {
+	ts := newTestServer(t, nil)
+	rec := ts.do("GET", "/", nil, "")
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("GET /: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	body := rec.Body.String()
+	find := parseHTML(t, body)
+
+	// The fake's default engine has container and volume results for
+	// fsync and seqwrite; volume's fsync never paired: no bar.
+	rows := find("tr", "overhead-row")
+	if len(rows) != 4 {
+		t.Fatalf("%d overhead rows, want 4 (container and volume, fsync and seqwrite):\n%s", len(rows), body)
+	}
+	if bars := find("rect", "ci"); len(bars) != 3 {
+		t.Errorf("%d interval bars, want 3 (volume's fsync has no interval)", len(bars))
+	}
+	if !strings.Contains(body, "no interval yet") {
+		t.Error("the row without an interval does not say so")
+	}
+	for _, want := range []string{`data-target="container"`, `data-job="fsync"`, "regressed", "learning", "p99 1.04×",
+		"skipped: host_busy", "Engine btrfs-lab"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("status page lacks %q", want)
+		}
+	}
+	if n := len(find("tr", "cycle")); n != len(ts.src.cycles) {
+		t.Errorf("%d cycle rows, want %d", n, len(ts.src.cycles))
+	}
+	for _, p := range []string{"/metrics", "/api/v1/overhead", "/api/v1/cycles", "/api/v1/engines", "/api/v1/openapi.yaml", "/healthz", "/readyz"} {
+		if !strings.Contains(body, `href="`+p+`"`) {
+			t.Errorf("status page does not link %s", p)
+		}
+	}
+
+	// A strict policy: nothing but the page's own style sheet, by hash.
+	csp := rec.Header().Get("Content-Security-Policy")
+	style := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindStringSubmatch(body)
+	if style == nil {
+		t.Fatal("no style sheet")
+	}
+	sum := sha256.Sum256([]byte(style[1]))
+	if want := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(csp, want) ||
+		!strings.HasPrefix(csp, "default-src 'none';") || strings.Contains(csp, "unsafe") {
+		t.Errorf("Content-Security-Policy %q, want default-src 'none' and %s", csp, want)
+	}
+	for _, forbidden := range []string{"<script", " style=", "http://", "https://", "<img", "<link"} {
+		if strings.Contains(body, forbidden) {
+			t.Errorf("status page contains %q", forbidden)
+		}
+	}
+}
+
+// Everything a Source hands the page is text, however it looks: engine
+// names, warnings, cycle messages and reasons are escaped.
+func TestStatusPageEscapes(t *testing.T) {
+	ts := newTestServer(t, nil)
+	const evil = `<script>alert(1)</script>"><img src=x onerror=alert(2)>`
+	ts.src.engines[0].Name = evil
+	ts.src.engines[0].Warnings = []string{evil}
+	ts.src.engines[0].DataRoot = evil
+	ts.src.overhead.Engines[0].Engine = evil
+	ts.src.cycles[0].Message = evil
+	ts.src.cycles[0].Reason = evil
+	ts.src.cycles[0].Engine = evil
+	body := ts.do("GET", "/", nil, "").Body.String()
+	if strings.Contains(body, "<script>") || strings.Contains(body, "<img") {
+		t.Fatalf("unescaped input on the status page:\n%s", body)
+	}
+	if n := strings.Count(body, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 4 {
+		t.Errorf("the hostile text appears escaped %d times, want it shown (escaped) in at least 4 places", n)
+	}
+	// The hostile engine's results still land under it.
+	if !strings.Contains(body, `data-engine="&lt;script&gt;`) || len(parseHTML(t, body)("rect", "ci")) != 3 {
+		t.Errorf("the engine's results are not shown under its (escaped) name:\n%s", body)
+	}
+}
+
+// A Source that fails leaves the page up with a notice, never the error's
+// text (it may hold host paths).
+func TestStatusPageSourceErrors(t *testing.T) {
+	ts := newTestServer(t, nil)
+	ts.src.err = errors.New("open /var/lib/layerprobe/state.db: permission denied")
+	rec := ts.do("GET", "/", nil, "")
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK || !strings.Contains(body, "could not read engines, overhead, cycles") || strings.Contains(body, "state.db") {
+		t.Errorf("GET / with a failing source: %d\n%s", rec.Code, body)
+	}
+	if !strings.Contains(ts.logText(), "state.db") {
+		t.Error("the error is not logged")
+	}
+}
+
+func TestStatusTableAxis(t *testing.T) {
+	tb := statusTableOf(api.EngineOverhead{Engine: "e", Mode: "steady", Window: 6})
+	if len(tb.Rows) != 0 || len(tb.Axis) == 0 || tb.LastSuccess != "never" {
+		t.Errorf("empty table: %+v", tb)
+	}
+	for _, c := range []struct{ lo, hi float64 }{{95, 105}, {0, 400}, {40, 160}, {99, 101}} {
+		got := ticks(c.lo, c.hi)
+		if len(got) < 2 || len(got) > 6 || got[0] < c.lo || got[len(got)-1] > c.hi {
+			t.Errorf("ticks(%v, %v) = %v", c.lo, c.hi, got)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
+)
+
+// statusConfig: one cycle of six rounds, enough for a 95% interval on
+// every target and job.
+var statusConfig = strings.Replace(agentConfig, "rounds_per_cycle: 2", "rounds_per_cycle: 6", 1)
+
+// The status page of a real agent that has completed a cycle, in a real
+// headless Chromium: a row per target and job with its interval bar, the
+// detector's state and the cycle are in the DOM the browser built, the
+// browser refused nothing under the page's Content-Security-Policy, and a
+// screenshot goes into the test's output directory.
+func TestStatusPageInChromium(t *testing.T) {
+	chromium := lookChromium(t)
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	s := newAgentSetup(t, d.Host, statusConfig)
+	a := s.start(t)
+	cs := a.waitCycles(t, "ok", 1, 5*time.Minute)
+
+	dom, logs := runChromium(t, chromium, "--dump-dom", a.base+"/")
+	doc, err := html.Parse(strings.NewReader(dom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := elements(doc, "tr", "overhead-row")
+	if want := len(wantTargets[1:]) * len(wantJobs); len(rows) != want {
+		t.Errorf("%d overhead rows in the DOM, want %d (every non-host target and job):\n%s", len(rows), want, dom)
+	}
+	for _, r := range rows {
+		if len(elements(r, "rect", "ci")) != 1 || len(elements(r, "line", "est")) != 1 {
+			t.Errorf("row %s/%s has no interval bar: %s", attr(r, "data-target"), attr(r, "data-job"), text(r))
+		}
+	}
+	if n := len(elements(doc, "tr", "cycle")); n != len(cs) {
+		t.Errorf("%d cycle rows, want %d", n, len(cs))
+	}
+	det := elements(doc, "table", "detector")
+	if len(det) != 1 || !strings.Contains(text(det[0]), "learning") {
+		t.Errorf("the detector's state is not shown: %v", det)
+	}
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "Content Security Policy") || strings.Contains(l, "Refused to") {
+			t.Errorf("Chromium refused part of the page: %s", l)
+		}
+	}
+
+	shot := filepath.Join(t.ArtifactDir(), "status-page.png")
+	runChromium(t, chromium, "--screenshot="+shot, "--window-size=1200,1400", "--hide-scrollbars", a.base+"/")
+	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10_000 {
+		t.Errorf("screenshot %s: %v (%v bytes)", shot, err, fi)
+	}
+	t.Logf("screenshot: %s", shot)
+	a.stop()
+}
+
+// lookChromium finds Debian's chromium (scripts/install-deps.sh installs it).
+func lookChromium(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("chromium")
+	if err != nil {
+		testharness.SkipOrFail(t, "chromium not found (scripts/install-deps.sh installs it): %v", err)
+	}
+	return p
+}
+
+// runChromium runs a headless Chromium with a fresh profile, without any
+// network of its own beyond the page, and returns its stdout and log.
+func runChromium(t *testing.T, chromium string, args ...string) (stdout, log string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+	cmd := exec.CommandContext(ctx, chromium, append(base, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %v: %v\n%s", args, err, errb.String())
+	}
+	return out.String(), errb.String()
+}
+
+// elements returns the descendants of n with the tag and class.
+func elements(n *html.Node, tag, class string) []*html.Node {
+	var out []*html.Node
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		if c.Type == html.ElementNode && c.Data == tag && strings.Contains(" "+attr(c, "class")+" ", " "+class+" ") {
+			out = append(out, c)
+		}
+		out = append(out, elements(c, tag, class)...)
+	}
+	return out
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// text is the text content of n.
+func text(n *html.Node) string {
+	var b strings.Builder
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+			b.WriteByte(' ')
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return strings.Join(strings.Fields(b.String()), " ")
+}
