@@ -231,7 +231,7 @@ type AdvisorPass struct {
 // agent keeps: extra time per byte written into the layer instead of the
 // volume, with its interval.
 type LayerOverhead struct {
-	Workload Workload `json:"job"`
+	Workload Workload `json:"workload"`
 	// Metric is the overhead metric it rests on: bandwidth (seqwrite) or
 	// iops (randwrite, fsync).
 	Metric       string  `json:"metric"`
@@ -358,7 +358,7 @@ type Database struct {
 // over writing them to a named volume on this host, for the job whose
 // pattern the container's is assumed to follow.
 type LayerCost struct {
-	Workload     Workload `json:"job"`   // fsync for databases and queues, seqwrite otherwise
+	Workload     Workload `json:"workload"`   // fsync for databases and queues, seqwrite otherwise
 	Bytes        int64    `json:"bytes"` // the layer bytes the cost is for
 	ExtraSeconds float64  `json:"extra_seconds"`
 	Low          float64  `json:"extra_seconds_low"`

@@ -17,7 +17,7 @@ func timeMetric(w measure.Workload) string {
 	return measure.MetricIOPS
 }
 
-// LayerVsVolume computes, per job, the writable layer's slowdown relative
+// LayerVsVolume computes, per workload, the writable layer's slowdown relative
 // to the named volume from measured rounds: the container target's samples
 // paired round by round with the volume target's, exactly as every other
 // overhead is paired with the host (Hodges-Lehmann estimate, exact
