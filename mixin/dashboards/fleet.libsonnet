@@ -169,7 +169,7 @@ function(c)
       g.panel.bargauge + {
         id: 9,
         title: "Worst fsync p99 overhead per host ($target)",
-        description: "Hosts ranked by the paired median overhead of fsync p99 latency in the $target target versus the host directory on the same file system: 0.5 = 50% slower than the host, negative = faster. Top 25, from the last published cycle.",
+        description: "Hosts ranked by the paired overhead (Hodges-Lehmann estimate) of fsync p99 latency in the $target target versus the host directory on the same file system: 0.5 = 50% slower than the host, negative = faster. Top 25, from the last published cycle.",
         gridPos: g.pos(x=0, y=6, w=10, h=10),
         fieldConfig+: {
           defaults+: {
@@ -199,7 +199,7 @@ function(c)
       g.panel.table + {
         id: 10,
         title: "fsync p99 overhead per host with its 95% interval ($target)",
-        description: "Per host and engine: the paired median overhead of fsync p99 in the $target target and the bounds of its exact 95% confidence interval (a lower bound above 0 means significantly slower than the host), with the storage driver and the backing file system. Click a host for its detail.",
+        description: "Per host and engine: the paired overhead (Hodges-Lehmann estimate) of fsync p99 in the $target target and the bounds of its exact 95% confidence interval (a lower bound above 0 means significantly slower than the host), with the storage driver and the backing file system. Click a host for its detail.",
         gridPos: g.pos(x=10, y=6, w=14, h=10),
         fieldConfig+: {
           defaults+: {
@@ -290,7 +290,7 @@ function(c)
       g.panel.bargauge + {
         id: 14,
         title: "Mean fsync p99 overhead by storage driver ($target)",
-        description: "The fleet's mean paired median overhead of fsync p99 in the $target target, per storage driver.",
+        description: "The fleet's mean paired overhead of fsync p99 in the $target target, per storage driver.",
         gridPos: g.pos(x=12, y=17, w=6, h=8),
         fieldConfig+: {
           defaults+: {
@@ -618,7 +618,7 @@ function(c)
       g.panel.table + {
         id: 25,
         title: "Cold fsync overhead and copy-up cost per host",
-        description: "Per host and engine, from the cold probe (a freshly started container every agent.cold_interval, 12h by default): the paired median fsync p99 overhead of the container's writable layer with its exact 95% interval (1 = twice the host's latency; LayerprobeColdFsyncOverheadHigh fires when the lower bound stays above 1), the steady-state overhead next to it, the copy-up cost per MiB of a file in a lower image layer, and whether the data root's file system has reflink. Engines without cold results are missing. Click a host for its detail.",
+        description: "Per host and engine, from the cold probe (a freshly started container every agent.cold_interval, 12h by default): the paired median fsync p99 overhead of the container's writable layer with its 95% interval (1 = twice the host's latency; LayerprobeColdFsyncOverheadHigh fires when the lower bound stays above 1), the steady-state overhead next to it, the copy-up cost per MiB of a file in a lower image layer, and whether the data root's file system has reflink. Engines without cold results are missing. Click a host for its detail.",
         gridPos: g.pos(x=0, y=51, w=24, h=9),
         fieldConfig+: {
           defaults+: {

@@ -221,11 +221,11 @@ function(c)
           g.target(q("layerprobe_cycle_duration_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"}"), "{{engine}}"),
         ],
       },
-      g.row(10, "Overhead versus the host (paired median, 95% interval)", y=12),
+      g.row(10, "Overhead versus the host (paired estimate, 95% interval)", y=12),
       g.panel.timeseries + {
         id: 11,
         title: "fsync p99 overhead per target with its 95% interval",
-        description: "Paired median overhead of the 99th percentile fsync latency of each target versus the host directory, with the exact 95% confidence interval as a band. 0.2 = 20% slower than the host, negative = faster. bind is the host directory itself and shows the noise level.",
+        description: "Paired overhead (Hodges-Lehmann estimate) of the 99th percentile fsync latency of each target versus the host directory, with the 95% confidence interval as a band. 0.2 = 20% slower than the host, negative = faster. bind is the host directory itself and shows the noise level.",
         gridPos: g.pos(x=0, y=13, w=12, h=9),
         fieldConfig+: {
           defaults+: {
@@ -477,7 +477,7 @@ function(c)
       g.panel.timeseries + {
         id: 13,
         title: "Throughput overhead (IOPS, bandwidth)",
-        description: "Paired median overhead of IOPS and bandwidth per target and workload: 1 - target/host.",
+        description: "Paired overhead (Hodges-Lehmann estimate) of IOPS and bandwidth per target and workload: 1 - target/host.",
         gridPos: g.pos(x=0, y=22, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -497,7 +497,7 @@ function(c)
       g.panel.timeseries + {
         id: 14,
         title: "Latency overhead (p50, p99, fsync p99)",
-        description: "Paired median overhead of the latency percentiles per target and workload: target/host - 1.",
+        description: "Paired overhead (Hodges-Lehmann estimate) of the latency percentiles per target and workload: target/host - 1.",
         gridPos: g.pos(x=12, y=22, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -589,7 +589,7 @@ function(c)
           g.target(q("max without () (100 * (1 - layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", workload=~\"$workload\", metric=~\"iops|bandwidth\"})) or max without () (100 / (1 + layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", workload=~\"$workload\", metric=~\"latency_p50|latency_p99|fsync_p99\"}))"), "__auto", instant=true, format="table"),
         ],
       },
-      g.row(16, "Raw figures per target (median over the last cycle's rounds)", y=38),
+      g.row(16, "Raw figures per target (pooled over the last cycle's rounds)", y=38),
       g.panel.timeseries + {
         id: 17,
         title: "IOPS",
@@ -673,7 +673,7 @@ function(c)
       g.panel.timeseries + {
         id: 21,
         title: "Raw fsync p99 overhead of the last cycle (computed by Prometheus)",
-        description: "fsync p99 of each target divided by the host's, minus 1, from the raw medians of the last cycle. A cross-check of the agent's paired median: the two should agree roughly.",
+        description: "fsync p99 of each target divided by the host's, minus 1, from the raw figures of the last cycle. A cross-check of the agent's paired estimate: the two should agree roughly.",
         gridPos: g.pos(x=0, y=55, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -782,7 +782,7 @@ function(c)
       g.panel.timeseries + {
         id: 29,
         title: "fsync p99 overhead of the container layer: cold vs steady",
-        description: "Paired median overhead of fsync p99 in the container's writable layer versus the host directory, with its exact 95% interval as a band: cold = a freshly started container (the cold probe, every agent.cold_interval, 12h by default), steady = the long-lived probe container. 1 = twice the host's latency; LayerprobeColdFsyncOverheadHigh fires when the cold lower bound stays above 1.",
+        description: "Paired overhead (Hodges-Lehmann estimate) of fsync p99 in the container's writable layer versus the host directory, with its 95% interval as a band: cold = a freshly started container (the cold probe, every agent.cold_interval, 12h by default), steady = the long-lived probe container. 1 = twice the host's latency; LayerprobeColdFsyncOverheadHigh fires when the cold lower bound stays above 1.",
         gridPos: g.pos(x=0, y=79, w=12, h=9),
         fieldConfig+: {
           defaults+: {
