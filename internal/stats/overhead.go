@@ -92,7 +92,14 @@ func PairedOverhead(host, target []float64, dir Direction, confidence float64) O
 		return Overhead{Ratio: nan, CILow: nan, CIHigh: nan, PercentOfHost: nan, PercentLow: nan, PercentHigh: nan, Coverage: nan}
 	}
 
-	ci := WilcoxonCI(logs, confidence)
+	return FromLogInterval(WilcoxonCI(logs, confidence), dir)
+}
+
+// FromLogInterval turns an estimate of the log ratio ln(target/host) with
+// its interval (ci.Median is the estimate, whichever statistic made it)
+// into an overhead, as PairedOverhead defines it. dir must be
+// HigherIsBetter or LowerIsBetter; FromLogInterval panics otherwise.
+func FromLogInterval(ci Interval, dir Direction) Overhead {
 	m, lo, hi := ci.Median, ci.Low, ci.High
 	o := Overhead{N: ci.N, Coverage: ci.Coverage}
 	switch dir {
@@ -106,6 +113,8 @@ func PairedOverhead(host, target []float64, dir Direction, confidence float64) O
 		// Speed relative to host is host/target = e^-r: the upper bound
 		// of r is the lower bound of the percentage.
 		o.PercentOfHost, o.PercentLow, o.PercentHigh = 100*math.Exp(-m), 100*math.Exp(-hi), 100*math.Exp(-lo)
+	default:
+		panic(fmt.Sprintf("stats: FromLogInterval with invalid %v", dir))
 	}
 	return o
 }

@@ -213,3 +213,23 @@ func TestDirectionString(t *testing.T) {
 		t.Errorf("Direction strings not distinct: %v %v %v", HigherIsBetter, LowerIsBetter, Direction(0))
 	}
 }
+
+func TestFromLogIntervalSignInterval(t *testing.T) {
+	// The sign-test interval of the median, as the earlier statistic
+	// reported it: the same mapping from log ratios to overheads.
+	ci := MedianCI([]float64{math.Log(1.1), math.Log(1.2), math.Log(1.3), math.Log(1.2), math.Log(1.25), math.Log(1.15)}, 0.95)
+	lat := FromLogInterval(ci, LowerIsBetter)
+	if math.Abs(lat.Ratio-0.2) > 1e-9 || math.Abs(lat.CILow-0.1) > 1e-9 || math.Abs(lat.CIHigh-0.3) > 1e-9 || lat.N != 6 {
+		t.Errorf("latency overhead = %+v, want 0.2 in [0.1, 0.3] over 6", lat)
+	}
+	thr := FromLogInterval(ci, HigherIsBetter)
+	if math.Abs(thr.Ratio-(1-1.2)) > 1e-9 || math.Abs(thr.CILow-(1-1.3)) > 1e-9 || math.Abs(thr.CIHigh-(1-1.1)) > 1e-9 {
+		t.Errorf("throughput overhead = %+v, want -0.2 in [-0.3, -0.1]", thr)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("FromLogInterval with the zero Direction did not panic")
+		}
+	}()
+	FromLogInterval(ci, 0)
+}
