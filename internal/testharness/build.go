@@ -28,6 +28,12 @@ func buildPackage(ctx context.Context, out, pkg, tags string) error {
 	if err != nil {
 		return err
 	}
+	return BuildIn(ctx, root, out, tags)
+}
+
+// BuildIn is Build from the source tree at root: another checkout of the
+// repository, such as an earlier revision to compare with.
+func BuildIn(ctx context.Context, root, out, tags string) error {
 	args := []string{"build", "-trimpath"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
