@@ -263,7 +263,7 @@ func (r seriesRun) one(ctx context.Context, s *agentSeries, index int) (*cycleOu
 	}
 	for i, c := range o.cycles {
 		co := cycleObs{ID: c.ID, Trigger: c.Trigger, Index: index, Phase: r.phase, Result: c.Result, Reason: c.Reason,
-			StartedAt: c.StartedAt.UTC().Format(time.RFC3339), DurationSeconds: c.DurationSeconds,
+			StopReason: c.StopReason, StartedAt: c.StartedAt.UTC().Format(time.RFC3339), DurationSeconds: c.DurationSeconds,
 			Rounds: c.Rounds, BytesWritten: c.BytesWritten}
 		if i == 0 {
 			co.Regression = o.regression
@@ -276,12 +276,13 @@ func (r seriesRun) one(ctx context.Context, s *agentSeries, index int) (*cycleOu
 }
 
 // publishedOf keeps the headline overhead of every target and job the
-// agent published after a cycle (over its window of recent rounds).
-func publishedOf(rs []measure.Result) map[string]float64 {
-	out := map[string]float64{}
+// agent published after a cycle (over its window of recent rounds), with
+// its interval.
+func publishedOf(rs []measure.Result) map[string]measure.Overhead {
+	out := map[string]measure.Overhead{}
 	for _, r := range rs {
 		if o, ok := r.Overhead[measure.HeadlineMetric(r.Workload)]; ok && !math.IsNaN(o.Ratio) && !math.IsInf(o.Ratio, 0) {
-			out[string(r.Target)+"/"+string(r.Workload)] = o.Ratio
+			out[string(r.Target)+"/"+string(r.Workload)] = o
 		}
 	}
 	return out

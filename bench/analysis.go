@@ -3,99 +3,252 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
-	"time"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
 
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/measure"
-	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
 // confidence of every interval in the report, as layerprobe uses.
 const confidence = measure.DefaultConfidence
 
-// runSubset is the part of a run made of its first maxRound rounds, with
-// the bytes and wall time those rounds cost. A run's rounds are
-// independent and in a fresh random order each, so the first k rounds of
-// a longer run are what a k-round run does; its wall time is the time to
-// the end of round k plus the run's own set-up and tear-down.
-type runSubset struct {
-	Rounds  int
-	Samples []measure.Sample
-	Results []measure.Result
-	Bytes   int64
-	Seconds float64
+// est is an overhead with its interval, in ratio units (0.08 = 8% slower
+// than host), whichever method made it.
+type est struct {
+	Ratio, Low, High float64
+	N                int
 }
 
-func subsetOf(r *report.Run, maxRound int) runSubset {
-	if r == nil || len(r.Engines) == 0 {
-		return runSubset{}
+func estFromMeasure(o measure.Overhead) est {
+	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
+}
+
+// halfWidthPP is the interval's half-width in percentage points.
+func (e est) halfWidthPP() float64 { return 50 * (e.High - e.Low) }
+
+// covers reports whether the interval holds x.
+func (e est) covers(x float64) bool { return e.Low <= x && x <= e.High }
+
+func (e est) ok() bool { return !math.IsNaN(e.Ratio) && !math.IsNaN(e.Low) && !math.IsNaN(e.High) }
+
+// oldEstimate is the earlier method's statistic of a job's per-round log
+// ratios: their median with the sign-test interval (stats.MedianCI).
+func oldEstimate(logs []float64, job string) est {
+	if len(logs) == 0 {
+		nan := math.NaN()
+		return est{Ratio: nan, Low: nan, High: nan}
 	}
-	e := r.Engines[0]
-	if maxRound <= 0 || maxRound > r.Rounds {
-		maxRound = r.Rounds
+	o := stats.FromLogInterval(stats.MedianCI(logs, confidence), measure.MetricDirection(headlineOf(job)))
+	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
+}
+
+// estimateOf is a run's headline estimate of a target and job by its own
+// method: recomputed from the executions for the earlier method (whose
+// rounds each held every job), as reported for the adaptive one.
+func estimateOf(d *runDoc, target, job string) (est, bool) {
+	if d == nil {
+		return est{}, false
 	}
-	sub := runSubset{Rounds: maxRound}
-	var lastEnd, endOfSubset time.Time
-	for _, s := range e.Samples {
-		end := s.StartedAt.Add(time.Duration(s.DurationSeconds * float64(time.Second)))
-		if end.After(lastEnd) {
-			lastEnd = end
+	if d.Binary == "old" {
+		e := oldEstimate(d.logRatios(target, job), job)
+		return e, e.ok()
+	}
+	o, ok := d.reported(target, job)
+	return estFromMeasure(o), ok && estFromMeasure(o).ok()
+}
+
+// recomputed is the adaptive method's estimate recomputed from a run's
+// executions with measure.Summarize, as layerprobe computed it.
+func recomputed(d *runDoc, target, job string, maxRound int) (est, bool) {
+	var keep []measure.Sample
+	for _, s := range d.samples(maxRound) {
+		if string(s.Workload) == job && (s.Target == measure.TargetHost || string(s.Target) == target) {
+			keep = append(keep, s)
 		}
-		if s.Round > maxRound {
+	}
+	for _, r := range measure.Summarize(keep, confidence) {
+		if string(r.Target) == target {
+			o, ok := r.Overhead[headlineOf(job)]
+			e := estFromMeasure(o)
+			return e, ok && e.ok()
+		}
+	}
+	return est{}, false
+}
+
+// checkRecorded compares what a run reported with what its recorded
+// executions give, the earlier method's statistic included: the report
+// rests on the recorded executions, so they must reproduce the run.
+func checkRecorded(d *runDoc) error {
+	var bad []string
+	for key, o := range d.Reported {
+		target, job, _ := strings.Cut(key, "/")
+		if math.IsNaN(o.Ratio) {
 			continue
 		}
-		sub.Samples = append(sub.Samples, s)
-		sub.Bytes += s.BytesWritten
-		if end.After(endOfSubset) {
-			endOfSubset = end
+		var e est
+		var ok bool
+		if d.Binary == "old" {
+			e, ok = estimateOf(d, target, job)
+		} else {
+			e, ok = recomputed(d, target, job, 0)
+		}
+		r := estFromMeasure(o)
+		if !ok || math.Abs(e.Ratio-r.Ratio) > 1e-5 || math.Abs(e.Low-r.Low) > 1e-5 || math.Abs(e.High-r.High) > 1e-5 {
+			bad = append(bad, fmt.Sprintf("%s: reported %+.4f [%+.4f, %+.4f], recomputed %+.4f [%+.4f, %+.4f]",
+				key, r.Ratio, r.Low, r.High, e.Ratio, e.Low, e.High))
 		}
 	}
-	sub.Results = measure.Summarize(sub.Samples, confidence)
-	if maxRound == r.Rounds || lastEnd.IsZero() {
-		sub.Seconds = r.DurationSeconds
-	} else {
-		setup := endOfSubset.Sub(r.StartedAt).Seconds()
-		teardown := r.FinishedAt.Sub(lastEnd).Seconds()
-		sub.Seconds = setup + max(teardown, 0)
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return fmt.Errorf("the recorded executions do not reproduce the run's estimates: %s", strings.Join(bad, "; "))
 	}
-	return sub
+	return nil
 }
 
-// headline returns the overhead of a target and job in its headline metric.
-func (s runSubset) headline(target, job string) (measure.Overhead, bool) {
-	for _, r := range s.Results {
-		if string(r.Target) == target && string(r.Workload) == job {
-			o, ok := r.Overhead[headlineOf(job)]
-			return o, ok && !math.IsNaN(o.Ratio)
+// curvePoint is the precision of a run's first k rounds of a job and what
+// the run had written by the end of its k-th round of it.
+type curvePoint struct {
+	Rounds int
+	Bytes  int64
+	HW     float64 // half-width, percentage points
+}
+
+// precisionCurve follows a target's headline half-width over a run's
+// rounds of a job, from the first round with a full-confidence interval.
+// For the adaptive method the rounds of one job are numbered among the
+// other jobs' rounds; the bytes count every round up to the job's k-th,
+// layout included, and the estimate is measure.Summarize's. For the
+// earlier method a round holds every job, and the statistic is its
+// median with the sign-test interval.
+func precisionCurve(d *runDoc, target, job string) []curvePoint {
+	if d == nil {
+		return nil
+	}
+	var rounds []int // the job's round numbers
+	seen := map[int]bool{}
+	for _, x := range d.Executions {
+		if x.Job == job && !seen[x.Round] {
+			seen[x.Round] = true
+			rounds = append(rounds, x.Round)
 		}
 	}
-	return measure.Overhead{}, false
-}
-
-// logRatios returns the per-round ln(target/host) of a job's headline
-// metric, in round order.
-func (s runSubset) logRatios(target, job string) []float64 {
-	var out []float64
-	for _, o := range roundsOf(0, s.Samples) {
-		if o.Target == target && o.Job == job {
-			out = append(out, math.Log(o.Value/o.Host))
+	slices.Sort(rounds)
+	bytesTo := func(r int) int64 {
+		n := d.LayoutBytes
+		for _, x := range d.Executions {
+			if x.Round <= r {
+				n += x.Bytes
+			}
+		}
+		return n
+	}
+	minN := stats.MinN(confidence)
+	var logs []float64
+	pairs := d.pairs()
+	var out []curvePoint
+	for k, r := range rounds {
+		if k+1 < minN {
+			continue
+		}
+		var e est
+		var ok bool
+		if d.Binary == "old" {
+			logs = logs[:0]
+			for _, o := range pairs {
+				if o.Target == target && o.Job == job && o.Round <= r {
+					logs = append(logs, math.Log(o.Value/o.Host))
+				}
+			}
+			e = oldEstimate(logs, job)
+			ok = e.ok()
+		} else {
+			e, ok = recomputed(d, target, job, r)
+		}
+		if ok {
+			out = append(out, curvePoint{Rounds: k + 1, Bytes: bytesTo(r), HW: e.halfWidthPP()})
 		}
 	}
 	return out
 }
 
-func headlineOf(job string) string { return measure.HeadlineMetric(measure.Workload(job)) }
+// atBytes is the half-width a curve had reached when it had written b
+// bytes (the last point at or below b), and whether it got that far.
+func atBytes(c []curvePoint, b int64) (curvePoint, bool) {
+	var best curvePoint
+	found := false
+	for _, p := range c {
+		if p.Bytes <= b {
+			best, found = p, true
+		}
+	}
+	return best, found
+}
 
-// halfWidthPP is the half-width of an interval of ratios in percentage
-// points.
-func halfWidthPP(o measure.Overhead) float64 { return 50 * (o.CIHigh - o.CILow) }
+// bytesToReach is the bytes a curve first reached a half-width of hw
+// with, and whether it did.
+func bytesToReach(c []curvePoint, hw float64) (int64, bool) {
+	for _, p := range c {
+		if p.HW <= hw {
+			return p.Bytes, true
+		}
+	}
+	return 0, false
+}
+
+// share is a count out of a total with its exact (Clopper–Pearson)
+// binomial interval at the report's confidence.
+type share struct {
+	K, N      int
+	Low, High float64
+}
+
+func shareOf(k, n int) share {
+	s := share{K: k, N: n, Low: math.NaN(), High: math.NaN()}
+	if n == 0 {
+		return s
+	}
+	a := (1 - confidence) / 2
+	s.Low, s.High = 0, 1
+	if k > 0 {
+		s.Low = distuv.Beta{Alpha: float64(k), Beta: float64(n - k + 1)}.Quantile(a)
+	}
+	if k < n {
+		s.High = distuv.Beta{Alpha: float64(k + 1), Beta: float64(n - k)}.Quantile(1 - a)
+	}
+	return s
+}
+
+func (s share) value() float64 {
+	if s.N == 0 {
+		return math.NaN()
+	}
+	return float64(s.K) / float64(s.N)
+}
+
+func (s share) String() string {
+	if s.N == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%% (%d/%d) [%.0f, %.0f]", 100*s.value(), s.K, s.N, 100*s.Low, 100*s.High)
+}
+
+func (s *share) add(ok bool) {
+	s.N++
+	if ok {
+		s.K++
+	}
+}
 
 // quantile is gonum's linearly interpolated quantile of xs (q in [0,1]):
 // the empirical distribution function interpolated between the sorted
@@ -265,3 +418,5 @@ func roundLimit(l float64) uint64 {
 	mag := math.Pow(10, math.Floor(math.Log10(l))-1)
 	return uint64(math.Round(l/mag) * mag)
 }
+
+func headlineOf(job string) string { return measure.HeadlineMetric(measure.Workload(job)) }

@@ -5,9 +5,12 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,8 +48,9 @@ func TestBench(t *testing.T) {
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-2*time.Minute))
 		defer cancel()
 	}
-	// The work directory holds configurations, agent state and logs; it is
-	// kept when something failed, for the logs.
+	// The work directory holds configurations, agent state, logs and the
+	// earlier method's binary; it is kept when something failed, for the
+	// logs.
 	work, err := os.MkdirTemp("", "lpbench-work-")
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +66,35 @@ func TestBench(t *testing.T) {
 	p := &progress{start: time.Now()}
 	res := &results{Version: resultsVersion, Short: s.short, StartedAt: time.Now().UTC(),
 		Machine: describeMachine(s.bin), SectionSeconds: map[string]float64{}}
+	var rr *rerun
+	if s.only != nil {
+		// Sections run again replace theirs in the existing results, so
+		// that the report still comes from one results file.
+		prev, err := readResults(s.resultsPath())
+		switch {
+		case err == nil:
+			res = prev
+			res.Reruns = append(res.Reruns, rerun{StartedAt: time.Now().UTC()})
+			rr = &res.Reruns[len(res.Reruns)-1]
+		case !errors.Is(err, fs.ErrNotExist):
+			t.Fatalf("BENCH_ONLY replaces sections in the existing results, which cannot be read: %v", err)
+		}
+	}
 	p.logf("layerprobe benchmark (short=%v) -> %s; %s", s.short, s.reportPath(), res.Machine.Layerprobe)
+	save := func() {
+		if err := writeResults(s.resultsPath(), res); err != nil {
+			t.Errorf("checkpoint: %v", err)
+		}
+	}
 
 	section := func(name string, f func(t *testing.T) error) {
-		if !s.runs(name) && !s.runs(sectionGroup(name)) {
+		if !s.selects(name) {
 			return
 		}
+		if rr != nil {
+			rr.Sections = append(rr.Sections, name)
+		}
+		res.dropErrors(name)
 		start := time.Now()
 		t.Run(name, func(t *testing.T) {
 			if err := f(t); err != nil {
@@ -77,11 +104,31 @@ func TestBench(t *testing.T) {
 		})
 		res.SectionSeconds[name] = time.Since(start).Seconds()
 		p.logf("section %s: %s", name, time.Since(start).Round(time.Second))
+		save()
 	}
 
-	pplan := planPrecision(s.short)
-	for _, driver := range []string{"overlay2", "btrfs"} {
-		section("precision-"+driver, func(t *testing.T) error {
+	// The earlier method's binary, built once when a section needs it.
+	var oldOnce sync.Once
+	var oldBin string
+	var oldErr error
+	old := func() (string, error) {
+		oldOnce.Do(func() {
+			path := filepath.Join(work, "layerprobe-old")
+			p.logf("building the earlier method's binary from %s", s.oldRev)
+			commit, err := buildOld(ctx, s.oldRev, path)
+			if err != nil {
+				oldErr = err
+				return
+			}
+			oldBin, res.OldRev, res.OldVersion = path, commit, cmdLine(path, "version")
+			p.logf("built %s: %s", shortRev(commit), res.OldVersion)
+		})
+		return oldBin, oldErr
+	}
+
+	plan := planRuns(s.short)
+	for _, driver := range drivers {
+		start := func(t *testing.T) runner {
 			opts := testdaemon.Options{Driver: driver}
 			if driver == "btrfs" {
 				opts.SizeMiB = btrfsLoopMiB
@@ -90,16 +137,38 @@ func TestBench(t *testing.T) {
 				}
 			}
 			d := testdaemon.Start(t, opts)
-			pd, err := measurePrecision(ctx, p, s.bin, driver, d.Host, lockFile, work, pplan)
-			if pd != nil && (pd.Quick != nil || pd.Seed != nil) {
-				res.Precision = append(res.Precision, *pd)
+			return runner{p: p, driver: driver, host: d.Host, lockFile: lockFile, work: work, bin: s.bin, plan: plan}
+		}
+		section("old-"+driver, func(t *testing.T) error {
+			bin, err := old()
+			if err != nil {
+				return err
 			}
-			return err
+			r := start(t)
+			r.oldBin = bin
+			dr := res.driver(driver)
+			dr.OldRounds, dr.OldDefaults = nil, nil
+			return r.measureOld(ctx, dr, s.oldDefaultRuns)
+		})
+		section("unbounded-"+driver, func(t *testing.T) error {
+			dr := res.driver(driver)
+			dr.Unbounded = nil
+			return start(t).measureUnbounded(ctx, dr)
+		})
+		section("reference-"+driver, func(t *testing.T) error {
+			dr := res.driver(driver)
+			dr.Reference = nil
+			return start(t).measureReference(ctx, dr)
+		})
+		section("defaults-"+driver, func(t *testing.T) error {
+			dr := res.driver(driver)
+			dr.Defaults = nil
+			return start(t).measureDefaults(ctx, dr, s.defaultRuns[driver], save)
 		})
 	}
 	section("detection", func(t *testing.T) error {
 		d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
-		dr, err := measureDetection(ctx, p, s.bin, d.Host, lockFile, work, planDetection(s.short))
+		dr, err := measureDetection(ctx, p, s.bin, d.Host, lockFile, work, planDetection(s.short, s.unperturbedCycles))
 		res.Detection = dr
 		return err
 	})
@@ -120,23 +189,19 @@ func TestBench(t *testing.T) {
 		return err
 	})
 
-	res.FinishedAt = time.Now().UTC()
+	if rr != nil {
+		rr.FinishedAt = time.Now().UTC()
+	} else {
+		res.FinishedAt = time.Now().UTC()
+	}
 	if err := writeResults(s.resultsPath(), res); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeReport(s, res); err != nil {
 		t.Fatal(err)
 	}
-	p.logf("wrote %s and %s (%s in all)", s.reportPath(), s.resultsPath(), res.FinishedAt.Sub(res.StartedAt).Round(time.Second))
+	p.logf("wrote %s and %s (%s)", s.reportPath(), s.resultsPath(), time.Since(p.start).Round(time.Second))
 	printSummary(res)
-}
-
-// sectionGroup lets BENCH_ONLY=precision select both drivers.
-func sectionGroup(name string) string {
-	if len(name) > 10 && name[:10] == "precision-" {
-		return "precision"
-	}
-	return name
 }
 
 // TestBenchReport regenerates the report and its plots from the raw

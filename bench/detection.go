@@ -10,19 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
-// detectionPlan sizes section 2.
+// detectionPlan sizes the detection section.
 type detectionPlan struct {
 	profile string
-	counted int // unperturbed cycles the false-alarm count is over
+	// learnCap bounds the learning cycles; counted follow them.
+	learnCap, counted int
 	// calibration: `layerprobe run` under limits from ladderStart down by
 	// ladderFactor until the slowdown reaches stopAt or maxSteps ran.
-	calibProfile string
-	calibRounds  int
+	calibArgs    []string
 	ladderStart  float64
 	ladderFactor float64
 	maxSteps     int
@@ -30,27 +29,36 @@ type detectionPlan struct {
 	levels       []float64 // nominal slowdowns
 	capCycles    int
 	cycleTimeout time.Duration
+	// extraAgent is added to the agent's configuration (short mode's
+	// stand-ins only).
+	extraAgent string
 }
 
-func planDetection(short bool) detectionPlan {
+func planDetection(short bool, counted int) detectionPlan {
 	if short {
-		return detectionPlan{profile: "smoke", counted: 3, calibProfile: "smoke", calibRounds: 3,
+		return detectionPlan{profile: "smoke", learnCap: 12, counted: counted,
+			calibArgs:   []string{"--profile", "smoke", "--rounds", "6"},
 			ladderStart: 4000, ladderFactor: 0.25, maxSteps: 2, stopAt: 2.5,
-			levels: []float64{1.25, 2}, capCycles: 2, cycleTimeout: 10 * time.Minute}
+			levels: []float64{1.25, 2}, capCycles: 2, cycleTimeout: 10 * time.Minute,
+			// The smoke profile's intervals never reach 3 pp: cycles
+			// would run for the default 3 minutes.
+			extraAgent: "  cycle_max_duration: 10s\n"}
 	}
-	return detectionPlan{profile: "quick", counted: 50, calibProfile: "quick", calibRounds: 6,
+	return detectionPlan{profile: "quick", learnCap: 40, counted: counted,
+		calibArgs:   []string{"--profile", "quick", "--rounds", "6"},
 		ladderStart: 16000, ladderFactor: 1 / math.Sqrt2, maxSteps: 9, stopAt: 2.5,
-		levels: []float64{1.1, 1.25, 1.5, 2}, capCycles: 6, cycleTimeout: 20 * time.Minute}
+		levels: []float64{1.25, 1.5, 2}, capCycles: 6, cycleTimeout: 20 * time.Minute}
 }
 
 // detectionConfig is the agents' configuration: the shipped detector and
-// cycle settings (three rounds a cycle, every detector default); targets
-// cut to the writable layer and the bind mount (the A/A control) to keep
-// cycles short; the busy-host guards off, so that a busy machine cannot
-// skip the cycles being counted; no daily budget; no cold probe (the
-// detector watches steady cycles, and a cold cycle would be counted). The
-// schedule is an hour away: the benchmark triggers every cycle itself.
-func detectionConfig(profile string) string {
+// cycle settings (adaptive cycles with their byte and time caps, the
+// published window, every detector default); targets cut to the writable
+// layer and the bind mount (the A/A control); the busy-host guards off,
+// so that a busy machine cannot skip the cycles being counted; no daily
+// budget; no cold probe (the detector watches steady cycles, and a cold
+// cycle would be counted). The schedule is an hour away: the benchmark
+// triggers every cycle itself.
+func detectionConfig(plan detectionPlan) string {
 	return fmt.Sprintf(`profile: %s
 targets: [container, bind]
 agent:
@@ -61,20 +69,23 @@ agent:
   max_io_pressure: 100
   max_disk_util: 1
   churn_quiet_period: 0s
-`, profile)
+%s`, plan.profile, plan.extraAgent)
 }
 
-// learnCycles is how many cycles the detector needs before it screens:
-// min_baseline_rounds rounds, three rounds a cycle.
-func learnCycles() int {
-	c := config.Default()
-	return (c.Detector.MinBaselineRound + c.Agent.RoundsPerCycle - 1) / c.Agent.RoundsPerCycle
+// screening reports whether the detector of every target screens (has its
+// minimum baseline) after the rounds so far, replayed.
+func screening(rounds []roundObs) bool {
+	for _, t := range []string{"container", "bind"} {
+		if replay(detector.State{}, rounds, t).Phase != detector.PhaseWatching {
+			return false
+		}
+	}
+	return true
 }
 
 func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, workDir string, plan detectionPlan) (*detectionResult, error) {
-	res := &detectionResult{Driver: "overlay2", Profile: plan.profile, AgentConfig: detectionConfig(plan.profile),
-		RoundsPerCycle: config.Default().Agent.RoundsPerCycle, LearnCycles: learnCycles(), CountedCycles: plan.counted,
-		CalibrationProfile: plan.calibProfile, CalibrationRounds: plan.calibRounds, CapCycles: plan.capCycles}
+	res := &detectionResult{Driver: "overlay2", Profile: plan.profile, AgentConfig: detectionConfig(plan),
+		CountedCycles: plan.counted, CalibrationArgs: plan.calibArgs, CapCycles: plan.capCycles}
 
 	// 1. Unperturbed cycles: the detector learns, then screens; every
 	// alarm here is a false one.
@@ -86,26 +97,31 @@ func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, wor
 	if err != nil {
 		return res, err
 	}
-	total := res.LearnCycles + plan.counted
-	p.logf("unperturbed: %d cycles (%d learning, %d counted), profile %s, targets container and bind", total, res.LearnCycles, plan.counted, plan.profile)
+	p.logf("unperturbed: learning (at most %d cycles), then %d counted cycles, profile %s, targets container and bind", plan.learnCap, plan.counted, plan.profile)
 	sr := seriesRun{agent: a, timeout: plan.cycleTimeout}
 	var runErr error
-	for i := 1; i <= total && runErr == nil; i++ {
-		sr.phase = "counted"
-		if i <= res.LearnCycles {
-			sr.phase = "learn"
+	for i, counted := 1, 0; counted < plan.counted && runErr == nil; i++ {
+		sr.phase = "learn"
+		if res.LearnCycles > 0 || i > plan.learnCap {
+			sr.phase = "counted"
 		}
 		o, err := sr.one(ctx, &res.Unperturbed, i)
 		if err != nil {
 			runErr = fmt.Errorf("unperturbed cycle %d: %w", i, err)
 			break
 		}
+		if sr.phase == "counted" {
+			counted++
+		} else if screening(res.Unperturbed.Rounds) || i == plan.learnCap {
+			res.LearnCycles = i
+		}
 		c := o.cycles[0]
 		note := ""
 		if len(o.cycles) > 1 {
 			note = fmt.Sprintf(", confirmation cycle of %d rounds", o.cycles[1].Rounds)
 		}
-		p.logf("  unperturbed %d/%d (%s): %s in %.1f s, %s%s", i, total, sr.phase, c.Result, c.DurationSeconds, fmtRegression(o.regression), note)
+		p.logf("  unperturbed %d (%s%s): %s in %.1f s, %d rounds, %s, stop %s, %s%s", i, sr.phase, countedOf(sr.phase, counted, plan.counted),
+			c.Result, c.DurationSeconds, c.Rounds, gib(c.BytesWritten), orDash(c.StopReason), fmtRegression(o.regression), note)
 	}
 	a.stop()
 	res.Unperturbed.Events = a.events()
@@ -128,17 +144,17 @@ func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, wor
 	limit := plan.ladderStart
 	for step := 0; step < plan.maxSteps; step++ {
 		l := roundLimit(limit)
-		r := lpRun{bin: bin, host: host, lockFile: lockFile, workDir: filepath.Join(workDir, "calibration"),
-			config: "targets: [container]\n", profile: plan.calibProfile, rounds: plan.calibRounds,
+		r := lpRun{binary: "new", bin: bin, host: host, lockFile: lockFile, workDir: filepath.Join(workDir, "calibration"),
+			config: "targets: [container]\n", args: plan.calibArgs,
 			env: []string{fmt.Sprintf("LAYERPROBE_TEST_THROTTLE_WRITE_IOPS=%d", l)}, timeout: 20 * time.Minute}
 		run, err := r.run(ctx)
 		if err != nil {
 			return res, fmt.Errorf("calibration at %d write IOPS: %w", l, err)
 		}
 		res.Calibration = append(res.Calibration, calibPoint{WriteIOPS: l, Run: run})
-		s := slowdownVs(m0, subsetOf(run, 0).logRatios("container", "fsync"))
+		s := slowdownVs(m0, run.logRatios("container", "fsync"))
 		limits, slowdowns = append(limits, l), append(slowdowns, s)
-		p.logf("  calibration: %d write IOPS -> fsync p99 ratio x%.2f (%.0f s)", l, s, run.DurationSeconds)
+		p.logf("  calibration: %d write IOPS -> fsync p99 ratio x%.2f (%.0f s)", l, s, run.Seconds)
 		if s >= plan.stopAt {
 			break
 		}
@@ -192,6 +208,14 @@ func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, wor
 		}
 	}
 	return res, nil
+}
+
+// countedOf is a progress line's "3/100" of the counted cycles.
+func countedOf(phase string, counted, of int) string {
+	if phase != "counted" {
+		return ""
+	}
+	return fmt.Sprintf(" %d/%d", counted, of)
 }
 
 func fmtRegression(m map[string]float64) string {

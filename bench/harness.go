@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,13 +27,51 @@ type settings struct {
 	short  bool
 	outDir string // benchmarks.md goes here, plots and results.json into outDir/bench
 	bin    string // the layerprobe binary under test
-	before string // an earlier results.json to compare the targets with
 	only   map[string]bool
+	// oldRev is the revision whose binary measures the earlier method.
+	oldRev string
+	// oldDefaultRuns is how many runs of the earlier method at its
+	// default settings each driver gets.
+	oldDefaultRuns int
+	// defaultRuns is how many runs of the new method at its default
+	// settings each driver gets (the coverage runs).
+	defaultRuns map[string]int
+	// unperturbedCycles is how many agent cycles the false-alarm count is
+	// over, after the detector's learning.
+	unperturbedCycles int
+}
+
+// drivers are the storage drivers the per-driver sections measure.
+var drivers = []string{"overlay2", "btrfs"}
+
+// sectionNames lists every section in the order they run.
+func sectionNames() []string {
+	var out []string
+	for _, d := range drivers {
+		for _, kind := range sectionKinds {
+			out = append(out, kind+"-"+d)
+		}
+	}
+	return append(out, "detection", "footprint")
+}
+
+// sectionKinds are the per-driver sections.
+var sectionKinds = []string{"old", "unbounded", "reference", "defaults"}
+
+// selects reports whether BENCH_ONLY (default: everything) selects a
+// section: by its name, its kind ("defaults" selects both drivers') or
+// its driver ("btrfs" selects every btrfs section).
+func (s settings) selects(name string) bool {
+	if s.only == nil || s.only[name] {
+		return true
+	}
+	kind, driver, ok := strings.Cut(name, "-")
+	return ok && (s.only[kind] || s.only[driver])
 }
 
 func loadSettings() (settings, error) {
 	s := settings{short: os.Getenv("BENCH_SHORT") != "" && os.Getenv("BENCH_SHORT") != "0",
-		outDir: os.Getenv("BENCH_OUT"), before: os.Getenv("BENCH_BEFORE")}
+		outDir: os.Getenv("BENCH_OUT"), oldRev: os.Getenv("BENCH_OLD_REV")}
 	bin := os.Getenv("LAYERPROBE_BIN")
 	if bin == "" {
 		bin = "../bin/layerprobe"
@@ -50,11 +90,71 @@ func loadSettings() (settings, error) {
 			s.only[strings.TrimSpace(f)] = true
 		}
 	}
+	if s.oldRev == "" {
+		s.oldRev = defaultOldRev
+	}
+	s.oldDefaultRuns, s.unperturbedCycles = 5, 100
+	s.defaultRuns = map[string]int{"overlay2": 40, "btrfs": 12}
+	if s.short {
+		s.oldDefaultRuns, s.unperturbedCycles = 1, 3
+		s.defaultRuns = map[string]int{"overlay2": 2, "btrfs": 2}
+	}
+	if s.oldDefaultRuns, err = envInt("BENCH_OLD_DEFAULT_RUNS", s.oldDefaultRuns, 0); err != nil {
+		return s, err
+	}
+	if s.unperturbedCycles, err = envInt("BENCH_UNPERTURBED_CYCLES", s.unperturbedCycles, 1); err != nil {
+		return s, err
+	}
+	if err := parseRuns(os.Getenv("BENCH_COVERAGE_RUNS"), s.defaultRuns); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
-// runs reports whether a section is selected (BENCH_ONLY, default all).
-func (s settings) runs(section string) bool { return s.only == nil || s.only[section] }
+// defaultOldRev is the last commit before the adaptive method.
+const defaultOldRev = "0b17484"
+
+// envInt reads a whole number of at least lo from the environment, def
+// when unset.
+func envInt(name string, def, lo int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < lo {
+		return 0, fmt.Errorf("%s=%q: want a whole number of at least %d", name, v, lo)
+	}
+	return n, nil
+}
+
+// parseRuns reads BENCH_COVERAGE_RUNS into runs: one number for every
+// driver ("40") or one per driver ("overlay2=40,btrfs=12").
+func parseRuns(v string, runs map[string]int) error {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	bad := fmt.Errorf("BENCH_COVERAGE_RUNS=%q: want a number of runs of at least 1 (\"40\") or one per driver (\"overlay2=40,btrfs=12\"; drivers %s)",
+		v, strings.Join(drivers, ", "))
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		if n < 1 {
+			return bad
+		}
+		for _, d := range drivers {
+			runs[d] = n
+		}
+		return nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(f), "=")
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if !ok || err != nil || n < 1 || !slices.Contains(drivers, strings.TrimSpace(k)) {
+			return bad
+		}
+		runs[strings.TrimSpace(k)] = n
+	}
+	return nil
+}
 
 func (s settings) plotDir() string     { return filepath.Join(s.outDir, "bench") }
 func (s settings) resultsPath() string { return filepath.Join(s.plotDir(), "results.json") }
@@ -96,29 +196,31 @@ func (p *progress) ticker(what string, expect time.Duration, every time.Duration
 
 // lpRun is one `layerprobe run --output json`.
 type lpRun struct {
+	binary                       string // "new" or "old", as recorded
 	bin, host, lockFile, workDir string
-	config                       string // YAML
-	profile                      string
-	rounds                       int
+	config                       string   // YAML; "" is the built-in defaults
+	args                         []string // after `run`: profile, rounds, budgets
 	env                          []string
 	timeout                      time.Duration
 }
 
-// run executes it and decodes the document. A run whose engine could not
-// be measured exits 1 and still prints its document: that is an error
-// here, with the document's message.
-func (r lpRun) run(ctx context.Context) (*report.Run, error) {
+// run executes it and keeps its document. A run whose engine could not be
+// measured exits 1 and still prints its document: that is an error here,
+// with the document's message.
+func (r lpRun) run(ctx context.Context) (*runDoc, error) {
 	if err := os.MkdirAll(r.workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
-	cfg := filepath.Join(r.workDir, "run-config.yml")
+	const cfgName = "run-config.yml"
+	cfg := filepath.Join(r.workDir, cfgName)
 	if err := os.WriteFile(cfg, []byte(r.config), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	args := []string{"run", "--config", cfg, "--profile", r.profile, "--rounds", fmt.Sprint(r.rounds),
-		"--output", "json", "--log.level", "warn"}
+	args := append([]string{"run", "--config", cfg}, r.args...)
+	args = append(args, "--output", "json", "--log.level", "warn")
+	what := "layerprobe " + strings.Join(r.args, " ")
 	cmd := exec.CommandContext(ctx, r.bin, args...)
 	cmd.Env = append(lpBaseEnv(r.host, r.lockFile), r.env...)
 	var out, errb bytes.Buffer
@@ -126,22 +228,24 @@ func (r lpRun) run(ctx context.Context) (*report.Run, error) {
 	cmd.WaitDelay = 30 * time.Second
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("layerprobe run --profile %s: no result within %s: %w; stderr: %s", r.profile, r.timeout, ctx.Err(), testharness.Tail(errb.String(), 10))
+		return nil, fmt.Errorf("%s: no result within %s: %w; stderr: %s", what, r.timeout, ctx.Err(), testharness.Tail(errb.String(), 10))
 	}
 	var doc report.Run
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		return nil, fmt.Errorf("layerprobe run --profile %s: %v; output not JSON: %w; stderr: %s", r.profile, runErr, err, testharness.Tail(errb.String(), 10))
+		return nil, fmt.Errorf("%s: %v; output not JSON: %w; stderr: %s", what, runErr, err, testharness.Tail(errb.String(), 10))
 	}
 	if len(doc.Engines) != 1 {
-		return nil, fmt.Errorf("layerprobe run: %d engines in the document, want 1", len(doc.Engines))
+		return nil, fmt.Errorf("%s: %d engines in the document, want 1", what, len(doc.Engines))
 	}
 	if e := doc.Engines[0].Error; e != nil {
-		return nil, fmt.Errorf("layerprobe run: engine error %s: %s", e.Code, e.Message)
+		return nil, fmt.Errorf("%s: engine error %s: %s", what, e.Code, e.Message)
 	}
+	recorded := append([]string{"run", "--config", cfgName}, args[3:]...)
+	d := docOf(r.binary, recorded, r.config, r.env, &doc)
 	if runErr != nil {
-		return &doc, fmt.Errorf("layerprobe run --profile %s: %w; stderr: %s", r.profile, runErr, testharness.Tail(errb.String(), 10))
+		return d, fmt.Errorf("%s: %w; stderr: %s", what, runErr, testharness.Tail(errb.String(), 10))
 	}
-	return &doc, nil
+	return d, nil
 }
 
 // lpBaseEnv points layerprobe at one private daemon with the benchmark's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -14,15 +15,18 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Plot file names, relative to the plot directory (docs/bench).
 const (
-	plotPrecision   = "precision.png"
-	plotDetection   = "detection.png"
-	plotCalibration = "calibration.png"
-	plotAA          = "bind-aa.png"
-	plotSeries      = "unperturbed-series.png"
+	plotPrecisionBytes = "precision-bytes.png"
+	plotHalfWidths     = "halfwidths.png"
+	plotIntervals      = "intervals.png"
+	plotDetection      = "detection.png"
+	plotCalibration    = "calibration.png"
+	plotAA             = "bind-aa.png"
+	plotSeries         = "unperturbed-series.png"
 )
 
 // pointsWithErrors is what plotter.NewYErrorBars needs.
@@ -31,54 +35,229 @@ type pointsWithErrors struct {
 	plotter.YErrors
 }
 
-// estimate is one point with its interval, in percent.
-type estimate struct {
-	group       int // x position
-	est, lo, hi float64
+// saveGrid draws plots in a grid of cols columns into one PNG.
+func saveGrid(path string, plots []*plot.Plot, cols int, w, h vg.Length) error {
+	if len(plots) == 0 {
+		return fmt.Errorf("nothing to plot")
+	}
+	rows := (len(plots) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+		for j := range cols {
+			if k := i*cols + j; k < len(plots) {
+				grid[i][j] = plots[k]
+			}
+		}
+	}
+	img := vgimg.New(w*vg.Length(cols), h*vg.Length(rows))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter, PadY: vg.Millimeter,
+		PadTop: vg.Points(2), PadBottom: vg.Points(2), PadLeft: vg.Points(2), PadRight: vg.Points(2)}
+	canvases := plot.Align(grid, tiles, dc)
+	for i := range grid {
+		for j := range grid[i] {
+			if grid[i][j] != nil {
+				grid[i][j].Draw(canvases[i][j])
+			}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
-// savePrecisionPlot draws each variant's overhead with its interval, per
-// driver and job.
-func savePrecisionPlot(dir string, groups []string, variants []string, points [][]estimate) error {
+// dashed is the style of the goal lines.
+var dashed = []vg.Length{vg.Points(4), vg.Points(3)}
+
+// precisionPanel is one driver and job of the precision-versus-bytes plot.
+type precisionPanel struct {
+	title                    string
+	old, new                 []curvePoint
+	oldDefaults, newDefaults []curvePoint
+}
+
+// savePrecisionBytesPlot draws half-width against GiB written (log-log:
+// a 1/√bytes law is a straight line), one panel per driver and job.
+func savePrecisionBytesPlot(dir string, panels []precisionPanel, cols int) error {
+	var plots []*plot.Plot
+	for _, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "GiB written"
+		p.Y.Label.Text = "half-width, pp"
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		p.Add(plotter.NewGrid())
+		xy := func(c []curvePoint) plotter.XYs {
+			var out plotter.XYs
+			for _, q := range c {
+				if q.HW > 0 && q.Bytes > 0 && !math.IsInf(q.HW, 0) {
+					out = append(out, plotter.XY{X: float64(q.Bytes) / (1 << 30), Y: q.HW})
+				}
+			}
+			return out
+		}
+		if _, err := addLine(p, "earlier method", 1, xy(pn.old)); err != nil {
+			return err
+		}
+		if _, err := addLine(p, "adaptive method", 0, xy(pn.new)); err != nil {
+			return err
+		}
+		if err := addScatter(p, "earlier default runs", xy(pn.oldDefaults),
+			draw.GlyphStyle{Color: plotutil.Color(1), Shape: draw.CrossGlyph{}, Radius: vg.Points(3)}); err != nil {
+			return err
+		}
+		if err := addScatter(p, "adaptive default runs", xy(pn.newDefaults),
+			draw.GlyphStyle{Color: plotutil.Color(0), Shape: draw.CircleGlyph{}, Radius: vg.Points(2)}); err != nil {
+			return err
+		}
+		// Axis ranges that hold the goal lines too.
+		xmin, xmax, ymin, ymax := 0.05, 12.0, 1.0, 30.0
+		for _, c := range [][]curvePoint{pn.old, pn.new, pn.oldDefaults, pn.newDefaults} {
+			for _, q := range xy(c) {
+				xmin, xmax = min(xmin, q.X), max(xmax, q.X)
+				ymin, ymax = min(ymin, q.Y), max(ymax, q.Y)
+			}
+		}
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = xmin*0.9, xmax*1.1, ymin*0.9, ymax*1.1
+		goal, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: goalHalfWidthPP}, {X: p.X.Max, Y: goalHalfWidthPP}})
+		if err != nil {
+			return err
+		}
+		goal.Dashes, goal.Color = dashed, color.Black
+		budget, err := plotter.NewLine(plotter.XYs{{X: float64(goalRunBytes) / (1 << 30), Y: p.Y.Min}, {X: float64(goalRunBytes) / (1 << 30), Y: p.Y.Max}})
+		if err != nil {
+			return err
+		}
+		budget.Dashes, budget.Color = dashed, color.Gray{Y: 120}
+		p.Add(goal, budget)
+		p.Legend.Add("goal: ±3 pp", goal)
+		p.Legend.Add("default budget: 2.5 GiB", budget)
+		p.Legend.Top = true
+		p.Legend.TextStyle.Font.Size = vg.Points(7)
+		plots = append(plots, p)
+	}
+	return saveGrid(filepath.Join(dir, plotPrecisionBytes), plots, cols, 4.2*vg.Inch, 3.4*vg.Inch)
+}
+
+// saveHalfWidthPlot draws every default run's container half-width, the
+// earlier method's beside the adaptive one's, per driver and job.
+func saveHalfWidthPlot(dir string, groups []string, old, new [][]float64) error {
 	p := plot.New()
-	p.Title.Text = "Overhead vs host with 95% interval (seed: range of 3 rounds)"
-	p.Y.Label.Text = "overhead, % slower than host"
+	p.Title.Text = "Default runs: half-width of the container's 95% interval"
+	p.Y.Label.Text = "half-width, pp (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.NominalX(groups...)
 	p.Add(plotter.NewGrid())
-	zero := plotter.NewFunction(func(float64) float64 { return 0 })
-	zero.Color = color.Gray{Y: 120}
-	p.Add(zero)
-	width := 0.6
-	for vi, pts := range points {
-		if len(pts) == 0 {
-			continue
+	ymin, ymax := 1.0, 10.0
+	for vi, v := range []struct {
+		name string
+		hw   [][]float64
+		off  float64
+	}{{"earlier method", old, -0.15}, {"adaptive method", new, 0.15}} {
+		var xy plotter.XYs
+		for g, hws := range v.hw {
+			for i, h := range hws {
+				if h > 0 && !math.IsInf(h, 0) {
+					// A small spread keeps equal values apart.
+					jit := 0.1 * (float64(i%5)/4 - 0.5)
+					xy = append(xy, plotter.XY{X: float64(g) + v.off + jit, Y: h})
+					ymin, ymax = min(ymin, h), max(ymax, h)
+				}
+			}
 		}
-		off := -width/2 + width*(float64(vi)+0.5)/float64(len(points))
-		var pe pointsWithErrors
-		for _, e := range pts {
-			pe.XYs = append(pe.XYs, plotter.XY{X: float64(e.group) + off, Y: e.est})
-			pe.YErrors = append(pe.YErrors, struct{ Low, High float64 }{e.est - e.lo, e.hi - e.est})
-		}
-		sc, err := plotter.NewScatter(pe.XYs)
-		if err != nil {
+		shape := []draw.GlyphDrawer{draw.CrossGlyph{}, draw.CircleGlyph{}}[vi]
+		if err := addScatter(p, v.name, xy, draw.GlyphStyle{Color: plotutil.Color(1 - vi), Shape: shape, Radius: vg.Points(2.5)}); err != nil {
 			return err
 		}
-		sc.GlyphStyle.Color = plotutil.Color(vi)
-		sc.GlyphStyle.Shape = plotutil.Shape(vi)
-		sc.GlyphStyle.Radius = vg.Points(3)
-		eb, err := plotter.NewYErrorBars(pe)
-		if err != nil {
-			return err
-		}
-		eb.LineStyle.Color = plotutil.Color(vi)
-		eb.LineStyle.Width = vg.Points(1.2)
-		p.Add(eb, sc)
-		p.Legend.Add(variants[vi], sc)
 	}
+	p.Y.Min, p.Y.Max = ymin*0.9, ymax*1.4
+	goal := plotter.NewFunction(func(float64) float64 { return goalHalfWidthPP })
+	goal.Dashes, goal.Color = dashed, color.Black
+	p.Add(goal)
+	p.Legend.Add("goal: ±3 pp", goal)
 	p.Legend.Top = true
-	// Headroom for the legend above the highest interval.
-	p.Y.Max += 0.3 * (p.Y.Max - p.Y.Min)
-	return p.Save(vg.Length(max(6, 1.3*float64(len(groups))))*vg.Inch, 4*vg.Inch, filepath.Join(dir, plotPrecision))
+	return p.Save(vg.Length(max(6, 1.2*float64(len(groups))))*vg.Inch, 4*vg.Inch, filepath.Join(dir, plotHalfWidths))
+}
+
+// intervalPanel is one driver and job of the intervals plot.
+type intervalPanel struct {
+	title                string
+	container, bind      []est
+	ref, refLow, refHigh float64
+}
+
+// hline is a horizontal line across a plot; no name, no legend entry.
+type hline struct {
+	name   string
+	y      float64
+	c      color.Color
+	dashes []vg.Length
+}
+
+// saveIntervalsPlot draws every default run's container and bind
+// interval, the reference's estimate and interval as lines across.
+func saveIntervalsPlot(dir string, panels []intervalPanel, cols int) error {
+	var plots []*plot.Plot
+	for _, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.X.Label.Text = "default run"
+		p.Y.Label.Text = "overhead, %"
+		p.Add(plotter.NewGrid())
+		for vi, v := range []struct {
+			name string
+			es   []est
+			off  float64
+		}{{"container", pn.container, 0}, {"bind (A/A)", pn.bind, 0.35}} {
+			var pe pointsWithErrors
+			for i, e := range v.es {
+				pe.XYs = append(pe.XYs, plotter.XY{X: float64(i+1) + v.off, Y: 100 * e.Ratio})
+				pe.YErrors = append(pe.YErrors, struct{ Low, High float64 }{100 * (e.Ratio - e.Low), 100 * (e.High - e.Ratio)})
+			}
+			if len(pe.XYs) == 0 {
+				continue
+			}
+			eb, err := plotter.NewYErrorBars(pe)
+			if err != nil {
+				return err
+			}
+			eb.LineStyle.Color = plotutil.Color(vi)
+			sc, err := plotter.NewScatter(pe.XYs)
+			if err != nil {
+				return err
+			}
+			sc.GlyphStyle.Color, sc.GlyphStyle.Radius = plotutil.Color(vi), vg.Points(1.5)
+			p.Add(eb, sc)
+			p.Legend.Add(v.name, sc)
+		}
+		lines := []hline{{"", 0, color.Gray{Y: 100}, nil}}
+		if !math.IsNaN(pn.ref) {
+			lines = append(lines, hline{"reference", pn.ref, plotutil.Color(2), nil},
+				hline{"reference interval", pn.refLow, plotutil.Color(2), dashed}, hline{"", pn.refHigh, plotutil.Color(2), dashed})
+		}
+		for _, l := range lines {
+			y := 100 * l.y
+			f := plotter.NewFunction(func(float64) float64 { return y })
+			f.Color, f.Dashes = l.c, l.dashes
+			p.Add(f)
+			if l.name != "" {
+				p.Legend.Add(l.name, f)
+			}
+		}
+		p.Legend.Top = true
+		p.Legend.TextStyle.Font.Size = vg.Points(7)
+		plots = append(plots, p)
+	}
+	return saveGrid(filepath.Join(dir, plotIntervals), plots, cols, 4.2*vg.Inch, 3.2*vg.Inch)
 }
 
 // detectionPoint is one injected slowdown.
@@ -92,7 +271,7 @@ func saveDetectionPlot(dir string, pts []detectionPoint, capCycles int, floor fl
 	p := plot.New()
 	p.Title.Text = "Cycles until layerprobe_fsync_regression{target=\"container\"} = 1"
 	p.X.Label.Text = "measured slowdown of the container's fsync p99 ratio (x baseline)"
-	p.Y.Label.Text = "measurement cycles (3 rounds each)"
+	p.Y.Label.Text = "measurement cycles"
 	p.Add(plotter.NewGrid())
 	var flagged, missed plotter.XYs
 	var labels []string
@@ -126,11 +305,13 @@ func saveDetectionPlot(dir string, pts []detectionPoint, capCycles int, floor fl
 		}
 		p.Add(l)
 	}
-	target := plotter.NewFunction(func(float64) float64 { return 2 })
-	target.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	target.Color = color.Gray{Y: 100}
-	p.Add(target)
-	p.Legend.Add("target for 2x: within 2 cycles", target)
+	for _, g := range goalDetect {
+		goal := plotter.NewFunction(func(float64) float64 { return float64(g.cycles) })
+		goal.Dashes = dashed
+		goal.Color = color.Gray{Y: 100}
+		p.Add(goal)
+		p.Legend.Add(fmt.Sprintf("goal for %s: within %d cycle(s)", times(g.level), g.cycles), goal)
+	}
 	if floor > 0 && !math.IsNaN(floor) {
 		fl, err := plotter.NewLine(plotter.XYs{{X: floor, Y: 0}, {X: floor, Y: float64(capCycles) + 1.5}})
 		if err != nil {

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
-// resultsVersion is the version of results.json's layout.
-const resultsVersion = 1
+// resultsVersion is the version of results.json's layout. Version 2: the
+// earlier method's runs next to the adaptive method's, per driver; runs
+// kept as runDoc (executions without latency histograms).
+const resultsVersion = 2
 
 // results is everything one benchmark run measured: raw figures only, so
 // that the report and its plots can be regenerated from the file alone.
@@ -25,13 +29,64 @@ type results struct {
 	Machine    machine   `json:"machine"`
 	// SectionSeconds is the wall time of each section.
 	SectionSeconds map[string]float64 `json:"section_seconds"`
-	// Errors are sections or steps that failed; the report lists them.
-	Errors    []string          `json:"errors,omitempty"`
-	Precision []precisionDriver `json:"precision,omitempty"`
-	Detection *detectionResult  `json:"detection,omitempty"`
+	// Reruns are sections measured again into this file after the run
+	// (BENCH_ONLY), each replacing that section's figures.
+	Reruns []rerun `json:"reruns,omitempty"`
+	// Errors are sections or steps that failed, "section: message"; the
+	// report lists them.
+	Errors []string `json:"errors,omitempty"`
+	// OldRev is the earlier revision the old method's figures come from,
+	// OldVersion its `layerprobe version`.
+	OldRev     string           `json:"old_rev,omitempty"`
+	OldVersion string           `json:"old_version,omitempty"`
+	Drivers    []driverResult   `json:"drivers,omitempty"`
+	Detection  *detectionResult `json:"detection,omitempty"`
 	// Footprint is bench/footprint.go's footprintResult, kept as it was
 	// written so this file does not depend on its layout.
 	Footprint json.RawMessage `json:"footprint,omitempty"`
+}
+
+// rerun is one BENCH_ONLY run that replaced some sections.
+type rerun struct {
+	Sections   []string  `json:"sections"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// driverResult is what one storage driver's sections measured.
+type driverResult struct {
+	Driver string `json:"driver"`
+	// OldRounds is the earlier method's default profile with many rounds
+	// (targets container and bind): its first k rounds are what k rounds
+	// of it give. OldDefaults are runs of it at its default settings.
+	OldRounds   *runDoc  `json:"old_rounds,omitempty"`
+	OldDefaults []runDoc `json:"old_defaults,omitempty"`
+	// Unbounded is the adaptive method with a precision it cannot reach
+	// and a large budget (targets container and bind): its first k rounds
+	// of a job are what a run stopped there gives.
+	Unbounded *runDoc `json:"unbounded,omitempty"`
+	// Reference is the long profile: the default's jobs with 5 s
+	// executions, the independent reference.
+	Reference *runDoc `json:"reference,omitempty"`
+	// Defaults are runs of the adaptive method at its default settings.
+	Defaults []runDoc `json:"defaults,omitempty"`
+}
+
+// driver returns the driver's entry, adding it when missing.
+func (r *results) driver(name string) *driverResult {
+	for i := range r.Drivers {
+		if r.Drivers[i].Driver == name {
+			return &r.Drivers[i]
+		}
+	}
+	r.Drivers = append(r.Drivers, driverResult{Driver: name})
+	slices.SortFunc(r.Drivers, func(a, b driverResult) int { return strings.Compare(b.Driver, a.Driver) }) // overlay2 first
+	return r.driver(name)
+}
+
+// dropErrors removes the errors a section recorded, before it runs again.
+func (r *results) dropErrors(section string) {
+	r.Errors = slices.DeleteFunc(r.Errors, func(e string) bool { return strings.HasPrefix(e, section+": ") })
 }
 
 // machine describes where the figures were measured.
@@ -52,36 +107,19 @@ type machine struct {
 	IOPressure string `json:"io_pressure_at_start"`
 }
 
-// precisionDriver is section 1 for one storage driver: one run of the
-// default profile with twice its rounds (its first DefaultRounds rounds
-// are exactly what `layerprobe run` does by default) and one run of the
-// seed profile.
-type precisionDriver struct {
-	Driver        string   `json:"driver"`
-	Targets       []string `json:"targets"` // besides host
-	QuickProfile  string   `json:"quick_profile"`
-	DefaultRounds int      `json:"default_rounds"`
-	// Quick holds 2×DefaultRounds rounds.
-	Quick       *report.Run `json:"quick,omitempty"`
-	SeedProfile string      `json:"seed_profile"`
-	Seed        *report.Run `json:"seed,omitempty"`
-}
-
-// detectionResult is section 2.
+// detectionResult is the detection section.
 type detectionResult struct {
-	Driver         string `json:"driver"`
-	Profile        string `json:"profile"`
-	AgentConfig    string `json:"agent_config"`
-	RoundsPerCycle int    `json:"rounds_per_cycle"`
-	// LearnCycles run first so the detector has its minimum baseline;
+	Driver      string `json:"driver"`
+	Profile     string `json:"profile"`
+	AgentConfig string `json:"agent_config"`
+	// LearnCycles ran until the detector of every target screened;
 	// CountedCycles follow and are the ones the false-alarm count is over.
 	LearnCycles   int         `json:"learn_cycles"`
 	CountedCycles int         `json:"counted_cycles"`
 	Unperturbed   agentSeries `json:"unperturbed"`
 	// Calibration: short `layerprobe run`s under candidate IOPS limits.
-	CalibrationProfile string       `json:"calibration_profile"`
-	CalibrationRounds  int          `json:"calibration_rounds"`
-	Calibration        []calibPoint `json:"calibration"`
+	CalibrationArgs []string     `json:"calibration_args"`
+	Calibration     []calibPoint `json:"calibration"`
 	// CapCycles is how many throttled measurement cycles a level gets.
 	CapCycles int           `json:"cap_cycles"`
 	Levels    []levelResult `json:"levels"`
@@ -89,8 +127,8 @@ type detectionResult struct {
 
 // calibPoint is one calibration run.
 type calibPoint struct {
-	WriteIOPS uint64      `json:"write_iops"`
-	Run       *report.Run `json:"run"`
+	WriteIOPS uint64  `json:"write_iops"`
+	Run       *runDoc `json:"run"`
 }
 
 // levelResult is one injected slowdown.
@@ -127,6 +165,7 @@ type cycleObs struct {
 	Phase           string  `json:"phase"` // learn, counted, throttled
 	Result          string  `json:"result"`
 	Reason          string  `json:"reason,omitempty"`
+	StopReason      string  `json:"stop_reason,omitempty"`
 	StartedAt       string  `json:"started_at"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	Rounds          int     `json:"rounds"`
@@ -134,9 +173,10 @@ type cycleObs struct {
 	// Regression is layerprobe_fsync_regression per target after the
 	// measurement cycle and its confirmation (on measurement cycles only).
 	Regression map[string]float64 `json:"regression,omitempty"`
-	// Published is the headline overhead ratio per "target/job" the agent
-	// published after the cycle, over its window of recent rounds.
-	Published map[string]float64 `json:"published,omitempty"`
+	// Published is the headline overhead per "target/job" the agent
+	// published after the cycle, over its window of recent rounds, with
+	// its interval.
+	Published map[string]measure.Overhead `json:"published,omitempty"`
 }
 
 // roundObs is one round of one target and job: the headline figure of the
@@ -166,7 +206,13 @@ func writeResults(path string, r *results) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("results dir: %w", err)
 	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+	// Through a temporary file: a checkpoint written while the run goes on
+	// must never leave half a file behind.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil

@@ -1,0 +1,290 @@
+//go:build bench
+
+package bench
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/stats"
+)
+
+// The unit tests of the benchmark's own arithmetic: no daemon, no fio
+// (go test -tags bench -run 'Unit' ./bench).
+
+// syntheticRun is a run document of host, container and bind with the
+// given rounds; old puts every job in every round (the earlier method),
+// otherwise a round runs one job. The container is 10% slower than host
+// in every headline metric, with noise.
+func syntheticRun(rounds int, old bool, seed uint64) *report.Run {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	run := &report.Run{SchemaVersion: 2, Profile: "quick", StartedAt: start, Rounds: rounds}
+	e := report.Engine{Name: "default", LayoutBytes: 80 << 20}
+	at := start
+	add := func(round int, w measure.Workload) {
+		for i, t := range []measure.Target{"host", "container", "bind"} {
+			f := math.Exp(0.1 * rng.NormFloat64())
+			slow := map[measure.Target]float64{"host": 1, "container": 1.1, "bind": 1}[t] * f
+			jr := measure.JobResult{Workload: w, BytesWritten: 8 << 20}
+			jr.Write = measure.Op{IOPS: 1000 / slow, BandwidthBytes: 1e9 / slow, LatencyP50Sec: 1e-4 * slow, LatencyP99Sec: 1e-3 * slow}
+			jr.Sync = measure.Op{LatencyP99Sec: math.NaN()}
+			if w == measure.Fsync {
+				jr.Sync.LatencyP99Sec = 2e-3 * slow
+			}
+			if round == 3 && t == "bind" {
+				jr = measure.JobResult{Workload: w, Failure: &measure.Failure{Reason: measure.ReasonTimeout, Message: "killed"}}
+			}
+			e.Samples = append(e.Samples, measure.Sample{Round: round, Order: i + 1, Target: t, StartedAt: at, DurationSeconds: 0.5, JobResult: jr})
+			at = at.Add(600 * time.Millisecond)
+		}
+	}
+	n := 0
+	for r := 1; r <= rounds; r++ {
+		for _, w := range measure.Workloads {
+			if old {
+				add(r, w)
+			} else {
+				n++
+				add(n, w)
+			}
+		}
+	}
+	e.Rounds = n
+	if old {
+		e.Rounds = 0
+		e.LayoutBytes = 0
+	}
+	e.Results = measure.Summarize(e.Samples, confidence)
+	if old {
+		// The earlier method reported the median with the sign-test
+		// interval.
+		for i, r := range e.Results {
+			if r.Target == "host" {
+				continue
+			}
+			var logs []float64
+			for _, o := range roundsOf(0, e.Samples) {
+				if o.Target == string(r.Target) && o.Job == string(r.Workload) {
+					logs = append(logs, math.Log(o.Value/o.Host))
+				}
+			}
+			m := headlineOf(string(r.Workload))
+			so := stats.FromLogInterval(stats.MedianCI(logs, confidence), measure.MetricDirection(m))
+			e.Results[i].Overhead[m] = measure.Overhead{Ratio: so.Ratio, CILow: so.CILow, CIHigh: so.CIHigh, N: so.N}
+		}
+	}
+	for _, s := range e.Samples {
+		e.BytesWritten += s.BytesWritten
+	}
+	e.BytesWritten += e.LayoutBytes
+	run.BytesWritten = e.BytesWritten
+	run.Engines = []report.Engine{e}
+	return run
+}
+
+func TestUnitRunDocReproducesTheRun(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		binary := map[bool]string{false: "new", true: "old"}[old]
+		run := syntheticRun(12, old, 7)
+		d := docOf(binary, []string{"run"}, "", nil, run)
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back runDoc
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkRecorded(&back); err != nil {
+			t.Errorf("%s: %v", binary, err)
+		}
+		if len(back.Reported) != 6 {
+			t.Errorf("%s: %d reported estimates, want 6 (container and bind, three jobs)", binary, len(back.Reported))
+		}
+		// A change to the recorded figures must show.
+		back.Executions[1].V[4] *= 3
+		back.Executions[1].V[0] /= 3
+		if old {
+			back.Executions[4].V[1] /= 3
+		}
+		for i := range back.Executions {
+			if back.Executions[i].Target == "container" && back.Executions[i].Round <= 6 {
+				for k := range back.Executions[i].V {
+					back.Executions[i].V[k] *= 5
+				}
+			}
+		}
+		if err := checkRecorded(&back); err == nil {
+			t.Errorf("%s: changed executions still reproduce the run", binary)
+		}
+	}
+}
+
+func TestUnitFnumNull(t *testing.T) {
+	b, err := json.Marshal([]fnum{fnum(math.NaN()), fnum(math.Inf(1)), 1.5, 123456789})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "[null,null,1.5,1.234568e+08]" {
+		t.Errorf("encoded %s", b)
+	}
+	var back []fnum
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(float64(back[0])) || back[2] != 1.5 {
+		t.Errorf("decoded %v", back)
+	}
+}
+
+func TestUnitPrecisionCurve(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		binary := map[bool]string{false: "new", true: "old"}[old]
+		run := syntheticRun(30, old, 3)
+		d := docOf(binary, nil, "", nil, run)
+		c := precisionCurve(d, "container", "fsync")
+		if len(c) != 30-stats.MinN(confidence)+1 || c[0].Rounds != stats.MinN(confidence) {
+			t.Fatalf("%s: %d points from %d rounds, want %d from round 6", binary, len(c), c[0].Rounds, 25)
+		}
+		for i := 1; i < len(c); i++ {
+			if c[i].Bytes <= c[i-1].Bytes {
+				t.Errorf("%s: bytes not increasing at %d: %d after %d", binary, i, c[i].Bytes, c[i-1].Bytes)
+			}
+		}
+		// Every round writes 3 executions of 8 MiB but for the failed
+		// ones in round 3 (one job of it, or all three in an earlier
+		// method's round); the adaptive run's fsync round k is its 3k-th
+		// round overall, after the layout.
+		k := c[len(c)-1]
+		failed := map[bool]int{false: 1, true: 3}[old]
+		want := int64((k.Rounds*3*3-failed)*8<<20) + d.LayoutBytes
+		if k.Bytes != want {
+			t.Errorf("%s: %d bytes after %d rounds, want %d", binary, k.Bytes, k.Rounds, want)
+		}
+		// The full curve's last point is the run's own estimate.
+		e, _ := estimateOf(d, "container", "fsync")
+		if math.Abs(k.HW-e.halfWidthPP()) > 1e-9 {
+			t.Errorf("%s: last point ±%.3f pp, the run's estimate ±%.3f pp", binary, k.HW, e.halfWidthPP())
+		}
+		if c[0].HW <= k.HW {
+			t.Errorf("%s: 6 rounds ±%.2f pp not wider than 30 rounds ±%.2f pp", binary, c[0].HW, k.HW)
+		}
+	}
+}
+
+func TestUnitShareOf(t *testing.T) {
+	// Clopper–Pearson for 0 of 10: the upper bound solves (1-p)^10 = 0.025.
+	s := shareOf(0, 10)
+	if s.Low != 0 || math.Abs(s.High-(1-math.Pow(0.025, 0.1))) > 1e-9 {
+		t.Errorf("0/10: [%v, %v]", s.Low, s.High)
+	}
+	s = shareOf(10, 10)
+	if s.High != 1 || math.Abs(s.Low-math.Pow(0.025, 0.1)) > 1e-9 {
+		t.Errorf("10/10: [%v, %v]", s.Low, s.High)
+	}
+	s = shareOf(37, 40)
+	if !(s.Low < 0.925 && 0.925 < s.High) || s.Low < 0.75 || s.High > 0.99 {
+		t.Errorf("37/40: [%v, %v]", s.Low, s.High)
+	}
+	if !math.IsNaN(shareOf(0, 0).value()) || shareOf(0, 0).String() != "–" {
+		t.Error("0/0 is not undefined")
+	}
+}
+
+func TestUnitWidening(t *testing.T) {
+	es := []est{{Ratio: 0.1, Low: 0.05, High: 0.15}, {Ratio: -0.1, Low: -0.2, High: 0}, {Ratio: 0.02, Low: -0.01, High: 0.04}}
+	// Distances to 0 over the half-width on 0's side: 2, 1 (on the
+	// bound), 0.67; the 93% quantile of three is the largest.
+	if f := widening(es, func(int) float64 { return 0 }, 0.93); math.Abs(f-2) > 1e-9 {
+		t.Errorf("widening %v, want 2", f)
+	}
+	if f := widening(es, func(int) float64 { return 0 }, 0.5); math.Abs(f-1) > 1e-9 {
+		t.Errorf("median widening %v, want 1", f)
+	}
+	if f := widening(es, func(int) float64 { return 0 }, 0.2); math.Abs(f-2.0/3) > 1e-9 {
+		t.Errorf("20%% widening %v, want 2/3", f)
+	}
+}
+
+func normalSources(rng *rand.Rand, sigma float64, n, per int) aaSources {
+	var src aaSources
+	for range n {
+		xs := make([]float64, per)
+		for i := range xs {
+			xs[i] = sigma * rng.NormFloat64()
+		}
+		src = append(src, xs)
+	}
+	return src
+}
+
+func TestUnitReplay(t *testing.T) {
+	p := detectorParams()
+	src := normalSources(rand.New(rand.NewPCG(1, 2)), 0.05, 40, 30)
+	fa := replayFalseAlarms(p, src, 6, 5, 200, 11)
+	if fa.Cycles != 1000 || fa.Rounds != 1200 || fa.Block != 6 {
+		t.Fatalf("replay %+v", fa)
+	}
+	if fa.Confirmations > 1 {
+		t.Errorf("%d false confirmations in 1000 cycles of iid N(0, 0.05²) rounds", fa.Confirmations)
+	}
+	big := replayShift(p, src, 6, 2, 200, 6, 11)
+	if big.within(1) < 0.95 {
+		t.Errorf("2x flagged within one cycle in %.2f of trials", big.within(1))
+	}
+	none := replayShift(p, src, 6, 1, 200, 6, 11)
+	if none.within(6) > 0.02 {
+		t.Errorf("no shift flagged in %.2f of trials", none.within(6))
+	}
+	for c := 2; c <= 6; c++ {
+		if big.within(c) < big.within(c-1) {
+			t.Errorf("within(%d) %v below within(%d) %v", c, big.within(c), c-1, big.within(c-1))
+		}
+	}
+}
+
+func TestUnitResamplerBlocksStayInOneSource(t *testing.T) {
+	src := aaSources{{1, 2, 3}, {10, 20, 30, 40, 50}}
+	rs := newResampler(src, rand.New(rand.NewPCG(3, 4)))
+	for range 200 {
+		b := rs.block(4)
+		inFirst := b[0] < 10
+		for i, x := range b {
+			if (x < 10) != inFirst {
+				t.Fatalf("block %v mixes sources", b)
+			}
+			if i > 0 && !(x > b[i-1] || (inFirst && x == 1) || (!inFirst && x == 10)) {
+				t.Fatalf("block %v is not consecutive (wrapping) rounds", b)
+			}
+		}
+	}
+}
+
+func TestUnitSettings(t *testing.T) {
+	runs := map[string]int{"overlay2": 40, "btrfs": 12}
+	if err := parseRuns("overlay2=10", runs); err != nil || runs["overlay2"] != 10 || runs["btrfs"] != 12 {
+		t.Errorf("overlay2=10: %v %v", runs, err)
+	}
+	if err := parseRuns("7", runs); err != nil || runs["overlay2"] != 7 || runs["btrfs"] != 7 {
+		t.Errorf("7: %v %v", runs, err)
+	}
+	for _, bad := range []string{"0", "zfs=3", "overlay2=", "overlay2=x", "-1"} {
+		if err := parseRuns(bad, runs); err == nil || !strings.Contains(err.Error(), "BENCH_COVERAGE_RUNS") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	s := settings{only: map[string]bool{"defaults": true, "btrfs": true, "detection": true}}
+	for name, want := range map[string]bool{"defaults-overlay2": true, "old-btrfs": true, "old-overlay2": false,
+		"detection": true, "footprint": false} {
+		if s.selects(name) != want {
+			t.Errorf("BENCH_ONLY=defaults,btrfs,detection selects %s: %v, want %v", name, !want, want)
+		}
+	}
+}

@@ -1,0 +1,353 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/layerprobe/layerprobe/internal/stats"
+)
+
+// goalCheck is one of the issue's goals, judged from the results.
+type goalCheck struct {
+	goal, scope, figure, status, why string
+}
+
+const (
+	statusMet         = "met"
+	statusMissed      = "missed"
+	statusNotMeasured = "not measured"
+)
+
+func judge(ok bool) string {
+	if ok {
+		return statusMet
+	}
+	return statusMissed
+}
+
+// evaluateGoals judges every goal from the raw results.
+func evaluateGoals(r *results) []goalCheck {
+	var out []goalCheck
+	for _, dr := range r.Drivers {
+		out = append(out, runPrecisionGoals(dr)...)
+	}
+	if d := r.Detection; d != nil {
+		out = append(out, agentPrecisionGoals(d)...)
+	}
+	for _, dr := range r.Drivers {
+		out = append(out, biasGoals(dr)...)
+	}
+	out = append(out, coverageGoals(r)...)
+	out = append(out, detectionGoals(r)...)
+	return out
+}
+
+// runPrecisionGoals: goal 1 for `layerprobe run` at its defaults.
+func runPrecisionGoals(dr driverResult) []goalCheck {
+	var out []goalCheck
+	n := len(dr.Defaults)
+	bytes, secs := runBytes(dr.Defaults), runSeconds(dr.Defaults)
+	stops := runStops(dr.Defaults)
+	for _, job := range jobs {
+		c := goalCheck{goal: fmt.Sprintf("1. `run`: container %s half-width ≤ %.0f pp", headlineOf(job), goalHalfWidthPP), scope: dr.Driver}
+		hw := halfWidths(estimates(dr.Defaults, "container", job))
+		if len(hw) == 0 {
+			c.status, c.figure = statusNotMeasured, "–"
+			out = append(out, c)
+			continue
+		}
+		med := quantile(hw, 0.5)
+		within := 0
+		for _, h := range hw {
+			if h <= goalHalfWidthPP {
+				within++
+			}
+		}
+		c.figure = fmt.Sprintf("median %s, p90 %s over %d runs (%d ≤ %.0f pp)", pp(med), pp(quantile(hw, 0.9)), len(hw), within, goalHalfWidthPP)
+		c.status = judge(med <= goalHalfWidthPP)
+		if c.status == statusMissed {
+			f := math.Pow(med/goalHalfWidthPP, 2)
+			c.why = fmt.Sprintf("The interval narrows as 1/√(bytes measured); at the noise measured here ±%.0f pp needs "+
+				"(%.1f/%.0f)² = %.1f× the median run, about %s and %s per run instead of %s and %s (runs stopped on: %s).",
+				goalHalfWidthPP, med, goalHalfWidthPP, f, gib(int64(f*stats.Median(bytes))), dur(f*stats.Median(secs)),
+				gib(int64(stats.Median(bytes))), dur(stats.Median(secs)), stopReasons(stops))
+			if mostly(stops) == "time" {
+				c.why += " Most runs ended on the time budget (`--max-duration`), before the byte budget: on this disk time, not bytes, binds first."
+			}
+		}
+		out = append(out, c)
+	}
+	c := goalCheck{goal: "1. `run`: bytes written ≤ 2.5 GiB", scope: dr.Driver}
+	if n == 0 {
+		c.status, c.figure = statusNotMeasured, "–"
+	} else {
+		mx := quantile(bytes, 1)
+		c.figure = fmt.Sprintf("median %s, max %s over %d runs", gib(int64(stats.Median(bytes))), gib(int64(mx)), n)
+		c.status = judge(mx <= goalRunBytes)
+		if c.status == statusMissed {
+			c.why = "A round that would cross `--max-bytes` is not started, but its cost is estimated from the job's last round: a round that wrote more than the one before can overshoot."
+		}
+	}
+	return append(out, c)
+}
+
+// agentPrecisionGoals: goal 1 for an agent cycle (the published window).
+func agentPrecisionGoals(d *detectionResult) []goalCheck {
+	var out []goalCheck
+	window := agentWindow()
+	for _, job := range jobs {
+		c := goalCheck{goal: fmt.Sprintf("1. agent: published container %s half-width ≤ %.0f pp", headlineOf(job), goalHalfWidthPP), scope: d.Driver}
+		hw := publishedHalfWidths(d, "container", job)
+		if len(hw) == 0 {
+			c.status, c.figure = statusNotMeasured, "–"
+			out = append(out, c)
+			continue
+		}
+		med := quantile(hw, 0.5)
+		c.figure = fmt.Sprintf("median %s, p90 %s after %d counted cycles", pp(med), pp(quantile(hw, 0.9)), len(hw))
+		c.status = judge(med <= goalHalfWidthPP)
+		if c.status == statusMissed {
+			need := math.Ceil(float64(window) * math.Pow(med/goalHalfWidthPP, 2))
+			c.why = fmt.Sprintf("The published interval rests on the window of the last %d rounds of each job (`agent.window_rounds`), "+
+				"whatever a cycle writes: ±%.0f pp at the noise measured here needs a window of about %.0f rounds, (%.1f/%.0f)² × %d, "+
+				"which at the cycles' pace means older rounds in the estimate.", window, goalHalfWidthPP, need, med, goalHalfWidthPP, window)
+		}
+		out = append(out, c)
+	}
+	c := goalCheck{goal: "1. agent: bytes per cycle ≤ 573 MiB", scope: d.Driver}
+	bytes, _, _, stops := cycleFigures(d, "api")
+	if len(bytes) == 0 {
+		c.status, c.figure = statusNotMeasured, "–"
+	} else {
+		mx := quantile(bytes, 1)
+		c.figure = fmt.Sprintf("median %s, max %s over %d counted cycles (stops: %s)", gib(int64(stats.Median(bytes))), gib(int64(mx)), len(bytes), stopReasons(stops))
+		cb, _, _, _ := cycleFigures(d, "confirm")
+		if len(cb) > 0 {
+			c.figure += fmt.Sprintf("; %d confirmation cycles, max %s", len(cb), gib(int64(quantile(cb, 1))))
+		}
+		c.status = judge(mx <= goalCycleBytes)
+	}
+	return append(out, c)
+}
+
+// biasGoals: goal 2, the A/A control and the reference.
+func biasGoals(dr driverResult) []goalCheck {
+	var out []goalCheck
+	for _, job := range jobs {
+		c := goalCheck{goal: fmt.Sprintf("2. bind A/A %s reads 0 ± %.0f pp (median over runs)", headlineOf(job), goalBiasPP), scope: dr.Driver}
+		bind := ratios(estimates(dr.Defaults, "bind", job))
+		if len(bind) == 0 {
+			c.status, c.figure = statusNotMeasured, "–"
+		} else {
+			ci := medianCI(bind)
+			c.figure = fmt.Sprintf("%s over %d runs (sign-test interval of that median [%s, %s])", pct(ci.Median), len(bind), pct(ci.Low), pct(ci.High))
+			c.status = judge(math.Abs(100*ci.Median) <= goalBiasPP)
+			if c.status == statusMissed {
+				if ci.Low > 0 || ci.High < 0 {
+					c.why = fmt.Sprintf("The interval of the runs' median excludes 0: a systematic difference of %s between the bind "+
+						"mount and the host path for this job, not noise. The two arms share one file, so it is the path through the "+
+						"container (mount namespace, cgroup) or the arms' order within a round.", pct(ci.Median))
+				} else {
+					c.why = fmt.Sprintf("The interval of the runs' median includes 0: the offset is within what %d runs can tell; "+
+						"about %.0f runs would narrow that interval to ±%.0f pp at the spread measured.",
+						len(bind), float64(len(bind))*math.Pow((ci.High-ci.Low)/2*100/goalBiasPP, 2), goalBiasPP)
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	for _, job := range jobs {
+		c := goalCheck{goal: fmt.Sprintf("2. container %s inside the reference's interval", headlineOf(job)), scope: dr.Driver}
+		ref, okRef := estimateOf(dr.Reference, "container", job)
+		cont := estimates(dr.Defaults, "container", job)
+		if !okRef || len(cont) == 0 {
+			c.status, c.figure = statusNotMeasured, "–"
+			out = append(out, c)
+			continue
+		}
+		med := stats.Median(ratios(cont))
+		inside := 0
+		for _, e := range cont {
+			if ref.covers(e.Ratio) {
+				inside++
+			}
+		}
+		c.figure = fmt.Sprintf("median %s vs reference %s [%s, %s]; %d of %d runs inside", pct(med), pct(ref.Ratio), pct(ref.Low), pct(ref.High), inside, len(cont))
+		c.status = judge(ref.covers(med))
+		if c.status == statusMissed {
+			off := med - ref.High
+			if med < ref.Low {
+				off = med - ref.Low
+			}
+			c.why = fmt.Sprintf("The default runs' median lies %+.1f pp outside the reference's interval (±%.1f pp from %d rounds of 5 s "+
+				"executions). The reference is one run of the same jobs at another length: a difference that grows with the "+
+				"execution's length is a start-up or steady-state effect the short executions carry; one that does not is the "+
+				"file placement both sides of one measurement share (see methodology.md, Limits).", 100*off, ref.halfWidthPP(), ref.N)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// coverageGoals: goal 3, pooled over every driver and job.
+func coverageGoals(r *results) []goalCheck {
+	aa, ref, runs, aaW, refW := pooledCoverage(r)
+	var out []goalCheck
+	for _, v := range []struct {
+		name  string
+		s     share
+		widen float64
+	}{{"3. coverage ≥ 93%: bind (A/A) interval covers 0", aa, aaW},
+		{"3. coverage ≥ 93%: container interval covers the reference's estimate", ref, refW}} {
+		c := goalCheck{goal: v.name, scope: "all"}
+		if v.s.N == 0 {
+			c.status, c.figure = statusNotMeasured, "–"
+			out = append(out, c)
+			continue
+		}
+		c.figure = fmt.Sprintf("%s over %d runs × 3 jobs", v.s, runs)
+		c.status = judge(v.s.value() >= goalCoverage && runs >= goalCoverageRuns)
+		if c.status == statusMissed {
+			switch {
+			case v.s.value() < goalCoverage:
+				c.why = fmt.Sprintf("%d of %d intervals missed. For 93%% to hold they would have to be %.2f× as wide about "+
+					"their estimates (the 93%% quantile of each miss's distance over its half-width on that side)", v.s.N-v.s.K, v.s.N, v.widen)
+				if strings.Contains(v.name, "reference") {
+					c.why += "; the reference's own error adds to the misses, as it is taken for the truth"
+				}
+				c.why += ". The per-job figures are in section 4."
+			default:
+				c.why = fmt.Sprintf("Only %d runs.", runs)
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// detectionGoals: goal 4.
+func detectionGoals(r *results) []goalCheck {
+	var out []goalCheck
+	d := r.Detection
+	rp := detectionReplay(r)
+	for _, g := range goalDetect {
+		c := goalCheck{goal: fmt.Sprintf("4. %s fsync p99 slowdown confirmed within %d cycle(s)", times(g.level), g.cycles), scope: "overlay2"}
+		var lv *levelResult
+		if d != nil {
+			for i := range d.Levels {
+				if d.Levels[i].Nominal == g.level {
+					lv = &d.Levels[i]
+				}
+			}
+		}
+		replayed := ""
+		if sr, ok := rp.shift(g.level); ok {
+			replayed = fmt.Sprintf("; by replay %.0f%% within %d", 100*sr.within(g.cycles), g.cycles)
+		}
+		if lv == nil {
+			c.status, c.figure = statusNotMeasured, "–"+replayed
+			out = append(out, c)
+			continue
+		}
+		st, _ := baselineOf(d)
+		ms := slowdownVs(st.Baseline.Median, fsyncX(lv.Series.Rounds, "container"))
+		if lv.FlaggedAfter > 0 {
+			c.figure = fmt.Sprintf("flagged after %d cycle(s) at a measured %s", lv.FlaggedAfter, times(ms))
+		} else {
+			c.figure = fmt.Sprintf("not flagged in %d cycles at a measured %s", d.CapCycles, times(ms))
+		}
+		c.figure += replayed
+		c.status = judge(lv.FlaggedAfter > 0 && lv.FlaggedAfter <= g.cycles)
+		if c.status == statusMissed {
+			c.why = detectionWhy(d, rp, g.level, g.cycles, ms)
+		}
+		out = append(out, c)
+	}
+	for _, rr := range rp.falseAlarms {
+		c := goalCheck{goal: "4. ≤ 1 false confirmation per 1000 A/A cycles (replay)", scope: rr.driver}
+		if rr.res.Cycles == 0 {
+			c.status, c.figure = statusNotMeasured, "–"
+		} else {
+			c.figure = fmt.Sprintf("%d in %d simulated cycles (%.2f per 1000; %d suspicions)", rr.res.Confirmations, rr.res.Cycles, rr.res.perThousand(), rr.res.Suspicions)
+			c.status = judge(rr.res.perThousand() <= goalFalsePer1000)
+			if c.status == statusMissed {
+				c.why = fmt.Sprintf("The A/A rounds resampled here have a robust σ of %.3f; a run of neighbouring rounds above the floor "+
+					"(%s the baseline) is what confirms, and blocks of real rounds keep the runs the disk's slow drift makes.",
+					rr.res.Sigma, times(1+detectorParams().MinEffect))
+			}
+		}
+		out = append(out, c)
+	}
+	c := goalCheck{goal: fmt.Sprintf("4. no false alarm in ≥ %d real unperturbed cycles", goalQuietCycles), scope: "overlay2"}
+	if d == nil || len(d.Unperturbed.Cycles) == 0 {
+		c.status, c.figure = statusNotMeasured, "–"
+	} else {
+		fa := falseAlarms(d)
+		c.figure = fmt.Sprintf("%d cycle(s) with an alarm in %d counted cycles; %d suspicion(s), %d confirmed", fa.alarmCycles, fa.counted,
+			fa.suspicions, fa.confirmed)
+		c.status = judge(fa.alarmCycles == 0 && fa.counted >= goalQuietCycles)
+		if c.status == statusMissed {
+			if fa.counted < goalQuietCycles {
+				c.why = fmt.Sprintf("Only %d cycles were counted.", fa.counted)
+			} else {
+				c.why = fmt.Sprintf("Alarms after cycles %v (targets %v). An alarm on bind is a method failure (A/A): "+
+					"a confounder that hit one arm for a whole confirmation burst.", fa.alarmAt, fa.alarmTargets)
+			}
+		}
+	}
+	return append(out, c)
+}
+
+// detectionWhy explains a missed detection goal from the data.
+func detectionWhy(d *detectionResult, rp replayReport, level float64, cycles int, measured float64) string {
+	p := detectorParams()
+	floor := 1 + p.MinEffect
+	var parts []string
+	if !math.IsNaN(measured) && measured < floor {
+		parts = append(parts, fmt.Sprintf("The injected slowdown measured only %s, below the detector's floor of %s: the calibration missed the level.",
+			times(measured), times(floor)))
+	}
+	if row, ok := rp.delayRow(level); ok && rp.block > 0 {
+		parts = append(parts, fmt.Sprintf("At the measured per-round σ (%.3f) the simulation confirms a %s shift after %.0f fsync rounds on average "+
+			"(%.0f%% of trials within %d rounds), and a cycle runs about %d fsync rounds: confirming within %d cycle(s) needs about %.0f fsync rounds "+
+			"per cycle, or a lower per-round σ.", row.Sigma, times(level), row.ConfirmMean, 100*row.Confirmed, detectorHorizon(), rp.block, cycles,
+			math.Ceil(row.ConfirmMean/float64(cycles))))
+	}
+	if len(parts) == 0 {
+		return "The confirmation needs 13 of 16 fresh rounds above the floor; the throttled rounds were too spread out."
+	}
+	return strings.Join(parts, " ")
+}
+
+func writeGoals(w *mdWriter, r *results) {
+	w.p("## The goals")
+	w.p("The measurement method's goals, each judged from this run's figures, at the default settings of " +
+		"`layerprobe run` and of one agent cycle, on overlay2 and on btrfs. \"pp\" is percentage points of " +
+		"overhead; a half-width is half the 95%% interval's width.")
+	checks := evaluateGoals(r)
+	var rows [][]string
+	for _, c := range checks {
+		status := c.status
+		if r.Short && status != statusNotMeasured {
+			status += " (short mode: not judged)"
+		}
+		rows = append(rows, []string{c.goal, c.scope, c.figure, "**" + status + "**"})
+	}
+	w.table([]string{"goal", "where", "measured", "result"}, rows)
+	var whys []string
+	for _, c := range checks {
+		if c.why != "" {
+			whys = append(whys, fmt.Sprintf("- **%s** (%s): %s", c.goal, c.scope, c.why))
+		}
+	}
+	if len(whys) > 0 {
+		w.line("Where a goal is missed, why, and what it would take:\n")
+		for _, l := range whys {
+			w.line("%s", l)
+		}
+		w.WriteString("\n")
+	}
+}

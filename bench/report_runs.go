@@ -1,0 +1,305 @@
+//go:build bench
+
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/layerprobe/layerprobe/internal/stats"
+)
+
+// runsCommand is a run's command line as a user would type it.
+func runsCommand(d *runDoc) string {
+	if d == nil {
+		return "–"
+	}
+	return "`layerprobe " + strings.Join(d.Args, " ") + "`"
+}
+
+func writePrecisionBytes(w *mdWriter, s settings, r *results) {
+	w.p("## 1. Precision versus bytes: the earlier method and the adaptive one")
+	if len(r.Drivers) == 0 {
+		w.p("Not measured in this run.")
+		return
+	}
+	var ex *driverResult
+	for i := range r.Drivers {
+		if r.Drivers[i].OldRounds != nil || r.Drivers[i].Unbounded != nil {
+			ex = &r.Drivers[i]
+			break
+		}
+	}
+	if ex == nil {
+		w.p("Not measured in this run.")
+		return
+	}
+	w.p("Per driver, one run of each method with targets host, container and bind and more rounds than its default: "+
+		"the earlier method (`%s`, %s: ten rounds of every job by default, each round running every job on "+
+		"fresh files, the median of the per-round ratios with the sign-test interval) ran %s; the adaptive method "+
+		"ran %s, a precision it cannot reach, so it went on until its budget ended it. The first k rounds of a run "+
+		"are what a run stopped after k rounds gives (rounds are independent, in a fresh random order each), so "+
+		"each curve follows the container's headline half-width round by round against what the run had written "+
+		"by then, layout included: the earlier method's statistic recomputed from its samples, the adaptive "+
+		"method's Hodges–Lehmann estimate with the signed-rank interval (`measure.Summarize`) over the job's first "+
+		"k rounds. Points are the default runs of section 2 (four targets, so more bytes per round).",
+		shortRev(r.OldRev), orDash(r.OldVersion), runsCommand(ex.OldRounds), runsCommand(ex.Unbounded))
+	var rows [][]string
+	var panels []precisionPanel
+	for _, dr := range r.Drivers {
+		for _, job := range jobs {
+			oldC := precisionCurve(dr.OldRounds, "container", job)
+			newC := precisionCurve(dr.Unbounded, "container", job)
+			pn := precisionPanel{title: dr.Driver + " " + job + " (" + headlineOf(job) + ")", old: oldC, new: newC}
+			for _, e := range dr.OldDefaults {
+				if o, ok := estimateOf(&e, "container", job); ok {
+					pn.oldDefaults = append(pn.oldDefaults, curvePoint{Bytes: e.BytesWritten, HW: o.halfWidthPP()})
+				}
+			}
+			for _, e := range dr.Defaults {
+				if o, ok := estimateOf(&e, "container", job); ok {
+					pn.newDefaults = append(pn.newDefaults, curvePoint{Bytes: e.BytesWritten, HW: o.halfWidthPP()})
+				}
+			}
+			panels = append(panels, pn)
+			at := func(c []curvePoint) string {
+				p, ok := atBytes(c, goalRunBytes)
+				if !ok {
+					return "–"
+				}
+				return fmt.Sprintf("%s (%d rounds)", pp(p.HW), p.Rounds)
+			}
+			reach := func(c []curvePoint) string {
+				b, ok := bytesToReach(c, goalHalfWidthPP)
+				if !ok {
+					if len(c) == 0 {
+						return "–"
+					}
+					last := c[len(c)-1]
+					return fmt.Sprintf("not in %s (%s)", gib(last.Bytes), pp(last.HW))
+				}
+				return gib(b)
+			}
+			gain := "–"
+			po, okO := atBytes(oldC, goalRunBytes)
+			pnw, okN := atBytes(newC, goalRunBytes)
+			if okO && okN && pnw.HW > 0 {
+				// Half-widths shrink as 1/√bytes, so the squared ratio at
+				// equal bytes is the ratio of bytes at equal precision.
+				gain = fmt.Sprintf("%.1f×", math.Pow(po.HW/pnw.HW, 2))
+			}
+			rows = append(rows, []string{dr.Driver, job, at(oldC), at(newC), reach(oldC), reach(newC), gain})
+		}
+	}
+	w.p("Half-width of the container's 95%% interval after %s written (the last round within it), the bytes "+
+		"written when it first reached ±%.0f pp, and the precision per byte the adaptive method gains, "+
+		"(half-width earlier / adaptive)² at %s: the earlier method would need that many times the bytes "+
+		"for the adaptive method's interval.", gib(goalRunBytes), goalHalfWidthPP, gib(goalRunBytes))
+	w.table([]string{"driver", "job", "earlier, at 2.5 GiB", "adaptive, at 2.5 GiB", "earlier: ±3 pp after", "adaptive: ±3 pp after", "precision per byte"}, rows)
+	if err := savePrecisionBytesPlot(s.plotDir(), panels, len(jobs)); err != nil {
+		w.p("(plot failed: %v)", err)
+	} else {
+		w.p("![Half-width against GiB written, earlier and adaptive method, per driver and job](bench/%s)", plotPrecisionBytes)
+	}
+	var stops []string
+	for _, dr := range r.Drivers {
+		if d := dr.Unbounded; d != nil {
+			stops = append(stops, fmt.Sprintf("%s: %s in %s, %d rounds, stopped on %s", dr.Driver, gib(d.BytesWritten), dur(d.Seconds), d.Rounds, orDash(d.StopReason)))
+		}
+	}
+	if len(stops) > 0 {
+		w.p("The adaptive runs: %s. A job's rounds are capped at 200; the adaptive runs spend their rounds "+
+			"where the interval is widest for its cost, so the jobs' curves end at different bytes.", strings.Join(stops, "; "))
+	}
+}
+
+func writeDefaults(w *mdWriter, s settings, r *results) {
+	w.p("## 2. At the default settings: precision and cost of `layerprobe run`")
+	var have bool
+	for _, dr := range r.Drivers {
+		have = have || len(dr.Defaults) > 0
+	}
+	if !have {
+		w.p("Not measured in this run.")
+		return
+	}
+	var cmd string
+	for _, dr := range r.Drivers {
+		if len(dr.Defaults) > 0 {
+			cmd = runsCommand(&dr.Defaults[0])
+			break
+		}
+	}
+	w.p("%s with no configuration (targets container, bind and volume; `--precision 0.03`, `--max-bytes 2560MiB`, "+
+		"`--max-duration 5m`), run back to back on each driver as a user would run it: the figures of goals 1 to 3.", cmd)
+	var costRows [][]string
+	for _, dr := range r.Drivers {
+		n := len(dr.Defaults)
+		if n == 0 {
+			continue
+		}
+		b, sec, rd := runBytes(dr.Defaults), runSeconds(dr.Defaults), runRounds(dr.Defaults)
+		costRows = append(costRows, []string{dr.Driver, fmt.Sprint(n), gib(int64(stats.Median(b))), gib(int64(quantile(b, 1))),
+			dur(stats.Median(sec)), dur(quantile(sec, 1)), fmt.Sprintf("%.0f", stats.Median(rd)), stopReasons(runStops(dr.Defaults))})
+	}
+	w.p("**Cost** per run:")
+	w.table([]string{"driver", "runs", "written (median)", "max", "time (median)", "max", "rounds (median)", "stopped on"}, costRows)
+	var rows [][]string
+	var groups []string
+	var oldHW, newHW [][]float64
+	for _, dr := range r.Drivers {
+		if len(dr.Defaults) == 0 {
+			continue
+		}
+		for _, job := range jobs {
+			hw := halfWidths(estimates(dr.Defaults, "container", job))
+			oh := halfWidths(estimates(dr.OldDefaults, "container", job))
+			within := 0
+			for _, h := range hw {
+				if h <= goalHalfWidthPP {
+					within++
+				}
+			}
+			old := "–"
+			if len(oh) > 0 {
+				old = fmt.Sprintf("%s (%s – %s, %d runs)", pp(quantile(oh, 0.5)), pp(quantile(oh, 0)), pp(quantile(oh, 1)), len(oh))
+			}
+			var bindHW []float64
+			for _, t := range []string{"bind", "volume"} {
+				bindHW = append(bindHW, quantile(halfWidths(estimates(dr.Defaults, t, job)), 0.5))
+			}
+			rows = append(rows, []string{dr.Driver, job + " (" + headlineOf(job) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
+				fmt.Sprintf("%d of %d", within, len(hw)), pp(bindHW[0]), pp(bindHW[1]), old})
+			groups = append(groups, dr.Driver+"\n"+job)
+			oldHW, newHW = append(oldHW, oh), append(newHW, hw)
+		}
+	}
+	w.p("**Precision**: the half-width of the 95%% interval of every target's headline overhead, container "+
+		"(median, 90th percentile, runs within ±%.0f pp), bind and volume (medians), next to the earlier method's "+
+		"default runs (%s with no configuration: four targets, ten rounds; its statistic recomputed from the samples).",
+		goalHalfWidthPP, runsCommand(firstOldDefault(r)))
+	w.table([]string{"driver", "job", "container: median", "p90", "≤ 3 pp", "bind: median", "volume: median", "earlier default: median (range)"}, rows)
+	if err := saveHalfWidthPlot(s.plotDir(), groups, oldHW, newHW); err != nil {
+		w.p("(plot failed: %v)", err)
+	} else {
+		w.p("![Half-widths of the default runs, earlier and adaptive method](bench/%s)", plotHalfWidths)
+	}
+}
+
+func firstOldDefault(r *results) *runDoc {
+	for _, dr := range r.Drivers {
+		if len(dr.OldDefaults) > 0 {
+			return &dr.OldDefaults[0]
+		}
+	}
+	return nil
+}
+
+func writeBias(w *mdWriter, r *results) {
+	w.p("## 3. Bias: the A/A control and the reference")
+	var aaRows, refRows [][]string
+	for _, dr := range r.Drivers {
+		for _, job := range jobs {
+			bind := ratios(estimates(dr.Defaults, "bind", job))
+			if len(bind) > 0 {
+				ci := medianCI(bind)
+				aaRows = append(aaRows, []string{dr.Driver, job + " (" + headlineOf(job) + ")", fmt.Sprint(len(bind)), pct(ci.Median),
+					fmt.Sprintf("[%s, %s]", pct(ci.Low), pct(ci.High)), pct(quantile(bind, 0.25)) + " – " + pct(quantile(bind, 0.75)),
+					yesNo(math.Abs(100*ci.Median) <= goalBiasPP)})
+			}
+			ref, ok := estimateOf(dr.Reference, "container", job)
+			if !ok {
+				continue
+			}
+			cont := estimates(dr.Defaults, "container", job)
+			oldCont := estimates(dr.OldDefaults, "container", job)
+			inside, med := 0, math.NaN()
+			for _, e := range cont {
+				if ref.covers(e.Ratio) {
+					inside++
+				}
+			}
+			if len(cont) > 0 {
+				med = stats.Median(ratios(cont))
+			}
+			oldMed := "–"
+			if len(oldCont) > 0 {
+				om := stats.Median(ratios(oldCont))
+				oldMed = fmt.Sprintf("%s (%s)", pct(om), insideWord(ref.covers(om)))
+			}
+			refBind := "–"
+			if rb, ok := estimateOf(dr.Reference, "bind", job); ok {
+				refBind = estCell(rb)
+			}
+			refRows = append(refRows, []string{dr.Driver, job, estCell(ref), refBind, pct(med), insideWord(ref.covers(med)),
+				fmt.Sprintf("%d of %d", inside, len(cont)), oldMed})
+		}
+	}
+	if len(aaRows) == 0 && len(refRows) == 0 {
+		w.p("Not measured in this run.")
+		return
+	}
+	w.p("**A/A**: `bind` writes the host's own files through the probe container's bind mount, so its overhead should be 0. "+
+		"The median of the default runs' bind estimates, with the sign-test interval of that median over the runs "+
+		"(goal: 0 ± %.0f pp):", goalBiasPP)
+	w.table([]string{"driver", "job", "runs", "median bind estimate", "its 95% interval", "IQR over runs", "within ±1 pp"}, aaRows)
+	var refCmd string
+	for _, dr := range r.Drivers {
+		if dr.Reference != nil {
+			refCmd = runsCommand(dr.Reference)
+			break
+		}
+	}
+	w.p("**Reference**: %s with targets container and bind, per driver: the default profile's very jobs and files "+
+		"with 5 s executions after a 1 s ramp, 8 rounds, an independent and slow measurement of the same "+
+		"overheads. Does the default runs' container estimate lie inside the reference's interval?", refCmd)
+	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
+}
+
+func insideWord(ok bool) string {
+	if ok {
+		return "inside"
+	}
+	return "**outside**"
+}
+
+func writeCoverage(w *mdWriter, s settings, r *results) {
+	w.p("## 4. Coverage: do the 95%% intervals hold 95%% of the time?")
+	aa, ref, runs, aaW, refW := pooledCoverage(r)
+	if aa.N == 0 && ref.N == 0 {
+		w.p("Not measured in this run.")
+		return
+	}
+	w.p("Over the default runs of section 2: the share of runs whose `bind` interval holds 0 (A/A: the truth is " +
+		"known), and whose `container` interval holds the reference's estimate (section 3; the reference has its own " +
+		"error, so this share is a lower bound). In brackets the exact (Clopper–Pearson) 95%% interval of each share. " +
+		"The goal: at least 93%%. *Widening* is the factor by which the intervals would have to be wider about their " +
+		"estimates for 93%% of them to cover.")
+	var rows [][]string
+	var panels []intervalPanel
+	for _, dr := range r.Drivers {
+		for _, job := range jobs {
+			c := coverageOf(dr, job)
+			if c.aa.N == 0 && c.ref.N == 0 {
+				continue
+			}
+			rows = append(rows, []string{dr.Driver, job, shareOf(c.aa.K, c.aa.N).String(), shareOf(c.ref.K, c.ref.N).String(),
+				fmt.Sprintf("%.2f / %.2f", widening(c.aaEst, func(int) float64 { return 0 }, goalCoverage),
+					widening(c.refEst, func(int) float64 { return c.refPoint }, goalCoverage))})
+			pn := intervalPanel{title: dr.Driver + " " + job, container: c.refEst, bind: c.aaEst, ref: math.NaN()}
+			if re, ok := estimateOf(dr.Reference, "container", job); ok {
+				pn.ref, pn.refLow, pn.refHigh = re.Ratio, re.Low, re.High
+			}
+			panels = append(panels, pn)
+		}
+	}
+	rows = append(rows, []string{"all", "all", aa.String(), ref.String(), fmt.Sprintf("%.2f / %.2f", aaW, refW)})
+	w.table([]string{"driver", "job", "A/A: bind covers 0", "reference: container covers its estimate", "widening (A/A / reference)"}, rows)
+	w.p("%d runs in all.", runs)
+	if err := saveIntervalsPlot(s.plotDir(), panels, len(jobs)); err != nil {
+		w.p("(plot failed: %v)", err)
+	} else {
+		w.p("![Every default run's intervals against the reference](bench/%s)", plotIntervals)
+	}
+}

@@ -1,0 +1,190 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// runsPlan sizes the per-driver sections: the command line of each kind
+// of run after `layerprobe run` (--config, --output json and the log
+// level are added).
+type runsPlan struct {
+	// oldRounds: the earlier method's default profile with many rounds;
+	// oldDefault: the earlier method at its default settings.
+	oldRounds, oldDefault []string
+	// unbounded: the adaptive method with a precision it cannot reach.
+	unbounded []string
+	reference []string
+	// defaults: the adaptive method at its default settings.
+	defaults []string
+	// Timeouts of one run.
+	runTimeout, unboundedTimeout time.Duration
+}
+
+func planRuns(short bool) runsPlan {
+	if short {
+		// Stand-ins with the same shape: the smoke profile's six rounds
+		// instead of minutes of measuring.
+		return runsPlan{oldRounds: []string{"--profile", "smoke", "--rounds", "6"}, oldDefault: []string{"--profile", "smoke"},
+			unbounded: []string{"--profile", "smoke", "--precision", "0.0001", "--max-bytes", "1GiB", "--max-duration", "1m"},
+			reference: []string{"--profile", "smoke", "--rounds", "6", "--max-bytes", "0"},
+			defaults:  []string{"--profile", "smoke"}, runTimeout: 15 * time.Minute, unboundedTimeout: 15 * time.Minute}
+	}
+	return runsPlan{oldRounds: []string{"--profile", "quick", "--rounds", "40"},
+		unbounded: []string{"--precision", "0.0001", "--max-bytes", "10GiB", "--max-duration", "30m"},
+		// The long profile writes tens of GiB: without --max-bytes 0 the
+		// default budget would end it after a few rounds.
+		reference:  []string{"--profile", "long", "--max-bytes", "0"},
+		runTimeout: 45 * time.Minute, unboundedTimeout: 50 * time.Minute}
+}
+
+// pairTargets is the configuration of the runs that measure the writable
+// layer and the A/A control only (host always runs).
+const pairTargets = "targets: [container, bind]\n"
+
+// runner starts the runs of one driver's sections.
+type runner struct {
+	p                    *progress
+	driver               string
+	host, lockFile, work string
+	bin, oldBin          string
+	plan                 runsPlan
+}
+
+func (r runner) lp(binary, name, config string, args []string, timeout time.Duration) lpRun {
+	bin := r.bin
+	if binary == "old" {
+		bin = r.oldBin
+	}
+	return lpRun{binary: binary, bin: bin, host: r.host, lockFile: r.lockFile,
+		workDir: filepath.Join(r.work, r.driver+"-"+name), config: config, args: args, timeout: timeout}
+}
+
+// one runs one run with progress lines around it.
+func (r runner) one(ctx context.Context, what string, l lpRun) (*runDoc, error) {
+	r.p.logf("%s: %s: layerprobe %s", r.driver, what, strings.Join(l.args, " "))
+	stop := r.p.ticker(r.driver+" "+what, l.timeout/3, 5*time.Minute)
+	d, err := l.run(ctx)
+	stop()
+	if err != nil {
+		return d, fmt.Errorf("%s %s: %w", r.driver, what, err)
+	}
+	if err := checkRecorded(d); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", r.driver, what, err)
+	}
+	r.p.logf("%s: %s: %s", r.driver, what, describeRun(d))
+	return d, nil
+}
+
+// describeRun is a progress line's summary of a run.
+func describeRun(d *runDoc) string {
+	var hw []string
+	for _, job := range jobs {
+		if o, ok := estimateOf(d, "container", job); ok {
+			hw = append(hw, fmt.Sprintf("%s %s ±%.1f pp", job, pct(o.Ratio), o.halfWidthPP()))
+		}
+	}
+	return fmt.Sprintf("%s in %s, %d rounds, stop %s; container %s", gib(d.BytesWritten), dur(d.Seconds), d.Rounds,
+		orDash(d.StopReason), strings.Join(hw, ", "))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// measureOld runs the earlier method: once with many rounds, then
+// oldDefaultRuns times at its default settings (all four targets).
+func (r runner) measureOld(ctx context.Context, dr *driverResult, oldDefaultRuns int) error {
+	d, err := r.one(ctx, "earlier method, many rounds", r.lp("old", "old-rounds", pairTargets, r.plan.oldRounds, r.plan.runTimeout))
+	if err != nil {
+		return err
+	}
+	dr.OldRounds = d
+	for i := 1; i <= oldDefaultRuns; i++ {
+		d, err := r.one(ctx, fmt.Sprintf("earlier method at its defaults %d/%d", i, oldDefaultRuns),
+			r.lp("old", "old-default", "", r.plan.oldDefault, r.plan.runTimeout))
+		if err != nil {
+			return err
+		}
+		dr.OldDefaults = append(dr.OldDefaults, *d)
+	}
+	return nil
+}
+
+// measureUnbounded runs the adaptive method until its large budget ends it.
+func (r runner) measureUnbounded(ctx context.Context, dr *driverResult) error {
+	d, err := r.one(ctx, "adaptive method, unreachable precision", r.lp("new", "unbounded", pairTargets, r.plan.unbounded, r.plan.unboundedTimeout))
+	if err != nil {
+		return err
+	}
+	dr.Unbounded = d
+	return nil
+}
+
+// measureReference runs the long profile: the independent reference.
+func (r runner) measureReference(ctx context.Context, dr *driverResult) error {
+	d, err := r.one(ctx, "reference (long profile)", r.lp("new", "reference", pairTargets, r.plan.reference, r.plan.unboundedTimeout))
+	if err != nil {
+		return err
+	}
+	dr.Reference = d
+	return nil
+}
+
+// measureDefaults runs the adaptive method at its default settings n
+// times; save is called after every run, so that hours of runs survive a
+// later failure. A failed run is recorded and the next one starts; three
+// failures in a row end the section.
+func (r runner) measureDefaults(ctx context.Context, dr *driverResult, n int, save func()) error {
+	var errs []string
+	failedInRow := 0
+	for i := 1; i <= n; i++ {
+		d, err := r.one(ctx, fmt.Sprintf("default run %d/%d", i, n), r.lp("new", "default", "", r.plan.defaults, r.plan.runTimeout))
+		if err != nil {
+			errs = append(errs, err.Error())
+			if failedInRow++; failedInRow == 3 || ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		failedInRow = 0
+		dr.Defaults = append(dr.Defaults, *d)
+		if i%5 == 0 || i == n {
+			r.p.logf("%s: %d default runs so far: container half-width (median) %s", r.driver, len(dr.Defaults), medianHalfWidths(dr.Defaults))
+		}
+		save()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d of %d default runs failed: %s", len(errs), n, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// medianHalfWidths is a progress line's median container half-width per
+// job over runs.
+func medianHalfWidths(runs []runDoc) string {
+	var parts []string
+	for _, job := range jobs {
+		var hw []float64
+		for i := range runs {
+			if o, ok := estimateOf(&runs[i], "container", job); ok {
+				hw = append(hw, o.halfWidthPP())
+			}
+		}
+		if len(hw) > 0 {
+			parts = append(parts, fmt.Sprintf("%s ±%.1f pp", job, quantile(hw, 0.5)))
+		}
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, ", ")
+}
