@@ -288,3 +288,20 @@ func TestUnitSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestUnitReducedSizes(t *testing.T) {
+	full := fullSizes()
+	if reduced(&full, fullSizes()) {
+		t.Error("the full sizes count as reduced")
+	}
+	z := fullSizes()
+	z.CoverageRuns["btrfs"] = 6
+	if !reduced(&z, fullSizes()) {
+		t.Error("6 btrfs default runs of 12 do not count as reduced")
+	}
+	z = fullSizes()
+	z.UnperturbedCycles = 15
+	if !reduced(&z, fullSizes()) {
+		t.Error("15 unperturbed cycles of 100 do not count as reduced")
+	}
+}

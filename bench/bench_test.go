@@ -65,7 +65,7 @@ func TestBench(t *testing.T) {
 	lockFile := filepath.Join(work, "layerprobe.lock")
 	p := &progress{start: time.Now()}
 	res := &results{Version: resultsVersion, Short: s.short, StartedAt: time.Now().UTC(),
-		Machine: describeMachine(s.bin), SectionSeconds: map[string]float64{}}
+		Machine: describeMachine(s.bin), SectionSeconds: map[string]float64{}, Sizes: s.sizes()}
 	var rr *rerun
 	if s.only != nil {
 		// Sections run again replace theirs in the existing results, so

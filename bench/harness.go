@@ -93,8 +93,8 @@ func loadSettings() (settings, error) {
 	if s.oldRev == "" {
 		s.oldRev = defaultOldRev
 	}
-	s.oldDefaultRuns, s.unperturbedCycles = 5, 100
-	s.defaultRuns = map[string]int{"overlay2": 40, "btrfs": 12}
+	full := fullSizes()
+	s.oldDefaultRuns, s.unperturbedCycles, s.defaultRuns = full.OldDefaultRuns, full.UnperturbedCycles, full.CoverageRuns
 	if s.short {
 		s.oldDefaultRuns, s.unperturbedCycles = 1, 3
 		s.defaultRuns = map[string]int{"overlay2": 2, "btrfs": 2}
@@ -109,6 +109,21 @@ func loadSettings() (settings, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// fullSizes are a full run's sizes: BENCH_COVERAGE_RUNS and so on unset.
+func fullSizes() runSizes {
+	return runSizes{CoverageRuns: map[string]int{"overlay2": 40, "btrfs": 12}, OldDefaultRuns: 5, UnperturbedCycles: 100}
+}
+
+// sizes records the settings' sizes for the results.
+func (s settings) sizes() *runSizes {
+	z := &runSizes{CoverageRuns: s.defaultRuns, OldDefaultRuns: s.oldDefaultRuns, UnperturbedCycles: s.unperturbedCycles}
+	for k := range s.only {
+		z.Only = append(z.Only, k)
+	}
+	slices.Sort(z.Only)
+	return z
 }
 
 // defaultOldRev is the last commit before the adaptive method.

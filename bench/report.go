@@ -147,6 +147,18 @@ func writeHeader(w *mdWriter, r *results) {
 			"a handful of runs and cycles and tiny footprint phases, to check the harness. These figures " +
 			"say nothing about layerprobe, and the goals below are not judged by them.")
 	}
+	if z, full := r.Sizes, fullSizes(); !r.Short && z != nil && (reduced(z, full) || len(z.Only) > 0) {
+		sel := "every section"
+		if len(z.Only) > 0 {
+			sel = "only the sections `BENCH_ONLY=" + strings.Join(z.Only, ",") + "`"
+		}
+		w.p("> **Reduced run**: %s, with default runs %s, %d runs of the earlier method at its defaults per driver "+
+			"and %d counted unperturbed agent cycles. Sections not measured are missing below, and the goals are "+
+			"judged on these smaller samples. The full run (`make bench`, several hours) measures every section with "+
+			"%s default runs, %d earlier-method default runs and %d unperturbed cycles.",
+			sel, fmtRuns(z.CoverageRuns), z.OldDefaultRuns, z.UnperturbedCycles,
+			fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.UnperturbedCycles)
+	}
 	if len(r.Errors) > 0 {
 		w.line("> **Some measurements failed**; their sections are incomplete:")
 		for _, e := range r.Errors {
@@ -154,6 +166,25 @@ func writeHeader(w *mdWriter, r *results) {
 		}
 		w.WriteString("\n")
 	}
+}
+
+// reduced reports whether z measures less than full.
+func reduced(z *runSizes, full runSizes) bool {
+	for d, n := range full.CoverageRuns {
+		if z.CoverageRuns[d] < n {
+			return true
+		}
+	}
+	return z.OldDefaultRuns < full.OldDefaultRuns || z.UnperturbedCycles < full.UnperturbedCycles
+}
+
+// fmtRuns is "overlay2 40, btrfs 12" in the drivers' order.
+func fmtRuns(m map[string]int) string {
+	var parts []string
+	for _, d := range drivers {
+		parts = append(parts, fmt.Sprintf("%s %d", d, m[d]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shortRev is a commit's first 7 digits.
@@ -197,6 +228,10 @@ func writeFootprint(w *mdWriter, s settings, r *results) {
 	if len(r.Footprint) == 0 {
 		w.p("Not measured in this run.")
 	} else {
+		if c := r.carriedOf("footprint"); c != nil {
+			w.p("> Not measured in this run: carried over unchanged from the run started %s (%s).",
+				c.From.Format("2006-01-02 15:04 MST"), c.Note)
+		}
 		var fr footprintResult
 		md := ""
 		err := json.Unmarshal(r.Footprint, &fr)

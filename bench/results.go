@@ -27,6 +27,9 @@ type results struct {
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	Machine    machine   `json:"machine"`
+	// Sizes are the run's sizes and its section selection; the report
+	// says when they are smaller than a full `make bench`.
+	Sizes *runSizes `json:"sizes,omitempty"`
 	// SectionSeconds is the wall time of each section.
 	SectionSeconds map[string]float64 `json:"section_seconds"`
 	// Reruns are sections measured again into this file after the run
@@ -44,6 +47,36 @@ type results struct {
 	// Footprint is bench/footprint.go's footprintResult, kept as it was
 	// written so this file does not depend on its layout.
 	Footprint json.RawMessage `json:"footprint,omitempty"`
+	// Carried are sections copied unchanged from an earlier results file
+	// instead of being measured in this run; the report says so.
+	Carried []carried `json:"carried,omitempty"`
+}
+
+// carried is one section taken over from an earlier run's results.
+type carried struct {
+	Section string `json:"section"`
+	// From is when the earlier run started; Note says which run and why.
+	From time.Time `json:"from"`
+	Note string    `json:"note"`
+}
+
+// carriedOf returns the record of a section carried over, or nil.
+func (r *results) carriedOf(section string) *carried {
+	for i := range r.Carried {
+		if r.Carried[i].Section == section {
+			return &r.Carried[i]
+		}
+	}
+	return nil
+}
+
+// runSizes are the environment's sizes (BENCH_COVERAGE_RUNS and so on).
+type runSizes struct {
+	CoverageRuns      map[string]int `json:"coverage_runs"`
+	OldDefaultRuns    int            `json:"old_default_runs"`
+	UnperturbedCycles int            `json:"unperturbed_cycles"`
+	// Only is BENCH_ONLY, empty for every section.
+	Only []string `json:"only,omitempty"`
 }
 
 // rerun is one BENCH_ONLY run that replaced some sections.
