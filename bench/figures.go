@@ -45,42 +45,27 @@ func estimates(runs []runDoc, target, job string) []est {
 	return out
 }
 
-func halfWidths(es []est) []float64 {
-	out := make([]float64, len(es))
-	for i, e := range es {
-		out[i] = e.halfWidthPP()
-	}
-	return out
-}
+func halfWidths(es []est) []float64 { return mapOf(es, est.halfWidthPP) }
 
-func ratios(es []est) []float64 {
-	out := make([]float64, len(es))
-	for i, e := range es {
-		out[i] = e.Ratio
-	}
-	return out
-}
+func ratios(es []est) []float64 { return mapOf(es, func(e est) float64 { return e.Ratio }) }
 
 func runBytes(runs []runDoc) []float64 {
-	out := make([]float64, len(runs))
-	for i, d := range runs {
-		out[i] = float64(d.BytesWritten)
-	}
-	return out
+	return mapOf(runs, func(d runDoc) float64 { return float64(d.BytesWritten) })
 }
 
 func runSeconds(runs []runDoc) []float64 {
-	out := make([]float64, len(runs))
-	for i, d := range runs {
-		out[i] = d.Seconds
-	}
-	return out
+	return mapOf(runs, func(d runDoc) float64 { return d.Seconds })
 }
 
 func runRounds(runs []runDoc) []float64 {
-	out := make([]float64, len(runs))
-	for i, d := range runs {
-		out[i] = float64(d.Rounds)
+	return mapOf(runs, func(d runDoc) float64 { return float64(d.Rounds) })
+}
+
+// mapOf is f of every element.
+func mapOf[T any](xs []T, f func(T) float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
 	return out
 }
