@@ -136,11 +136,11 @@ func writeHeader(w *mdWriter, r *results) {
 		"Everything on this page was measured in one run of `make bench` on the machine described below, "+
 		"started %s and lasting %s, while other work ran on the machine. The raw figures are in "+
 		"[bench/results.json](bench/results.json).",
-		shortRev(r.OldRev), r.StartedAt.Format("2006-01-02 15:04 MST"), dur(r.FinishedAt.Sub(r.StartedAt).Seconds()))
+		shortRev(r.OldRev), r.StartedAt.Format("2006-01-02 15:04 MST"), lasting(r.StartedAt, r.FinishedAt))
 	for _, rr := range r.Reruns {
 		w.p("Sections %s were measured again into the same results file on %s (%s), after a fix to the "+
 			"benchmark's harness; their figures replace that run's.", "`"+strings.Join(rr.Sections, "`, `")+"`",
-			rr.StartedAt.Format("2006-01-02 15:04 MST"), dur(rr.FinishedAt.Sub(rr.StartedAt).Seconds()))
+			rr.StartedAt.Format("2006-01-02 15:04 MST"), lasting(rr.StartedAt, rr.FinishedAt))
 	}
 	if r.Short {
 		w.p("> **Short mode** (`BENCH_SHORT=1`): stand-in profiles (`smoke` for the default and the reference), " +
@@ -166,6 +166,15 @@ func writeHeader(w *mdWriter, r *results) {
 		}
 		w.WriteString("\n")
 	}
+}
+
+// lasting is how long a run took; a checkpoint written before the run
+// ended has no end.
+func lasting(start, end time.Time) string {
+	if end.IsZero() {
+		return "unfinished (a checkpoint)"
+	}
+	return dur(end.Sub(start).Seconds())
 }
 
 // reduced reports whether z measures less than full.
@@ -265,7 +274,7 @@ func writeReproduce(w *mdWriter, r *results) {
 			rows = append(rows, []string{name, dur(v)})
 		}
 	}
-	rows = append(rows, []string{"total", dur(r.FinishedAt.Sub(r.StartedAt).Seconds())})
+	rows = append(rows, []string{"total", lasting(r.StartedAt, r.FinishedAt)})
 	w.p("Wall time of this run:")
 	w.table([]string{"section", "time"}, rows)
 }
