@@ -152,12 +152,16 @@ func writeHeader(w *mdWriter, r *results) {
 		if len(z.Only) > 0 {
 			sel = "only the sections `BENCH_ONLY=" + strings.Join(z.Only, ",") + "`"
 		}
-		w.p("> **Reduced run**: %s, with default runs %s, %d runs of the earlier method at its defaults per driver "+
-			"and %d counted unperturbed agent cycles. Sections not measured are missing below, and the goals are "+
-			"judged on these smaller samples. The full run (`make bench`, several hours) measures every section with "+
-			"%s default runs, %d earlier-method default runs and %d unperturbed cycles.",
-			sel, fmtRuns(z.CoverageRuns), z.OldDefaultRuns, z.UnperturbedCycles,
-			fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.UnperturbedCycles)
+		env := fmt.Sprintf("BENCH_COVERAGE_RUNS=%s BENCH_OLD_DEFAULT_RUNS=%d BENCH_UNPERTURBED_CYCLES=%d",
+			envRuns(z.CoverageRuns), z.OldDefaultRuns, z.UnperturbedCycles)
+		if len(z.Only) > 0 {
+			env = "BENCH_ONLY=" + strings.Join(z.Only, ",") + " " + env
+		}
+		w.p("> **Reduced run** (`%s make bench`): %s, with the sizes in that command (the ones of sections not "+
+			"selected do not apply). Sections not measured are missing below, and the goals are judged on these "+
+			"smaller samples. The full run, `make bench` with no such variables (about 12 hours), measures every "+
+			"section with default runs %s, %d earlier-method default runs per driver and %d unperturbed agent cycles.",
+			env, sel, fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.UnperturbedCycles)
 	}
 	if len(r.Errors) > 0 {
 		w.line("> **Some measurements failed**; their sections are incomplete:")
@@ -194,6 +198,15 @@ func fmtRuns(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", d, m[d]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// envRuns is BENCH_COVERAGE_RUNS's per-driver form, "overlay2=40,btrfs=12".
+func envRuns(m map[string]int) string {
+	var parts []string
+	for _, d := range drivers {
+		parts = append(parts, fmt.Sprintf("%s=%d", d, m[d]))
+	}
+	return strings.Join(parts, ",")
 }
 
 // shortRev is a commit's first 7 digits.
