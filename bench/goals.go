@@ -143,14 +143,23 @@ func biasGoals(dr driverResult) []goalCheck {
 			c.status, c.figure = statusNotMeasured, "–"
 		} else {
 			ci := medianCI(bind)
-			c.figure = fmt.Sprintf("%s over %d runs (sign-test interval of that median [%s, %s])", pct(ci.Median), len(bind), pct(ci.Low), pct(ci.High))
+			c.figure = fmt.Sprintf("%s over %d runs (sign-test interval of that median [%s, %s], %.0f%% coverage)",
+				pct(ci.Median), len(bind), pct(ci.Low), pct(ci.High), 100*ci.Coverage)
 			c.status = judge(math.Abs(100*ci.Median) <= goalBiasPP)
 			if c.status == statusMissed {
-				if ci.Low > 0 || ci.High < 0 {
+				// Too few runs for a 95% sign-test interval (5 at least):
+				// the interval has less coverage and proves nothing.
+				weak := ci.Coverage < confidence
+				switch {
+				case weak:
+					c.why = fmt.Sprintf("%d runs are too few for a %.0f%% interval of their median (this one covers %.0f%%): "+
+						"whether the offset of %s is systematic or noise, this run cannot tell.",
+						len(bind), 100*confidence, 100*ci.Coverage, pct(ci.Median))
+				case ci.Low > 0 || ci.High < 0:
 					c.why = fmt.Sprintf("The interval of the runs' median excludes 0: a systematic difference of %s between the bind "+
 						"mount and the host path for this job, not noise. The two arms share one file, so it is the path through the "+
 						"container (mount namespace, cgroup) or the arms' order within a round.", pct(ci.Median))
-				} else {
+				default:
 					c.why = fmt.Sprintf("The interval of the runs' median includes 0: the offset is within what %d runs can tell; "+
 						"about %.0f runs would narrow that interval to ±%.0f pp at the spread measured.",
 						len(bind), float64(len(bind))*math.Pow((ci.High-ci.Low)/2*100/goalBiasPP, 2), goalBiasPP)
