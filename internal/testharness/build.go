@@ -28,12 +28,16 @@ func buildPackage(ctx context.Context, out, pkg, tags string) error {
 	if err != nil {
 		return err
 	}
-	return BuildIn(ctx, root, out, tags)
+	return buildIn(ctx, root, out, pkg, tags)
 }
 
 // BuildIn is Build from the source tree at root: another checkout of the
 // repository, such as an earlier revision to compare with.
 func BuildIn(ctx context.Context, root, out, tags string) error {
+	return buildIn(ctx, root, out, "./cmd/layerprobe", tags)
+}
+
+func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 	args := []string{"build", "-trimpath"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
