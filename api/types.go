@@ -358,8 +358,8 @@ type Database struct {
 // over writing them to a named volume on this host, for the job whose
 // pattern the container's is assumed to follow.
 type LayerCost struct {
-	Workload     Workload `json:"workload"`   // fsync for databases and queues, seqwrite otherwise
-	Bytes        int64    `json:"bytes"` // the layer bytes the cost is for
+	Workload     Workload `json:"workload"` // fsync for databases and queues, seqwrite otherwise
+	Bytes        int64    `json:"bytes"`    // the layer bytes the cost is for
 	ExtraSeconds float64  `json:"extra_seconds"`
 	Low          float64  `json:"extra_seconds_low"`
 	High         float64  `json:"extra_seconds_high"`
