@@ -224,7 +224,7 @@ func copyUp(w io.Writer, files []string) error {
 func cgexec(args []string) error {
 	i := slices.Index(args, "--")
 	if i < 0 || i == len(args)-1 {
-		return errors.New("probe-helper cgexec: want DIR... -- PROGRAM ARG...")
+		return errors.New("probe-helper cgexec: want DIR... -- PROGRAM [ARG...]")
 	}
 	if err := cgroup.Join(args[:i]); err != nil {
 		return fmt.Errorf("probe-helper cgexec: %w", err)
