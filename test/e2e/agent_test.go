@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -267,9 +268,16 @@ func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backi
 	}
 }
 
-// detectorConfig: short cycles, a short baseline and a short confirmation,
-// so that the detection test fits CI's budget.
+// detectorConfig: the fsync series of one target (container), short
+// cycles of fixed rounds, a short baseline and a short confirmation, so
+// that the detection test fits CI's budget. The effect floor is high
+// (four times the baseline): this test checks that the agent wires the
+// detector to real measurements, with a slowdown far beyond the floor and
+// far beyond what a busy disk does to the ratio. How small a regression
+// the default detector finds, and how often noise fools it, is measured by
+// `make bench` and simulated in internal/detector (docs/detector.md).
 const detectorConfig = `profile: smoke
+targets: [container]
 agent:
   interval: 10s
   cold_interval: 0s
@@ -283,75 +291,80 @@ agent:
 detector:
   baseline_rounds: 60
   min_baseline_rounds: 6
-  h: 4
-  min_effect: 0.5
-  confirm_rounds: 4
+  h: 3
+  min_effect: 3
+  confirm_rounds: 5
   confirm_min: 4`
 
+// detectorThrottleIOPS is the write IOPS the throttled probe container gets
+// on the data root's device. Every fsync in the container waits for at
+// least one throttled write, so its fsync p99 is at least 1/2 s, against a
+// host p99 of well under a millisecond on a quiet disk and tens of
+// milliseconds on this project's busiest test machine: a ratio above the
+// 4x floor in every round. The host arm joins only the container's CPU
+// cgroups, never its block I/O cgroup, so it is not throttled.
+const detectorThrottleIOPS = 2
+
 // A real slowdown (the probe container's writes throttled with cgroup
-// blkio) makes layerprobe_fsync_regression 1 within the configured
-// confirmation, while the same number of unthrottled cycles keeps it 0.
+// blkio) makes layerprobe_fsync_regression 1 after a suspicion and its
+// confirmation rounds, while unthrottled cycles keep it 0.
 func TestDetectorFlagsThrottledFsync(t *testing.T) {
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	s := newAgentSetup(t, d.Host, detectorConfig)
-	targets := []string{"container", "bind", "volume"}
-	regressed := func(a *agentProc) map[string]float64 {
+	regressed := func(a *agentProc) float64 {
 		_, series := a.scrape(t)
-		out := map[string]float64{}
-		for _, tg := range targets {
-			v, ok := series.Find("layerprobe_fsync_regression", map[string]string{"target": tg})
-			if !ok {
-				t.Fatalf("layerprobe_fsync_regression{target=%q} missing", tg)
-			}
-			out[tg] = v
+		v, ok := series.Find("layerprobe_fsync_regression", map[string]string{"target": "container"})
+		if !ok {
+			t.Fatal(`layerprobe_fsync_regression{target="container"} missing`)
 		}
-		return out
+		return v
 	}
 
-	// Unthrottled: 2 cycles (6 rounds) learn the baseline, then control
-	// cycles; the detector must stay quiet through all of them.
-	const learn, control = 2, 4
+	// Unthrottled: 2 cycles (6 rounds) learn the baseline, one more is
+	// screened; the detector stays quiet through all of them.
+	const unthrottled = 3
 	a := s.start(t)
-	for n := 1; n <= learn+control; n++ {
-		a.waitCycles(t, "ok", n, 3*time.Minute)
-		for tg, v := range regressed(a) {
-			if v != 0 {
-				t.Fatalf("unthrottled cycle %d: layerprobe_fsync_regression{target=%q} = %v", n, tg, v)
-			}
+	for n := 1; n <= unthrottled; n++ {
+		a.waitCycles(t, "ok", n, 5*time.Minute)
+		if v := regressed(a); v != 0 {
+			t.Fatalf("unthrottled cycle %d: layerprobe_fsync_regression = %v", n, v)
 		}
 	}
 	before := len(a.cycles(t))
 	a.stop()
 
-	// Throttled: the agent's next probe container gets at most 1000 write
-	// IOPS on the data root's device; history and detector state carry over.
-	a = s.start(t, "LAYERPROBE_TEST_THROTTLE_WRITE_IOPS=1000")
-	deadline := time.Now().Add(6 * time.Minute)
-	needed := 0
-	for {
-		cs := a.cycles(t)
-		needed = len(cs) - before
-		if regressed(a)["container"] == 1 {
-			break
-		}
+	// Throttled: history and detector state carry over to the agent's next
+	// probe container. The deadline only bounds a hang; the assertions are
+	// on what happened.
+	a = s.start(t, fmt.Sprintf("LAYERPROBE_TEST_THROTTLE_WRITE_IOPS=%d", detectorThrottleIOPS))
+	deadline := time.Now().Add(10 * time.Minute)
+	for regressed(a) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no regression flagged within 6 minutes of throttling; cycles since: %+v", cs[:needed])
+			cs := a.cycles(t)
+			t.Fatalf("no regression flagged within 10 minutes of throttling; cycles since: %+v", cs[:len(cs)-before])
 		}
 		time.Sleep(time.Second)
 	}
-	// The cycle that flagged it may still be finishing its bookkeeping.
-	t.Logf("throttled: layerprobe_fsync_regression became 1 after %d cycles (scheduled and confirmation)", needed)
-	if needed > control {
-		t.Errorf("detection took %d cycles; the unthrottled control ran %d without an alarm, want detection within that", needed, control)
-	}
-	var confirm bool
-	for _, c := range a.cycles(t) {
-		if c.Trigger == "confirm" {
-			confirm = true
+	cs := a.cycles(t)
+	since := cs[:len(cs)-before] // newest first
+	var scheduled, confirm int
+	for _, c := range since {
+		switch c.Trigger {
+		case "confirm":
+			confirm++
+		default:
+			scheduled++
 		}
 	}
-	if !confirm {
+	t.Logf("throttled: layerprobe_fsync_regression became 1 after %d scheduled and %d confirmation cycles", scheduled, confirm)
+	if confirm == 0 {
 		t.Error("no confirmation cycle ran before the regression was flagged")
+	}
+	// Three throttled rounds each add the clipped z-score to the CUSUM, so
+	// the first throttled cycle raises the suspicion; allow one more for a
+	// baseline that a busy disk made wide, and one that has just started.
+	if scheduled > 3 {
+		t.Errorf("detection took %d scheduled cycles, want at most 3", scheduled)
 	}
 	a.stop()
 }
