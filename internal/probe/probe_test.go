@@ -346,9 +346,12 @@ func TestMeasureAdaptive(t *testing.T) {
 			return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1+0.3*rng.Float64())}
 		})
 		start := time.Now()
-		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-6, MaxDuration: time.Second}, 1, rand.New(rand.NewPCG(8, 8)), nil)
-		if out.Stop != StopTime || out.Rounds <= 2*len(prof.Jobs) || time.Since(start) > 5*time.Second {
-			t.Errorf("stop %q after %d rounds and %s; want time, after more than the minimum, within the second or so", out.Stop, out.Rounds, time.Since(start))
+		// The budget leaves room beyond the minimum rounds even when a
+		// busy machine makes each fake execution slow (the host arm runs
+		// a real process).
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-6, MaxDuration: 4 * time.Second}, 1, rand.New(rand.NewPCG(8, 8)), nil)
+		if out.Stop != StopTime || out.Rounds <= 2*len(prof.Jobs) || time.Since(start) > 30*time.Second {
+			t.Errorf("stop %q after %d rounds and %s; want time, after more than the minimum, within seconds of the budget", out.Stop, out.Rounds, time.Since(start))
 		}
 	})
 	t.Run("max rounds", func(t *testing.T) {
