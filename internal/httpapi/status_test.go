@@ -70,7 +70,7 @@ func TestStatusPage(t *testing.T) {
 	if !strings.Contains(body, "no interval yet") {
 		t.Error("the row without an interval does not say so")
 	}
-	for _, want := range []string{`data-target="container"`, `data-job="fsync"`, "regressed", "learning", "p99 1.04×",
+	for _, want := range []string{`data-target="container"`, `data-workload="fsync"`, "regressed", "learning", "p99 1.04×",
 		"skipped: host_busy", "Engine btrfs-lab"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("status page lacks %q", want)

@@ -50,7 +50,7 @@ func TestMoreEngines(t *testing.T) {
 				if v, ok := series.Find("layerprobe_engine_info", info); !ok || v != 1 {
 					t.Errorf("layerprobe_engine_info%v = %v (present %v); series: %v", info, v, ok, series["layerprobe_engine_info"])
 				}
-				if v, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "volume", "job": "fsync", "metric": "fsync_p99"}); !ok || !finite(v) {
+				if v, ok := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "volume", "workload": "fsync", "metric": "fsync_p99"}); !ok || !finite(v) {
 					t.Errorf("volume fsync p99 overhead = %v (present %v)", v, ok)
 				}
 				if code, _ := a.stop(); code != 0 {

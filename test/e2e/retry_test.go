@@ -61,7 +61,7 @@ func TestAgentRetriesAfterBusyStart(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want at least 1", name, l, v, found)
 		}
 	}
-	if v, found := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "container", "job": "fsync", "metric": "fsync_p99"}); !found || v != v {
+	if v, found := series.Find("layerprobe_overhead_ratio", map[string]string{"target": "container", "workload": "fsync", "metric": "fsync_p99"}); !found || v != v {
 		t.Errorf("no fsync overhead published after the retry (%v, present %v)", v, found)
 	}
 	a.stop()

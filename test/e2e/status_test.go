@@ -39,11 +39,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	rows := elements(doc, "tr", "overhead-row")
 	if want := len(wantTargets[1:]) * len(wantJobs); len(rows) != want {
-		t.Errorf("%d overhead rows in the DOM, want %d (every non-host target and job):\n%s", len(rows), want, dom)
+		t.Errorf("%d overhead rows in the DOM, want %d (every non-host target and workload):\n%s", len(rows), want, dom)
 	}
 	for _, r := range rows {
 		if len(elements(r, "rect", "ci")) != 1 || len(elements(r, "line", "est")) != 1 {
-			t.Errorf("row %s/%s has no interval bar: %s", attr(r, "data-target"), attr(r, "data-job"), text(r))
+			t.Errorf("row %s/%s has no interval bar: %s", attr(r, "data-target"), attr(r, "data-workload"), text(r))
 		}
 	}
 	if n := len(elements(doc, "tr", "cycle")); n != len(cs) {
