@@ -3,7 +3,7 @@
 GO            ?= go
 BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-TEST_TIMEOUT  ?= 30m
+TEST_TIMEOUT  ?= 45m
 
 .PHONY: all build deps agent run test lint unit clean bench bench-smoke bench-report mixin
 
@@ -51,8 +51,11 @@ lint:
 
 # Every test: unit tests, and end-to-end tests against private dockerd
 # daemons (overlay2, btrfs on a loop file, vfs) with real fio. Needs root.
+# End-to-end tests that only need engines of their own are marked
+# t.Parallel and run four at a time after the sequential ones (which
+# include every test whose assertions depend on the disk's timing).
 test: deps lint
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -parallel 4 ./...
 
 # Unit tests only (no root, no daemons).
 unit:

@@ -24,6 +24,7 @@ const coldRounds = 6 // the fewest rounds with a full-coverage 95% interval
 // overlay2 copies whole files (ext4 cannot share extents), btrfs and xfs
 // report reflink, and nothing is left behind.
 func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
+	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
 	cases := []struct {
 		name        string
 		opts        testdaemon.Options

@@ -15,6 +15,7 @@ import (
 // then `layerprobe cleanup`; an agent cycle (the smoke profile). None may
 // leave anything behind.
 func TestMoreEngines(t *testing.T) {
+	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
 	hostFio := hostFioVersion(t)
 	for _, c := range []struct {
 		name                     string
@@ -26,6 +27,7 @@ func TestMoreEngines(t *testing.T) {
 		{"overlay2-xfs", testdaemon.Options{Driver: "overlay2", Backing: "xfs", SizeMiB: 2048}, "docker", "overlay2", "xfs"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			d := testdaemon.Start(t, c.opts)
 
 			t.Run("run", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,11 +82,20 @@ func startLayerprobe(t *testing.T, host string, args ...string) *testharness.Pro
 // parallel test packages do not wait on each other, and no config file.
 func lpEnv(t *testing.T, host string) []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"DOCKER_HOST=" + host, "LAYERPROBE_LOCK_FILE=" + filepath.Join(lockDir(t), "layerprobe.lock")}
+		"DOCKER_HOST=" + host, "LAYERPROBE_LOCK_FILE=" + lockFile(t, host)}
 	return env
 }
 
 var lockDirPath string
+
+// lockFile is the host-wide measurement lock of the tests that use the
+// engine at host: one per private engine, so that tests on different
+// engines can run in parallel (t.Parallel) while everything on one engine
+// still takes turns, as on a real host.
+func lockFile(t *testing.T, host string) string {
+	name := strings.NewReplacer("/", "_", ":", "_").Replace(host)
+	return filepath.Join(lockDir(t), name+".lock")
+}
 
 func lockDir(t *testing.T) string {
 	if lockDirPath == "" {

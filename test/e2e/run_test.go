@@ -24,6 +24,7 @@ var (
 )
 
 func TestRunOnPrivateEngines(t *testing.T) {
+	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
 	cases := []struct {
 		name            string
 		opts            testdaemon.Options

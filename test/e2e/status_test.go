@@ -26,6 +26,7 @@ var statusConfig = strings.Replace(agentConfig, "rounds_per_cycle: 2", "rounds_p
 // browser refused nothing under the page's Content-Security-Policy, and a
 // screenshot goes into the test's output directory.
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
 	chromium := lookChromium(t)
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	s := newAgentSetup(t, d.Host, statusConfig)
