@@ -21,10 +21,8 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,12 +43,7 @@ var cpuControllers = []string{"cpu", "cpuacct", "cpuset"}
 // pid's cgroup path: a check that pid is the container it is said to be (a
 // PID from another PID namespace names some other process here).
 func Of(pid int, id string) ([]string, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return nil, fmt.Errorf("read the cgroups of process %d: %w", pid, err)
-	}
-	defer f.Close()
-	member, err := parseProc(f)
+	member, err := membership(pid)
 	if err != nil {
 		return nil, fmt.Errorf("read the cgroups of process %d: %w", pid, err)
 	}
@@ -76,20 +70,28 @@ func Of(pid int, id string) ([]string, error) {
 	return dirs, nil
 }
 
-// parseProc reads /proc/<pid>/cgroup: "hierarchy-ID:controller-list:path"
-// per line, keyed by the controller list ("" for cgroup v2's line).
-func parseProc(r io.Reader) (map[string]string, error) {
-	out := map[string]string{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		out[parts[1]] = parts[2]
-	}
-	if err := sc.Err(); err != nil {
+// membership reads /proc/<pid>/cgroup, keyed by the hierarchy's
+// controller list ("cpu,cpuacct"; "" for cgroup v2's hierarchy).
+func membership(pid int) (map[string]string, error) {
+	fs, err := procfs.NewFS("/proc")
+	if err != nil {
 		return nil, err
+	}
+	proc, err := fs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	cgs, err := proc.Cgroups()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, cg := range cgs {
+		key := strings.Join(cg.Controllers, ",")
+		if cg.HierarchyID == 0 {
+			key = ""
+		}
+		out[key] = cg.Path
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no cgroup lines")

@@ -11,13 +11,12 @@ import (
 	"github.com/moby/sys/mountinfo"
 )
 
-const v1Proc = `12:blkio:/docker/abc
-11:cpu,cpuacct:/docker/abc
-5:cpuset:/docker/abc
-4:memory:/docker/abc
-1:name=systemd:/docker/abc
-0::/
-`
+// v1Member is /proc/<pid>/cgroup of a container on a cgroup v1 host, as
+// membership keys it.
+var v1Member = map[string]string{
+	"blkio": "/docker/abc", "cpu,cpuacct": "/docker/abc", "cpuset": "/docker/abc",
+	"memory": "/docker/abc", "name=systemd": "/docker/abc", "": "/",
+}
 
 func v1Mounts() []*mountinfo.Info {
 	return []*mountinfo.Info{
@@ -30,11 +29,7 @@ func v1Mounts() []*mountinfo.Info {
 }
 
 func TestDirsForV1JoinsOnlyCPUControllers(t *testing.T) {
-	member, err := parseProc(strings.NewReader(v1Proc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := dirsFor(member, v1Mounts())
+	got, err := dirsFor(v1Member, v1Mounts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,10 +40,7 @@ func TestDirsForV1JoinsOnlyCPUControllers(t *testing.T) {
 }
 
 func TestDirsForV2(t *testing.T) {
-	member, err := parseProc(strings.NewReader("0::/system.slice/docker-abc.scope\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	member := map[string]string{"": "/system.slice/docker-abc.scope"}
 	mounts := []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/", FSType: "cgroup2"}}
 	got, err := dirsFor(member, mounts)
 	if err != nil {
@@ -62,13 +54,13 @@ func TestDirsForV2(t *testing.T) {
 func TestDirsForOutsideTheMountedSubtree(t *testing.T) {
 	// A cgroup namespace or a bind-mounted subtree shows only part of the
 	// hierarchy: a path outside it has no directory here.
-	member, _ := parseProc(strings.NewReader("0::/system.slice/docker-abc.scope\n"))
+	member := map[string]string{"": "/system.slice/docker-abc.scope"}
 	mounts := []*mountinfo.Info{{Mountpoint: "/sys/fs/cgroup", Root: "/kubepods", FSType: "cgroup2"}}
 	if got, err := dirsFor(member, mounts); err == nil {
 		t.Errorf("dirs %v, want an error", got)
 	}
-	if _, err := parseProc(strings.NewReader("garbage\n")); err == nil {
-		t.Error("parseProc accepted a file without cgroup lines")
+	if _, err := membership(-1); err == nil {
+		t.Error("membership of no process: want an error")
 	}
 }
 
