@@ -91,8 +91,8 @@ func blank(s string) string {
 
 // troubledAgent is a synthetic agent in every state the docs' examples
 // look for: steady and cold results, a stale steady success, a confirmed
-// fsync regression, failing cycles, no reflink, and a second engine on vfs
-// that never succeeded.
+// fsync regression, failing cycles, no reflink, a database in its
+// writable layer, and a second engine on vfs that never succeeded.
 func troubledAgent(now time.Time) *synthAgent {
 	a := newSynthAgent(kindCold, now)
 	for i, s := range a.samples {
@@ -101,8 +101,14 @@ func troubledAgent(now time.Time) *synthAgent {
 			a.samples[i].value = constant(float64(now.Add(-20 * time.Hour).Unix()))
 		case s.name == "layerprobe_fsync_regression" && s.labels["target"] == "container":
 			a.samples[i].value = constant(1)
+		case s.name == "layerprobe_databases_in_layer":
+			a.samples[i].value = constant(1)
 		}
 	}
+	// A database keeping its data in its layer, for the advisor's examples.
+	a.samples = append(a.samples, synthSample{"layerprobe_container_database_in_layer", prometheus.GaugeValue, prometheus.Labels{
+		"engine": "default", "container": "db", "image": "postgres:16", "database": "postgres",
+	}, constant(1)})
 	a.samples = append(a.samples, synthSample{"layerprobe_engine_info", prometheus.GaugeValue, prometheus.Labels{
 		"engine": "fresh", "driver": "vfs", "backing_fs": "extfs", "engine_version": "27.5.1",
 		"data_root": "/srv/docker", "fio_version": "fio-3.33",
