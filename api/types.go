@@ -134,7 +134,7 @@ type Engine struct {
 	Name            string          `json:"name"`
 	Endpoint        string          `json:"endpoint"`
 	Reachable       bool            `json:"reachable"`
-	Runtime         string          `json:"runtime"` // docker or podman (its Docker-compatible API)
+	Runtime         string          `json:"runtime"` // docker, podman (its Docker-compatible API) or containerd
 	EngineVersion   string          `json:"engine_version"`
 	Driver          string          `json:"driver"`
 	DriverClass     string          `json:"driver_class"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/engines"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
 
@@ -47,7 +48,7 @@ func runCleanup(ctx context.Context, cfg *config.Config, force, images bool, log
 	}
 	var errs []error
 	for _, ec := range cfg.EffectiveEngines() {
-		cli, err := engine.New(ec.Name, ec.Host, logger)
+		cli, err := engines.Connect(ec, logger)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -66,6 +67,12 @@ func runCleanup(ctx context.Context, cfg *config.Config, force, images bool, log
 		for _, i := range rep.Images {
 			fmt.Fprintf(out, "removed image %s (engine %s)\n", i, ec.Name)
 		}
+		for _, s := range rep.Snapshots {
+			fmt.Fprintf(out, "removed snapshot %s (engine %s)\n", s, ec.Name)
+		}
+		for _, l := range rep.Leases {
+			fmt.Fprintf(out, "removed lease %s (engine %s)\n", l, ec.Name)
+		}
 		for _, d := range rep.dirs {
 			fmt.Fprintf(out, "removed directory %s\n", d)
 		}
@@ -78,7 +85,13 @@ type cleanupReport struct {
 	dirs []string
 }
 
-func cleanupEngine(ctx context.Context, cli *engine.Client, ec config.Engine, alive func(string) bool, images bool) (cleanupReport, error) {
+// sweeper is what cleanup needs of an engine.
+type sweeper interface {
+	Info(ctx context.Context) (engine.Info, error)
+	Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (engine.SweepReport, error)
+}
+
+func cleanupEngine(ctx context.Context, cli sweeper, ec config.Engine, alive func(string) bool, images bool) (cleanupReport, error) {
 	var rep cleanupReport
 	info, err := cli.Info(ctx)
 	if err != nil {

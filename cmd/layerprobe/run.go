@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/layerprobe/layerprobe/internal/config"
-	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/engines"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -182,7 +182,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
 	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
 
-	cli, err := engine.New(ec.Name, ec.Host, logger)
+	cli, err := engines.Connect(ec, logger)
 	if err != nil {
 		er.Error = &report.Error{Code: "client", Message: err.Error()}
 		return er
@@ -249,6 +249,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 func fillEngine(er *report.Engine, s *probe.Session) {
 	er.Runtime = s.Info.Runtime
 	er.EngineVersion = s.Info.ServerVersion
+	er.Runtime = s.Info.Runtime
 	er.Driver = s.Info.Driver
 	er.DriverClass = string(s.Info.DriverClass)
 	er.DriverNote = s.Info.DriverNote

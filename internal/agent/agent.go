@@ -24,6 +24,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/engines"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -55,7 +56,8 @@ type Options struct {
 
 // Engine is what the agent needs of a container engine: what a probe
 // session needs, what the layer-write advisor asks, the container churn the
-// busy-host guard looks at, and Close. *engine.Client is one.
+// busy-host guard looks at, and Close. *engine.Client and *containerd.Client
+// are.
 type Engine interface {
 	probe.Engine
 	advisor.Engine
@@ -76,7 +78,7 @@ type Agent struct {
 	now      func() time.Time
 	procRoot string
 	sysRoot  string
-	// newEngine connects to a configured engine (engine.New; tests use
+	// newEngine connects to a configured engine (engines.Connect; tests use
 	// fakes).
 	newEngine func(config.Engine, *slog.Logger) (Engine, error)
 
@@ -113,7 +115,7 @@ func New(o Options) (*Agent, error) {
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
 		triggerCh: make(chan measure.Mode, 1),
-		newEngine: func(ec config.Engine, l *slog.Logger) (Engine, error) { return engine.New(ec.Name, ec.Host, l) },
+		newEngine: func(ec config.Engine, l *slog.Logger) (Engine, error) { return engines.Connect(ec, l) },
 	}
 	a.snap.Store(&metrics.Snapshot{})
 	return a, nil

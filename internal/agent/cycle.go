@@ -582,3 +582,14 @@ func fsyncOnly(p fio.Profile) fio.Profile {
 	q.Jobs = slices.DeleteFunc(slices.Clone(p.Jobs), func(j fio.Job) bool { return j.Workload != measure.Fsync })
 	return q
 }
+
+// runtime is the engine's runtime label: what the engine said, or before
+// it answered, containerd for an engine of that type. A Docker API engine
+// stays empty until it answers: only its /version tells Docker from
+// Podman.
+func (e *engineState) runtime() string {
+	if e.info.Runtime == "" && e.cfg.IsContainerd() {
+		return engine.RuntimeContainerd
+	}
+	return e.info.Runtime
+}

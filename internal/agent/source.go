@@ -36,7 +36,7 @@ func (a *Agent) publish() {
 		me := metrics.Engine{
 			Name: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 			EngineVersion: e.info.ServerVersion, DataRoot: e.info.DataRoot, FioVersion: e.fioVersion,
-			Runtime:           e.info.Runtime,
+			Runtime:           e.runtime(),
 			Regression:        map[measure.Target]bool{},
 			CyclesTotal:       maps.Clone(e.cycles),
 			SkipsTotal:        maps.Clone(e.skips),
@@ -286,7 +286,7 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 	defer a.mu.Unlock()
 	out := make([]api.Engine, 0, len(a.engines))
 	for _, e := range a.engines {
-		ae := api.Engine{Name: e.cfg.Name, Endpoint: e.cli.Endpoint(), Reachable: e.reachable, Runtime: e.info.Runtime,
+		ae := api.Engine{Name: e.cfg.Name, Endpoint: e.cli.Endpoint(), Reachable: e.reachable, Runtime: e.runtime(),
 			EngineVersion: e.info.ServerVersion, Driver: e.info.Driver, DriverClass: string(e.info.DriverClass),
 			BackingFS: e.info.BackingFS, DataRoot: e.info.DataRoot, ImageStore: e.info.ImageStore,
 			Rootless: e.info.Rootless, FioVersion: e.fioVersion, Warnings: append([]string{}, e.warnings...),

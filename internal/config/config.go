@@ -49,14 +49,25 @@ type Fio struct {
 	Binary string `yaml:"binary"`
 }
 
-// Engine is one Docker engine to measure.
+// Engine is one container engine to measure.
 type Engine struct {
 	// Name is the `engine` label of every metric. Lowercase letters,
 	// digits, '-' and '_', at most 63 characters.
 	Name string `yaml:"name"`
+	// Type is how layerprobe talks to the engine: EngineDocker (the Docker
+	// Engine API, which Podman serves too) or EngineContainerd
+	// (containerd's own API, as on a Kubernetes node). Empty means docker.
+	Type string `yaml:"type"`
 	// Host is a Docker endpoint such as unix:///var/run/docker.sock.
-	// Empty means DOCKER_HOST, or the default socket.
+	// Empty means DOCKER_HOST, or the default socket. For containerd, the
+	// socket as unix:///path; empty means /run/containerd/containerd.sock.
 	Host string `yaml:"host"`
+	// Namespace is the containerd namespace the probe lives in (type
+	// containerd only). Empty means k8s.io, the kubelet's.
+	Namespace string `yaml:"namespace"`
+	// Snapshotter is the containerd snapshotter to measure (type
+	// containerd only): overlayfs (empty), native, btrfs, fuse-overlayfs.
+	Snapshotter string `yaml:"snapshotter"`
 	// ScratchDir is the agent-owned host directory for the host and bind
 	// targets. It must be on the same file system as the engine's data
 	// root. Empty means "<data root>/layerprobe-scratch".

@@ -16,6 +16,19 @@ const DefaultPath = "/etc/layerprobe/config.yaml"
 // none: the one DOCKER_HOST, or the default socket, reaches.
 const DefaultEngineName = "default"
 
+// Engine types (Engine.Type).
+const (
+	EngineDocker     = "docker"
+	EngineContainerd = "containerd"
+)
+
+// Snapshotters are the containerd snapshotters layerprobe measures.
+var Snapshotters = []string{"overlayfs", "native", "btrfs", "fuse-overlayfs"}
+
+// IsContainerd reports whether the engine is reached through containerd's
+// own API.
+func (e Engine) IsContainerd() bool { return e.Type == EngineContainerd }
+
 // Default returns the built-in configuration: what an empty file, or no
 // file at all, means. Each call returns a fresh value the caller may change.
 func Default() *Config {

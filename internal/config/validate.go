@@ -186,8 +186,29 @@ func (c *Config) checkEngines(ch *checker) {
 				names[e.Name] = i
 			}
 		}
-		if msg := checkHost(e.Host); msg != "" {
-			ch.addf(at+".host", "%q %s, want empty (DOCKER_HOST or the default socket), unix:///absolute/path, tcp://host:port or ssh://[user@]host[:port]", short(e.Host), msg)
+		switch e.Type {
+		case "", EngineDocker:
+			if msg := checkHost(e.Host); msg != "" {
+				ch.addf(at+".host", "%q %s, want empty (DOCKER_HOST or the default socket), unix:///absolute/path, tcp://host:port or ssh://[user@]host[:port]", short(e.Host), msg)
+			}
+			if e.Namespace != "" {
+				ch.addf(at+".namespace", "%q is set on a docker engine, want it only with type: containerd", short(e.Namespace))
+			}
+			if e.Snapshotter != "" {
+				ch.addf(at+".snapshotter", "%q is set on a docker engine, want it only with type: containerd (a Docker engine's storage driver is the daemon's)", short(e.Snapshotter))
+			}
+		case EngineContainerd:
+			if msg := checkContainerdHost(e.Host); msg != "" {
+				ch.addf(at+".host", "%q %s, want empty (/run/containerd/containerd.sock) or unix:///absolute/path of containerd's socket", short(e.Host), msg)
+			}
+			if e.Namespace != "" && (len(e.Namespace) > 76 || !containerdNameRE.MatchString(e.Namespace)) {
+				ch.addf(at+".namespace", "%q is not a containerd namespace, want letters and digits separated by single '.', '_' or '-', at most 76 characters (empty: k8s.io)", short(e.Namespace))
+			}
+			if e.Snapshotter != "" && !slices.Contains(Snapshotters, e.Snapshotter) {
+				ch.addf(at+".snapshotter", "%q is not a snapshotter layerprobe measures, want one of %s (empty: overlayfs)", short(e.Snapshotter), strings.Join(Snapshotters, ", "))
+			}
+		default:
+			ch.addf(at+".type", "%q is not an engine type, want docker (the default) or containerd", short(e.Type))
 		}
 		if d := e.ScratchDir; d != "" {
 			switch {
@@ -203,6 +224,27 @@ func (c *Config) checkEngines(ch *checker) {
 			}
 		}
 	}
+}
+
+// containerdNameRE is containerd's rule for identifiers, namespaces
+// included.
+var containerdNameRE = regexp.MustCompile(`^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$`)
+
+// checkContainerdHost returns what is wrong with containerd's address, or "".
+func checkContainerdHost(h string) string {
+	if h == "" {
+		return ""
+	}
+	u, err := url.Parse(h)
+	switch {
+	case err != nil:
+		return "is not a URL"
+	case u.Scheme != "unix":
+		return "is not a unix:// URL (containerd listens on a unix socket)"
+	case u.Host != "" || !strings.HasPrefix(u.Path, "/"):
+		return "is not a unix socket URL with an absolute path (note the three slashes)"
+	}
+	return ""
 }
 
 // checkHost returns what is wrong with a Docker endpoint, or "".

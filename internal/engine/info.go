@@ -104,7 +104,7 @@ func (c *Client) backingFS(driver string, driverStatus [][2]string, dataRoot str
 // "overlay" the legacy one that overlay2 replaced.
 func ClassifyDriver(runtime, driver string) (DriverClass, string) {
 	switch driver {
-	case "overlay2", "overlayfs", "btrfs", "zfs", "vfs", "fuse-overlayfs":
+	case "overlay2", "overlayfs", "btrfs", "zfs", "vfs", "native", "fuse-overlayfs":
 		return DriverSupported, ""
 	case "overlay":
 		if runtime == RuntimePodman {

@@ -27,10 +27,13 @@ const (
 	ContainerVolume = "/lp/volume"         // the named volume
 )
 
-// Runtimes: the engine behind the Docker API.
+// Runtimes: the engine behind the Docker API, or containerd.
 const (
 	RuntimeDocker = "docker"
 	RuntimePodman = "podman" // Podman's Docker-compatible API (podman system service)
+	// RuntimeContainerd is containerd through its own API (package
+	// containerd), not through the Docker API.
+	RuntimeContainerd = "containerd"
 )
 
 // DriverClass says how layerprobe treats a storage driver.
@@ -38,7 +41,7 @@ type DriverClass string
 
 // Driver classes.
 const (
-	DriverSupported  DriverClass = "supported"  // overlay2, overlayfs, btrfs, zfs, vfs, fuse-overlayfs; Podman's overlay
+	DriverSupported  DriverClass = "supported"  // overlay2, overlayfs, btrfs, zfs, vfs, native, fuse-overlayfs; Podman's overlay
 	DriverDeprecated DriverClass = "deprecated" // devicemapper, aufs: measured, with a warning
 	DriverUnknown    DriverClass = "unknown"    // anything else: measured, with a warning
 )
@@ -47,10 +50,10 @@ const (
 type Info struct {
 	Name          string      `json:"name"`     // configured engine name
 	Endpoint      string      `json:"endpoint"` // the socket / URL used
-	Runtime       string      `json:"runtime"`  // RuntimeDocker or RuntimePodman
+	Runtime       string      `json:"runtime"`  // RuntimeDocker, RuntimePodman or RuntimeContainerd
 	ServerVersion string      `json:"engine_version"`
 	APIVersion    string      `json:"api_version"`
-	Driver        string      `json:"driver"`
+	Driver        string      `json:"driver"` // storage driver, or containerd's snapshotter
 	DriverClass   DriverClass `json:"driver_class"`
 	DriverNote    string      `json:"driver_note,omitempty"` // human note for deprecated / unknown drivers
 	BackingFS     string      `json:"backing_fs"`            // e.g. extfs, xfs, btrfs, zfs, tmpfs
@@ -107,9 +110,12 @@ type ExecResult struct {
 	ExitCode int
 }
 
-// SweepReport lists what a sweep removed.
+// SweepReport lists what a sweep removed. Snapshots and leases are
+// containerd's: a Docker engine removes a container's layer with it.
 type SweepReport struct {
 	Containers []string `json:"containers"`
 	Volumes    []string `json:"volumes"`
 	Images     []string `json:"images"`
+	Snapshots  []string `json:"snapshots,omitempty"`
+	Leases     []string `json:"leases,omitempty"`
 }

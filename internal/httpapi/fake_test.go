@@ -173,7 +173,7 @@ func newFakeSource() *fakeSource {
 					"bind":      {Phase: "watching", Since: &lastSuccess, Rounds: 40, BaselineRatio: &baselineRatio, CUSUM: 0.4},
 					"volume":    {Phase: "learning", Rounds: 4},
 				}},
-			{Name: "btrfs-lab", Endpoint: "unix:///run/docker-btrfs.sock", Driver: "btrfs"}, // nil Warnings, nil map
+			{Name: "btrfs-lab", Endpoint: "unix:///run/containerd/containerd.sock", Runtime: "containerd", Driver: "btrfs"}, // nil Warnings, nil map
 		},
 		containers: fakeContainers(),
 	}

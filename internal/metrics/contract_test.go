@@ -64,6 +64,7 @@ var contractValues = map[string][]string{
 	"result":     {"ok", "failed", "skipped", "interrupted"},
 	"mode":       {"steady", "cold"},
 	"size_bytes": {"1048576", "16777216", "67108864"},
+	"runtime":    {"docker", "podman", "containerd"},
 }
 
 func TestDesignContract(t *testing.T) {

@@ -35,7 +35,7 @@ type Snapshot struct {
 // Engine is one configured container engine's state.
 type Engine struct {
 	Name, Driver, BackingFS, EngineVersion, DataRoot, FioVersion string
-	Runtime                                                      string // docker or podman
+	Runtime                                                      string // docker, podman or containerd
 
 	// Overheads are the paired median overheads versus the host. A NaN
 	// field omits only that series.
@@ -188,7 +188,7 @@ var (
 		"Bytes written by measurement jobs on the target since the agent started."+cached,
 		[]string{"engine", "target"}, nil)
 	descInfo = prometheus.NewDesc(namespace+"_engine_info",
-		"Container engine facts, value always 1: storage driver, backing filesystem of the data root, engine version, data root, fio version and the engine behind the Docker API (runtime docker or podman)."+cached,
+		"Container engine facts, value always 1: storage driver (containerd: snapshotter), backing filesystem of the data root, engine version, data root, fio version and runtime (docker, podman or containerd)."+cached,
 		[]string{"engine", "driver", "backing_fs", "engine_version", "data_root", "fio_version", "runtime"}, nil)
 	descBudget = prometheus.NewDesc(namespace+"_daily_budget_bytes",
 		"Configured daily budget in bytes for measurement writes (absent when unlimited)."+cached,

@@ -138,8 +138,8 @@ func fullSnapshot() *Snapshot {
 		},
 	}
 	failed := Engine{
-		Name: "lab", Runtime: "podman", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "28.5.2",
-		DataRoot:          "/srv/docker",
+		Name: "lab", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "1.7.24", Runtime: "containerd",
+		DataRoot:          "/var/lib/containerd/io.containerd.snapshotter.v1.btrfs",
 		CyclesTotal:       map[string]float64{"failed": 3},
 		LastCycleDuration: nan,
 	}

@@ -23,7 +23,10 @@ import (
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 )
 
-// Engine is what a session needs from a Docker engine (*engine.Client).
+// Engine is what a session needs from a container engine: a Docker engine
+// (*engine.Client) or containerd (*containerd.Client). Both speak package
+// engine's types; a probe without a named volume (containerd has none)
+// leaves the volume target out.
 type Engine interface {
 	Endpoint() string
 	Info(ctx context.Context) (engine.Info, error)
@@ -199,8 +202,9 @@ func (s *Session) sweep(ctx context.Context) {
 	if err != nil {
 		s.logger.Warn("sweep of leftover scratch directories failed", "err", err)
 	}
-	if n := len(rep.Containers) + len(rep.Volumes) + len(dirs); n > 0 {
-		s.logger.Info("removed leftovers of a killed layerprobe or of an earlier probe session", "containers", len(rep.Containers), "volumes", len(rep.Volumes), "dirs", len(dirs))
+	if n := len(rep.Containers) + len(rep.Volumes) + len(rep.Snapshots) + len(rep.Leases) + len(dirs); n > 0 {
+		s.logger.Info("removed leftovers of a killed layerprobe or of an earlier probe session", "containers", len(rep.Containers), "volumes", len(rep.Volumes),
+			"snapshots", len(rep.Snapshots), "leases", len(rep.Leases), "dirs", len(dirs))
 	}
 }
 
@@ -272,6 +276,11 @@ func (s *Session) checkTargets(requested []measure.Target) []measure.Target {
 		var p string
 		switch t {
 		case measure.TargetVolume:
+			if s.probe.VolumeName == "" {
+				// containerd has no named volumes.
+				s.Warnings = append(s.Warnings, fmt.Sprintf("target volume skipped: a %s engine has no named volumes", s.Info.Runtime))
+				continue
+			}
 			p = s.probe.VolumeHostPath
 		case measure.TargetContainer:
 			p = s.probe.LayerDir

@@ -51,11 +51,11 @@ type Run struct {
 	Engines         []Engine  `json:"engines"`
 }
 
-// Engine is the measurement of one Docker engine.
+// Engine is the measurement of one engine (Docker or containerd).
 type Engine struct {
 	Name          string   `json:"name"`
 	Endpoint      string   `json:"endpoint"`
-	Runtime       string   `json:"runtime"` // docker or podman (its Docker-compatible API)
+	Runtime       string   `json:"runtime"` // docker, podman (its Docker-compatible API) or containerd
 	EngineVersion string   `json:"engine_version"`
 	Driver        string   `json:"driver"`
 	DriverClass   string   `json:"driver_class"`

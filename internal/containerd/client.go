@@ -1,0 +1,202 @@
+// Package containerd measures engines that are containerd itself, as on a
+// Kubernetes node, through containerd's own gRPC API: it reports the
+// snapshotter and where it keeps its data, imports the probe image into
+// containerd's content store (never pulled), runs the long-lived probe task
+// on the configured snapshotter, executes fio in it with task exec, and
+// sweeps what layerprobe created, found by label.
+//
+// It speaks the types of package engine (Info, ProbeSpec, Probe, ...), so a
+// probe session runs the same on either kind of engine. containerd has no
+// named volumes: a probe here has none, and the volume target is skipped.
+package containerd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	ctd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/defaults"
+	"github.com/containerd/containerd/identifiers"
+	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/errdefs"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+)
+
+// Defaults for an engine of type containerd.
+const (
+	// DefaultAddress is containerd's socket on a node.
+	DefaultAddress = "/run/containerd/containerd.sock"
+	// DefaultNamespace is the namespace the kubelet's containers live in:
+	// measuring there measures the snapshotter the node's pods use.
+	DefaultNamespace = "k8s.io"
+	// DefaultSnapshotter is containerd's default snapshotter.
+	DefaultSnapshotter = "overlayfs"
+)
+
+// Client talks to one containerd.
+type Client struct {
+	name        string
+	address     string // socket path
+	namespace   string
+	snapshotter string
+	api         *ctd.Client
+	conn        *grpc.ClientConn
+	logger      *slog.Logger
+	fsName      func(path string) (string, error)
+
+	churn *churnWatch
+
+	closeOnce sync.Once
+}
+
+// New returns a client for the containerd engine configured as name.
+// address is the socket, as a path or a unix:// URL ("" = DefaultAddress);
+// namespace "" is DefaultNamespace, snapshotter "" DefaultSnapshotter. The
+// connection is made lazily, so a containerd that is down now is reported
+// by the first call, as with a Docker engine.
+func New(name, address, namespace, snapshotter string, logger *slog.Logger) (*Client, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	address = strings.TrimPrefix(address, "unix://")
+	if address == "" {
+		address = DefaultAddress
+	}
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	if snapshotter == "" {
+		snapshotter = DefaultSnapshotter
+	}
+	if err := identifiers.Validate(namespace); err != nil {
+		return nil, fmt.Errorf("containerd client for engine %s: %w", name, err)
+	}
+	bo := backoff.DefaultConfig
+	bo.MaxDelay = 3 * time.Second
+	conn, err := grpc.NewClient("unix://"+address,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(defaults.DefaultMaxRecvMsgSize),
+			grpc.MaxCallSendMsgSize(defaults.DefaultMaxSendMsgSize)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("containerd client for engine %s: %w", name, err)
+	}
+	// An explicit runtime: without one the client would look it up in the
+	// namespace's labels (a call at construction) or fall back to the
+	// long-removed v1 runtime.
+	api, err := ctd.NewWithConn(conn, ctd.WithDefaultRuntime(defaults.DefaultRuntime))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("containerd client for engine %s: %w", name, err)
+	}
+	c := &Client{
+		name: name, address: address, namespace: namespace, snapshotter: snapshotter,
+		api: api, conn: conn, logger: logger.With("engine", name), fsName: engine.FSName,
+	}
+	c.churn = newChurnWatch(c)
+	return c, nil
+}
+
+// Endpoint is containerd's address, unix:///run/containerd/containerd.sock.
+func (c *Client) Endpoint() string { return "unix://" + c.address }
+
+// Namespace is the containerd namespace the client works in.
+func (c *Client) Namespace() string { return c.namespace }
+
+// Close stops watching events and releases the connection.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.churn.stop()
+		err = c.api.Close()
+	})
+	return err
+}
+
+// ns puts the client's namespace on ctx: every containerd call is scoped
+// to it, and nothing outside it is ever looked at.
+func (c *Client) ns(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, c.namespace)
+}
+
+// unreachableError is the one-line error for a containerd that cannot be
+// reached; it is engine.ErrUnreachable.
+type unreachableError struct {
+	endpoint string
+	cause    string
+	err      error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("cannot reach containerd at %s: %s", e.endpoint, e.cause)
+}
+
+func (e *unreachableError) Is(target error) bool { return target == engine.ErrUnreachable }
+func (e *unreachableError) Unwrap() error        { return e.err }
+
+// asUnreachable returns an unreachable error when err means containerd
+// could not be reached, else nil.
+func (c *Client) asUnreachable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var u *unreachableError
+	if errors.As(err, &u) {
+		return u
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+		return &unreachableError{endpoint: c.Endpoint(), cause: "no answer before the deadline", err: err}
+	case errors.Is(err, context.Canceled):
+		return nil
+	case errdefs.IsUnavailable(err), status.Code(err) == codes.Unavailable:
+		return &unreachableError{endpoint: c.Endpoint(), cause: c.dialCause(), err: err}
+	}
+	return nil
+}
+
+// dialCause dials the socket once to name why containerd cannot be
+// reached: gRPC's own message is a paragraph.
+func (c *Client) dialCause() string {
+	conn, err := net.DialTimeout("unix", c.address, 2*time.Second)
+	if err == nil {
+		conn.Close()
+		return "the socket accepts connections but containerd does not answer"
+	}
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return "no such socket (is containerd running?)"
+	case errors.Is(err, os.ErrPermission):
+		return "permission denied"
+	case errors.As(err, &errno):
+		return errno.Error()
+	}
+	return err.Error()
+}
+
+// fail wraps err with the operation's name; a containerd that cannot be
+// reached is reported as such, in one line.
+func (c *Client) fail(op string, err error) error {
+	if u := c.asUnreachable(err); u != nil {
+		return fmt.Errorf("%s: %w", op, u)
+	}
+	return fmt.Errorf("%s on engine %s: %w", op, c.name, err)
+}

@@ -1,0 +1,368 @@
+package containerd
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	ctd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/containers"
+	"github.com/containerd/containerd/defaults"
+	"github.com/containerd/containerd/oci"
+	"github.com/containerd/containerd/snapshots"
+	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+)
+
+// Probe limits, as on a Docker engine: they bound what a misbehaving job
+// can take from the host.
+const (
+	probePidsLimit   = 64
+	probeMemoryBytes = 512 << 20
+	probeIDPrefix    = "layerprobe-probe-"
+	killTimeout      = 10 * time.Second
+	runningTimeout   = 10 * time.Second
+)
+
+// StartProbe creates the probe container (with its own snapshot on the
+// configured snapshotter, both labelled) and starts its task, the helper's
+// idle process. The container is locked down like a Docker probe: its own
+// network namespace with no interface but lo, no capabilities, no new
+// privileges, bounded pids and memory, no terminal. The host scratch
+// directory is bind-mounted unless spec.WritableLayerOnly; containerd has
+// no named volumes, so the probe has none. On any failure what was created
+// is removed again.
+func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engine.Probe, err error) {
+	if spec.Image == "" {
+		return nil, errors.New("start probe: no image")
+	}
+	if !spec.WritableLayerOnly && !filepath.IsAbs(spec.BindSource) {
+		return nil, fmt.Errorf("start probe: bind source %q is not an absolute path", spec.BindSource)
+	}
+	if spec.DeviceWriteIOPS > 0 && spec.DevicePath == "" {
+		return nil, errors.New("start probe: DeviceWriteIOPS without DevicePath")
+	}
+	ctx = c.ns(ctx)
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, fmt.Errorf("start probe: %w", err)
+	}
+	id := probeIDPrefix + hex.EncodeToString(suffix)
+	managed := c.labels(spec.Owner, "probe", spec.Engine)
+	managed[engine.LabelMode] = string(spec.Mode)
+	// The probe's own labels win over spec.Labels: a caller cannot make a
+	// probe look unmanaged or owned by someone else.
+	labels := withLabels(managed, spec.Labels)
+	p = &engine.Probe{ContainerID: id, Name: id, Image: spec.Image}
+
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+			defer cancel()
+			if rerr := c.RemoveProbe(cctx, p); rerr != nil {
+				c.logger.Warn("could not remove a half-started probe", "container", id, "err", rerr)
+			}
+			p = nil
+		}
+	}()
+
+	img, err := c.api.GetImage(ctx, spec.Image)
+	if err != nil {
+		return p, c.fail("get probe image "+spec.Image, err)
+	}
+	specOpts := []oci.SpecOpts{
+		oci.WithProcessArgs(engine.ContainerHelper, "probe-helper", "idle"),
+		oci.WithProcessCwd("/"),
+		oci.WithCapabilities(nil),
+		oci.WithNoNewPrivileges,
+		oci.WithPidsLimit(probePidsLimit),
+		oci.WithMemoryLimit(probeMemoryBytes),
+		oci.WithHostname(id[:min(len(id), 63)]),
+	}
+	if !spec.WritableLayerOnly {
+		specOpts = append(specOpts, oci.WithMounts([]specs.Mount{{
+			Type: "bind", Source: spec.BindSource, Destination: engine.ContainerBind,
+			Options: []string{"rbind", "rw"},
+		}}))
+	}
+	if spec.DeviceWriteIOPS > 0 {
+		specOpts = append(specOpts, withWriteIOPS(spec.DevicePath, spec.DeviceWriteIOPS))
+	}
+	cont, err := c.api.NewContainer(ctx, id,
+		ctd.WithImageName(img.Name()),
+		ctd.WithSnapshotter(c.snapshotter),
+		ctd.WithNewSnapshot(id, img, snapshots.WithLabels(labels)),
+		ctd.WithRuntime(defaults.DefaultRuntime, nil),
+		ctd.WithContainerLabels(labels),
+		ctd.WithNewSpec(specOpts...),
+	)
+	if err != nil {
+		return p, c.fail("create probe container", err)
+	}
+	// The idle process writes nothing; its output goes nowhere.
+	task, err := cont.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		return p, c.fail("create probe task", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		return p, c.fail("start probe task", err)
+	}
+	if err := c.waitRunning(ctx, task); err != nil {
+		return p, err
+	}
+	p.LayerDir = c.upperDir(ctx, id)
+	c.logger.Debug("probe started", "container", id, "image", spec.Image, "snapshotter", c.snapshotter, "layer_dir", p.LayerDir)
+	return p, nil
+}
+
+// waitRunning fails early when the probe's process exited at once (a
+// user-named image without the helper, say).
+func (c *Client) waitRunning(ctx context.Context, task ctd.Task) error {
+	deadline := time.Now().Add(runningTimeout)
+	delay := 10 * time.Millisecond
+	for {
+		st, err := task.Status(ctx)
+		if err != nil {
+			return c.fail("probe task status", err)
+		}
+		switch st.Status {
+		case ctd.Running:
+			return nil
+		case ctd.Stopped:
+			return fmt.Errorf("start probe task on engine %s: it exited at once with code %d", c.name, st.ExitStatus)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("start probe task on engine %s: not running after %s (status %s)", c.name, runningTimeout, st.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("start probe task: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// upperDir is the host directory the probe's writes land in, when the
+// snapshotter's mounts tell it: overlay's upperdir, native's bind source.
+// btrfs mounts a subvolume by id, so it stays "" there.
+func (c *Client) upperDir(ctx context.Context, key string) string {
+	return c.upperDirOf(ctx, c.snapshotter, key)
+}
+
+// upperDirOf is upperDir for a snapshot of the given snapshotter: the
+// advisor's containers need not use the measured one.
+func (c *Client) upperDirOf(ctx context.Context, snapshotter, key string) string {
+	mounts, err := c.api.SnapshotService(snapshotter).Mounts(ctx, key)
+	if err != nil {
+		c.logger.Debug("snapshot mounts", "snapshot", key, "err", err)
+		return ""
+	}
+	for _, m := range mounts {
+		for _, o := range m.Options {
+			if d, ok := strings.CutPrefix(o, "upperdir="); ok {
+				return d
+			}
+		}
+		if m.Type == "bind" && filepath.IsAbs(m.Source) {
+			return m.Source
+		}
+	}
+	return ""
+}
+
+// withWriteIOPS throttles the container's writes to one block device
+// (tests inject a real slowdown with it).
+func withWriteIOPS(device string, iops uint64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		var st unix.Stat_t
+		if err := unix.Stat(device, &st); err != nil {
+			return fmt.Errorf("throttle %s: %w", device, err)
+		}
+		if s.Linux == nil {
+			s.Linux = &specs.Linux{}
+		}
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.BlockIO == nil {
+			s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{}
+		}
+		dev := specs.LinuxThrottleDevice{Rate: iops}
+		dev.Major, dev.Minor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+		s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice = append(s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice, dev)
+		return nil
+	}
+}
+
+// Exec runs argv in the probe's task and returns its output and exit code.
+// A non-zero exit code is a result, not an error; the error is for an exec
+// that could not run (task gone, containerd down) or a ctx that ended. When
+// ctx ends, the process is killed, and so is every fio in the probe (fio's
+// job processes are its children and would outlive it).
+func (c *Client) Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error) {
+	res, started, err := c.exec(ctx, p, argv)
+	if err != nil && ctx.Err() != nil {
+		if started {
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+			defer cancel()
+			kill, _, kerr := c.exec(kctx, p, []string{engine.ContainerHelper, "probe-helper", "kill-fio"})
+			switch {
+			case kerr != nil:
+				c.logger.Warn("could not kill fio in the probe after a cancelled exec", "container", p.Name, "err", kerr)
+			case kill.ExitCode != 0:
+				c.logger.Warn("kill-fio in the probe failed", "container", p.Name, "exit_code", kill.ExitCode, "stderr", string(kill.Stderr))
+			}
+		}
+		return res, fmt.Errorf("exec %s in probe %s: %w", argv[0], p.Name, ctx.Err())
+	}
+	return res, err
+}
+
+// syncBuffer is a bytes.Buffer the IO copier may write while the exec is
+// cancelled and its output read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// exec runs argv; started reports that the process may have started (so a
+// cancelled exec may have left it running).
+func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res engine.ExecResult, started bool, err error) {
+	res.ExitCode = -1
+	if p == nil || p.ContainerID == "" {
+		return res, false, errors.New("exec in probe: no probe container")
+	}
+	if len(argv) == 0 {
+		return res, false, errors.New("exec in probe: empty command")
+	}
+	ctx = c.ns(ctx)
+	cont, err := c.api.LoadContainer(ctx, p.ContainerID)
+	if err != nil {
+		return res, false, c.fail("load probe "+p.Name, err)
+	}
+	spec, err := cont.Spec(ctx)
+	if err != nil {
+		return res, false, c.fail("read the spec of probe "+p.Name, err)
+	}
+	task, err := cont.Task(ctx, nil)
+	if err != nil {
+		return res, false, c.fail("load the task of probe "+p.Name, err)
+	}
+	pspec := *spec.Process
+	pspec.Args = argv
+	pspec.Terminal = false
+
+	suffix := make([]byte, 8)
+	if _, err := rand.Read(suffix); err != nil {
+		return res, false, fmt.Errorf("exec in probe: %w", err)
+	}
+	var stdout, stderr syncBuffer
+	proc, err := task.Exec(ctx, "lp-"+hex.EncodeToString(suffix), &pspec, cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr)))
+	if err != nil {
+		return res, false, c.fail("create exec in probe "+p.Name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		defer cancel()
+		if _, derr := proc.Delete(dctx, ctd.WithProcessKill); derr != nil && !errdefs.IsNotFound(derr) {
+			c.logger.Debug("delete exec", "container", p.Name, "err", derr)
+		}
+	}()
+	exited, err := proc.Wait(ctx)
+	if err != nil {
+		return res, false, c.fail("wait for exec in probe "+p.Name, err)
+	}
+	if err := proc.Start(ctx); err != nil {
+		return res, true, c.fail("start exec in probe "+p.Name, err)
+	}
+	select {
+	case st := <-exited:
+		// The exit is reported once the process is gone; its output may
+		// still be in flight in the FIFOs.
+		proc.IO().Wait()
+		res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+		code, _, err := st.Result()
+		if err != nil {
+			return res, true, c.fail("exec in probe "+p.Name, err)
+		}
+		res.ExitCode = int(code)
+		return res, true, nil
+	case <-ctx.Done():
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+		defer cancel()
+		if kerr := proc.Kill(kctx, syscall.SIGKILL); kerr != nil && !errdefs.IsNotFound(kerr) {
+			c.logger.Warn("kill a cancelled exec", "container", p.Name, "err", kerr)
+		}
+		res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+		return res, true, ctx.Err()
+	}
+}
+
+// RemoveProbe kills the probe's task and removes the container with its
+// snapshot. What is already gone is not an error.
+func (c *Client) RemoveProbe(ctx context.Context, p *engine.Probe) error {
+	if p == nil || p.ContainerID == "" {
+		return nil
+	}
+	ctx = c.ns(ctx)
+	if err := c.removeContainer(ctx, p.ContainerID); err != nil {
+		return err
+	}
+	// A container that was never created may have left its snapshot.
+	err := c.api.SnapshotService(c.snapshotter).Remove(ctx, p.ContainerID)
+	if err != nil && !errdefs.IsNotFound(err) {
+		return c.fail("remove probe snapshot "+p.ContainerID, err)
+	}
+	return nil
+}
+
+// removeContainer deletes a container's task (killing it) and the
+// container with its snapshot; ctx carries the namespace.
+func (c *Client) removeContainer(ctx context.Context, id string) error {
+	cont, err := c.api.LoadContainer(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return c.fail("load probe "+id, err)
+	}
+	task, err := cont.Task(ctx, nil)
+	switch {
+	case err == nil:
+		if _, err := task.Delete(ctx, ctd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return c.fail("delete the task of probe "+id, err)
+		}
+	case errdefs.IsNotFound(err):
+	default:
+		return c.fail("load the task of probe "+id, err)
+	}
+	if err := cont.Delete(ctx, ctd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return c.fail("remove probe "+id, err)
+	}
+	return nil
+}
