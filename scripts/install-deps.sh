@@ -6,6 +6,10 @@ set -euo pipefail
 need=()
 command -v fio >/dev/null || need+=(fio)
 command -v dockerd >/dev/null || need+=(docker.io)
+# A private containerd (no Docker) for the containerd engine's tests; docker.io
+# pulls it in too, but a machine may have dockerd from elsewhere.
+command -v containerd >/dev/null || need+=(containerd)
+command -v runc >/dev/null || [[ -x /usr/sbin/runc ]] || need+=(runc)
 command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v promtool >/dev/null || need+=(prometheus)

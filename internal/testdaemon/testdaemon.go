@@ -1,5 +1,5 @@
 // Package testdaemon starts private container engines for tests: dockerd,
-// or Podman's Docker-compatible API service.
+// Podman's Docker-compatible API service, or containerd without Docker.
 //
 // Every daemon lives in its own short directory under /tmp (its data root,
 // exec root, pid file, socket, config file and log), talks only through its
@@ -9,7 +9,8 @@
 // temporary and network directories inside the daemon's directory). The
 // data root can sit on the root file system or on a fresh btrfs or xfs file
 // system in a loop file, so tests can exercise several storage drivers and
-// backing file systems on one machine.
+// backing file systems on one machine. A private containerd is configured
+// the same way: its own root, state and sockets, no CRI plugin.
 //
 // Cleanup is registered with t.Cleanup and is thorough because a leaked
 // daemon, mount or loop device outlives the test binary: it stops the daemon,
@@ -36,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd"
 	"github.com/moby/sys/mountinfo"
 
 	"github.com/layerprobe/layerprobe/internal/testharness"
@@ -45,14 +47,19 @@ import (
 const (
 	EngineDocker = "docker" // dockerd (the default)
 	EnginePodman = "podman" // podman system service, rootful
+	// EngineContainerd is containerd on its own, as on a Kubernetes node
+	// (StartContainerd).
+	EngineContainerd = "containerd"
 )
 
 // Options choose the engine and its storage.
 type Options struct {
-	// Engine is EngineDocker ("" too) or EnginePodman.
+	// Engine is EngineDocker ("" too), EnginePodman or EngineContainerd.
 	Engine string
 	// Driver is the storage driver: overlay2, btrfs, vfs or fuse-overlayfs
-	// for dockerd ("" = overlay2), overlay for Podman ("" = overlay).
+	// for dockerd ("" = overlay2), overlay for Podman ("" = overlay); for
+	// containerd the snapshotter: overlayfs, btrfs or native ("" =
+	// overlayfs).
 	Driver string
 	// Backing is the file system under the data root: "" for a directory on
 	// the root file system, "btrfs" or "xfs" for a fresh file system of
@@ -67,7 +74,7 @@ type Options struct {
 	User int
 }
 
-// Daemon is a running private dockerd.
+// Daemon is a running private dockerd, Podman service or containerd.
 type Daemon struct {
 	Host     string // unix://<Dir>/docker.sock
 	DataRoot string // <Dir>/root
@@ -83,7 +90,7 @@ type Daemon struct {
 	proc *process // nil while stopped
 }
 
-// process is one run of dockerd.
+// process is one run of the daemon.
 type process struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has been waited for
@@ -113,8 +120,11 @@ func prerequisites(engine, driver string) error {
 		return errors.New("private container engines need root")
 	}
 	bins := []string{"dockerd", "containerd", "runc"}
-	if engine == EnginePodman {
+	switch engine {
+	case EnginePodman:
 		bins = []string{"podman", "conmon", "runc"}
+	case EngineContainerd:
+		bins = []string{"containerd", "containerd-shim-runc-v2", "runc"}
 	}
 	if driver == "fuse-overlayfs" {
 		bins = append(bins, "fuse-overlayfs")
@@ -145,7 +155,8 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%s: not in PATH or sbin", name)
 }
 
-// Start starts a private dockerd and waits until it answers /_ping. Its
+// Start starts a private engine (dockerd unless opts.Engine says otherwise)
+// and waits until it answers (/_ping; containerd's version call). Its
 // cleanup is registered with t.Cleanup.
 func Start(t testing.TB, opts Options) *Daemon {
 	t.Helper()
@@ -153,7 +164,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 		opts.Engine = EngineDocker
 	}
 	if opts.Driver == "" {
-		opts.Driver = map[string]string{EngineDocker: "overlay2", EnginePodman: "overlay"}[opts.Engine]
+		opts.Driver = map[string]string{EngineDocker: "overlay2", EnginePodman: "overlay", EngineContainerd: "overlayfs"}[opts.Engine]
 	}
 	if opts.Driver == "btrfs" && opts.Backing == "" {
 		opts.Backing = "btrfs"
@@ -162,9 +173,10 @@ func Start(t testing.TB, opts Options) *Daemon {
 		opts.SizeMiB = 1024
 	}
 	switch opts.Engine + "/" + opts.Driver {
-	case "docker/overlay2", "docker/btrfs", "docker/vfs", "docker/fuse-overlayfs", "podman/overlay":
+	case "docker/overlay2", "docker/btrfs", "docker/vfs", "docker/fuse-overlayfs", "podman/overlay",
+		"containerd/overlayfs", "containerd/btrfs", "containerd/native":
 	default:
-		t.Fatalf("testdaemon: unsupported engine and driver %s/%s (want docker with overlay2, btrfs, vfs or fuse-overlayfs, or podman with overlay)",
+		t.Fatalf("testdaemon: unsupported engine and driver %s/%s (want docker with overlay2, btrfs, vfs or fuse-overlayfs, podman with overlay, or containerd with overlayfs, btrfs or native)",
 			opts.Engine, opts.Driver)
 	}
 	if err := prerequisites(opts.Engine, opts.Driver); err != nil {
@@ -189,10 +201,7 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if err != nil {
 		t.Fatalf("testdaemon: create dir: %v", err)
 	}
-	sock := "docker.sock"
-	if opts.Engine == EnginePodman {
-		sock = "podman.sock"
-	}
+	sock := map[string]string{EngineDocker: "docker.sock", EnginePodman: "podman.sock", EngineContainerd: "containerd.sock"}[opts.Engine]
 	d := &Daemon{
 		Host:     "unix://" + filepath.Join(dir, sock),
 		DataRoot: filepath.Join(dir, "root"),
@@ -201,6 +210,9 @@ func Start(t testing.TB, opts Options) *Daemon {
 		t:        t,
 		opts:     opts,
 		logPath:  filepath.Join(dir, opts.Engine+".log"),
+	}
+	if opts.Engine == EngineContainerd {
+		d.ExecRoot = filepath.Join(dir, "state")
 	}
 	t.Cleanup(d.cleanup)
 
@@ -285,6 +297,16 @@ func run(argv ...string) (string, error) {
 	return string(out), err
 }
 
+// StartContainerd starts a private containerd (no Docker) with opts.Driver
+// as its snapshotter (overlayfs, btrfs or native; "" = overlayfs): Start
+// with Engine EngineContainerd. Host is its socket, DataRoot its root,
+// ExecRoot its state directory.
+func StartContainerd(t testing.TB, opts Options) *Daemon {
+	t.Helper()
+	opts.Engine = EngineContainerd
+	return Start(t, opts)
+}
+
 // handOver gives a rootless daemon's directory to its user, with a home
 // and a runtime directory of its own, and lets everyone reach the socket.
 func (d *Daemon) handOver() error {
@@ -310,10 +332,16 @@ func (d *Daemon) handOver() error {
 // /etc/docker/daemon.json (which could conflict with the flags) out of the
 // test. Podman reads containers.conf and storage.conf from the paths in
 // its environment (CONTAINERS_CONF, CONTAINERS_STORAGE_CONF) instead of
-// /etc/containers and /usr/share/containers.
+// /etc/containers and /usr/share/containers. containerd gets its root,
+// state, sockets and plugin directories under the daemon's directory, no
+// CRI plugin (no kubelet here, and it would want CNI) and no debug or
+// metrics listener.
 func (d *Daemon) writeConfig() error {
-	if d.opts.Engine != EnginePodman {
+	switch d.opts.Engine {
+	case EngineDocker:
 		return os.WriteFile(filepath.Join(d.Dir, "daemon.json"), []byte("{}\n"), 0o600)
+	case EngineContainerd:
+		return d.writeContainerdConfig()
 	}
 	storage := fmt.Sprintf("[storage]\ndriver = %q\ngraphroot = %q\nrunroot = %q\n",
 		d.opts.Driver, d.DataRoot, d.ExecRoot)
@@ -354,6 +382,31 @@ network_config_dir = %[7]q
 	return nil
 }
 
+func (d *Daemon) writeContainerdConfig() error {
+	sock := strings.TrimPrefix(d.Host, "unix://")
+	conf := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+`, d.DataRoot, d.ExecRoot, sock, sock+".ttrpc", filepath.Join(d.Dir, "opt"))
+	return os.WriteFile(filepath.Join(d.Dir, "containerd.toml"), []byte(conf), 0o600)
+}
+
 // Env is the environment a client of a rootless daemon runs with: its
 // user's home and runtime directories. Empty for a daemon run as root.
 func (d *Daemon) Env() []string {
@@ -388,6 +441,13 @@ func (d *Daemon) command() (string, []string, []string, error) {
 		// --time=0: serve until stopped, not only while clients talk.
 		return bin, []string{"system", "service", "--time=0", d.Host}, env, nil
 	}
+	if d.opts.Engine == EngineContainerd {
+		bin, err := lookPath("containerd")
+		if err != nil {
+			return "", nil, nil, err
+		}
+		return bin, []string{"--config", filepath.Join(d.Dir, "containerd.toml"), "--log-level", "info"}, daemonEnv(), nil
+	}
 	bin, err := lookPath("dockerd")
 	if err != nil {
 		return "", nil, nil, err
@@ -411,7 +471,7 @@ func (d *Daemon) args() []string {
 	}
 }
 
-// start launches dockerd and waits for /_ping.
+// start launches the daemon and waits until it answers.
 func (d *Daemon) start() error {
 	d.mu.Lock()
 	running := d.proc != nil
@@ -453,9 +513,13 @@ func (d *Daemon) start() error {
 	d.mu.Unlock()
 
 	sock := strings.TrimPrefix(d.Host, "unix://")
+	ping := pingSocket
+	if d.opts.Engine == EngineContainerd {
+		ping = pingContainerd
+	}
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if pingSocket(sock) == nil {
+		if ping(sock) == nil {
 			return nil
 		}
 		select {
@@ -467,7 +531,7 @@ func (d *Daemon) start() error {
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not answer /_ping on %s within %s", d.opts.Engine, sock, startTimeout)
+			return fmt.Errorf("%s did not answer on %s within %s", d.opts.Engine, sock, startTimeout)
 		}
 	}
 }
@@ -480,7 +544,7 @@ func daemonEnv() []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
-			"CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINER_HOST":
+			"CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF", "CONTAINER_HOST", "CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE":
 			continue
 		case "PATH":
 			kv += ":/usr/local/sbin:/usr/sbin:/sbin"
@@ -510,7 +574,20 @@ func pingSocket(sock string) error {
 	return nil
 }
 
-// Stop stops dockerd: SIGTERM, then SIGKILL if it has not exited after 30 s.
+// pingContainerd asks containerd's version service.
+func pingContainerd(sock string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := containerd.New(sock, containerd.WithTimeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Version(ctx)
+	return err
+}
+
+// Stop stops the daemon: SIGTERM, then SIGKILL if it has not exited after 30 s.
 // Stopping a stopped daemon does nothing.
 func (d *Daemon) Stop() {
 	d.t.Helper()
@@ -581,7 +658,7 @@ func (d *Daemon) signalAndWait(sig syscall.Signal, timeout time.Duration) {
 	select {
 	case <-p.exited:
 	case <-time.After(timeout):
-		d.t.Logf("testdaemon: dockerd (pid %d) ignored %v for %s; killing it", p.cmd.Process.Pid, sig, timeout)
+		d.t.Logf("testdaemon: %s (pid %d) ignored %v for %s; killing it", d.opts.Engine, p.cmd.Process.Pid, sig, timeout)
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
@@ -612,10 +689,24 @@ func (d *Daemon) cleanup() {
 }
 
 // containerIDs lists the IDs of the containers the daemon knows, from its
-// data root (dockerd's containers/, Podman's <driver>-containers/), so
-// their processes can be found after a kill.
+// data root (dockerd's containers/, Podman's <driver>-containers/) or its
+// task state (containerd, every namespace), so their processes can be
+// found after a kill.
 func (d *Daemon) containerIDs() []string {
 	var ids []string
+	if d.opts.Engine == EngineContainerd {
+		nss, _ := os.ReadDir(filepath.Join(d.ExecRoot, "io.containerd.runtime.v2.task"))
+		for _, ns := range nss {
+			ents, _ := os.ReadDir(filepath.Join(d.ExecRoot, "io.containerd.runtime.v2.task", ns.Name()))
+			for _, e := range ents {
+				// Short IDs would match unrelated cgroups.
+				if e.IsDir() && len(e.Name()) >= 12 {
+					ids = append(ids, e.Name())
+				}
+			}
+		}
+		return ids
+	}
 	for _, sub := range []string{"containers", d.opts.Driver + "-containers"} {
 		ents, _ := os.ReadDir(filepath.Join(d.DataRoot, sub))
 		for _, e := range ents {
@@ -763,7 +854,7 @@ func mountsUnder(dir string) ([]string, error) {
 func (d *Daemon) logTail() string {
 	b, err := os.ReadFile(d.logPath)
 	if err != nil {
-		return fmt.Sprintf("(no dockerd log: %v)", err)
+		return fmt.Sprintf("(no %s log: %v)", d.opts.Engine, err)
 	}
 	var lines []string
 	for l := range strings.SplitSeq(string(b), "\n") {
@@ -778,7 +869,7 @@ func (d *Daemon) logTail() string {
 	return strings.Join(lines, "\n")
 }
 
-// Running reports whether the dockerd process is alive.
+// Running reports whether the daemon's process is alive.
 func (d *Daemon) Running() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()

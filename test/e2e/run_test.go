@@ -110,7 +110,14 @@ func runChecked(t *testing.T, d *testdaemon.Daemon, driver, backing, fioVersion 
 
 func checkRun(t *testing.T, run report.Run, driver, backing, fioVersion string) {
 	t.Helper()
-	if run.SchemaVersion != report.SchemaVersion || run.Profile != "quick" || run.Rounds != e2eRounds {
+	checkRunTargets(t, run, "quick", driver, backing, fioVersion, wantTargets)
+}
+
+// checkRunTargets checks a run of e2eRounds rounds of profile on the given
+// targets.
+func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fioVersion string, wantTargets []string) {
+	t.Helper()
+	if run.SchemaVersion != report.SchemaVersion || run.Profile != profile || run.Rounds != e2eRounds {
 		t.Errorf("header: schema %d profile %q rounds %d", run.SchemaVersion, run.Profile, run.Rounds)
 	}
 	if len(run.Engines) != 1 {

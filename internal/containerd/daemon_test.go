@@ -1,0 +1,275 @@
+package containerd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ctd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/oci"
+	"github.com/containerd/containerd/snapshots"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/probeimage"
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
+)
+
+// The probe image's helper is the real layerprobe binary, built once.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	testharness.RemoveBinary()
+	os.Exit(code)
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newTestClient(t *testing.T, d *testdaemon.Daemon, snapshotter string) *Client {
+	t.Helper()
+	c, err := New("test", d.Host, "", snapshotter, testharness.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// probeImage builds the probe image from the host's fio and the layerprobe
+// binary.
+func probeImage(t *testing.T) *probeimage.Image {
+	t.Helper()
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		testharness.SkipOrFail(t, "fio: %v", err)
+	}
+	bin, err := testharness.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := probeimage.Build(fio, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return im
+}
+
+// A probe's whole life on a private containerd: the engine's facts, the
+// image imported once and reused, exec results and failures, a cancelled
+// exec, and a sweep that leaves nothing labelled behind.
+func TestProbeLifecycle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a private containerd")
+	}
+	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	c := newTestClient(t, d, "")
+	ctx := testCtx(t)
+
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(d.DataRoot, "io.containerd.snapshotter.v1.overlayfs")
+	if info.Runtime != "containerd" || info.Driver != "overlayfs" || info.DataRoot != root ||
+		info.DriverClass != engine.DriverSupported || info.ServerVersion == "" || info.BackingFS == "unknown" {
+		t.Errorf("Info() = %+v", info)
+	}
+
+	im := probeImage(t)
+	ref, err := c.EnsureImage(ctx, im, "lp1-boot-1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.EnsureImage(ctx, im, "lp1-boot-1-1")
+	if err != nil || again != ref {
+		t.Fatalf("second EnsureImage = %q, %v; want %q reused", again, err, ref)
+	}
+	if err := c.CheckImage(ctx, "nowhere/nothing:1"); !errors.Is(err, engine.ErrImageNotFound) {
+		t.Errorf("CheckImage of a missing image: %v", err)
+	}
+
+	bind := t.TempDir()
+	p, err := c.StartProbe(ctx, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: bind, Owner: "lp1-boot-1-1", Mode: measure.ModeSteady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p.LayerDir, root+"/") || p.VolumeName != "" {
+		t.Errorf("probe %+v: want an upper dir under %s and no volume", p, root)
+	}
+	res, err := c.Exec(ctx, p, []string{engine.ContainerFio, "--version"})
+	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "fio-") {
+		t.Errorf("fio --version: %+v, %v", res, err)
+	}
+	res, err = c.Exec(ctx, p, []string{engine.ContainerFio, "--no-such-option"})
+	if err != nil || res.ExitCode == 0 || len(res.Stderr)+len(res.Stdout) == 0 {
+		t.Errorf("fio with a bad option: exit %d, err %v, stderr %q", res.ExitCode, err, res.Stderr)
+	}
+	// Through the bind mount, the helper writes where the host sees it.
+	res, err = c.Exec(ctx, p, []string{engine.ContainerHelper, "probe-helper", "clean", engine.ContainerBind})
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("helper clean: %+v, %v", res, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Exec(cctx, p, []string{engine.ContainerFio, "--name=x", "--filename=/lp/layer/f", "--size=4m",
+		"--rw=randwrite", "--time_based", "--runtime=60"})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 30*time.Second {
+		t.Errorf("cancelled exec: %v after %s", err, time.Since(start))
+	}
+
+	if err := c.RemoveProbe(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveProbe(ctx, p); err != nil {
+		t.Errorf("removing a removed probe: %v", err)
+	}
+	rep, err := c.Sweep(ctx, nil, true)
+	if err != nil || len(rep.Images) != 1 {
+		t.Errorf("sweep: %+v, %v; want the image removed", rep, err)
+	}
+	if n := labelled(t, c); n != 0 {
+		t.Errorf("%d labelled objects left", n)
+	}
+}
+
+// labelled counts containers, images, snapshots and leases carrying
+// layerprobe's label.
+func labelled(t *testing.T, c *Client) int {
+	t.Helper()
+	ctx := c.ns(testCtx(t))
+	ctrs, err := c.api.Containers(ctx, managedFilter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := c.api.ImageService().List(ctx, managedFilter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.api.LeasesService().List(ctx, managedFilter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(ctrs) + len(imgs) + len(ls)
+	err = c.api.SnapshotService(c.snapshotter).Walk(ctx, func(context.Context, snapshots.Info) error { n++; return nil }, managedFilter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Container starts and stops of others count as churn; the probe's own and
+// its execs do not.
+func TestContainerChurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a private containerd")
+	}
+	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	c := newTestClient(t, d, "")
+	ctx := testCtx(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := c.ContainerChurn(ctx, time.Now()); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event subscription did not come up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	since := time.Now()
+	ref, err := c.EnsureImage(ctx, probeImage(t), "lp1-boot-1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.StartProbe(ctx, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp1-boot-1-1", Mode: measure.ModeSteady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.RemoveProbe(context.WithoutCancel(ctx), p)
+	if _, err := c.Exec(ctx, p, []string{engine.ContainerFio, "--version"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n, err := c.ContainerChurn(ctx, since); err != nil || n != 0 {
+		t.Errorf("churn after the probe's own start and exec: %d, %v; want 0", n, err)
+	}
+
+	// Someone else's container: started and killed.
+	nctx := c.ns(ctx)
+	img, err := c.api.GetImage(nctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.api.NewContainer(nctx, "someone-else", ctd.WithImage(img), ctd.WithNewSnapshot("someone-else", img),
+		ctd.WithNewSpec(oci.WithProcessArgs(engine.ContainerHelper, "probe-helper", "idle")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := other.NewTask(nctx, cio.NullIO)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Start(nctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := task.Delete(nctx, ctd.WithProcessKill); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Delete(nctx, ctd.WithSnapshotCleanup); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		n, err := c.ContainerChurn(ctx, since)
+		if err == nil && n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("churn after another container started and stopped: %d, %v; want at least 2", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n, _ := c.ContainerChurn(ctx, time.Now().Add(time.Minute)); n != 0 {
+		t.Errorf("churn since a future time: %d", n)
+	}
+}
+
+// A snapshotter containerd could not start, and a socket nobody listens
+// on, are errors that say so.
+func TestInfoErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a private containerd")
+	}
+	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	ctx := testCtx(t)
+	// The data root is not on btrfs, so containerd skipped that plugin.
+	_, err := newTestClient(t, d, "btrfs").Info(ctx)
+	if err == nil || !strings.Contains(err.Error(), `snapshotter "btrfs"`) || !strings.Contains(err.Error(), "not available") {
+		t.Errorf("Info with the btrfs snapshotter on extfs: %v", err)
+	}
+	gone, err := New("gone", "unix://"+filepath.Join(t.TempDir(), "none.sock"), "", "", testharness.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gone.Close()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = gone.Info(sctx)
+	if !errors.Is(err, engine.ErrUnreachable) || !strings.Contains(err.Error(), "none.sock") {
+		t.Errorf("Info on a missing socket: %v", err)
+	}
+	t.Log(err)
+}
