@@ -142,7 +142,7 @@ func TestKubernetesContainerdVariant(t *testing.T) {
 	want := map[string]bool{
 		// The socket, and the FIFOs of exec output that containerd's
 		// shims open by path.
-		path.Dir(sock): false,
+		path.Dir(sock):         false,
 		"/run/containerd/fifo": false,
 		"/var/lib/containerd":  true,
 		scratch:                false,
