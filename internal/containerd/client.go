@@ -136,38 +136,23 @@ func (c *Client) ns(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, c.namespace)
 }
 
-// unreachableError is the one-line error for a containerd that cannot be
-// reached; it is engine.ErrUnreachable.
-type unreachableError struct {
-	endpoint string
-	cause    string
-	err      error
-}
-
-func (e *unreachableError) Error() string {
-	return fmt.Sprintf("cannot reach containerd at %s: %s", e.endpoint, e.cause)
-}
-
-func (e *unreachableError) Is(target error) bool { return target == engine.ErrUnreachable }
-func (e *unreachableError) Unwrap() error        { return e.err }
-
 // asUnreachable returns an unreachable error when err means containerd
 // could not be reached, else nil.
 func (c *Client) asUnreachable(err error) error {
 	if err == nil {
 		return nil
 	}
-	var u *unreachableError
+	var u *engine.UnreachableError
 	if errors.As(err, &u) {
 		return u
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
-		return &unreachableError{endpoint: c.Endpoint(), cause: "no answer before the deadline", err: err}
+		return &engine.UnreachableError{Runtime: "containerd", Endpoint: c.Endpoint(), Cause: "no answer before the deadline", Err: err}
 	case errors.Is(err, context.Canceled):
 		return nil
 	case errdefs.IsUnavailable(err), status.Code(err) == codes.Unavailable:
-		return &unreachableError{endpoint: c.Endpoint(), cause: c.dialCause(), err: err}
+		return &engine.UnreachableError{Runtime: "containerd", Endpoint: c.Endpoint(), Cause: c.dialCause(), Err: err}
 	}
 	return nil
 }

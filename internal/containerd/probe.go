@@ -45,14 +45,8 @@ const (
 // no named volumes, so the probe has none. On any failure what was created
 // is removed again.
 func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engine.Probe, err error) {
-	if spec.Image == "" {
-		return nil, errors.New("start probe: no image")
-	}
-	if !spec.WritableLayerOnly && !filepath.IsAbs(spec.BindSource) {
-		return nil, fmt.Errorf("start probe: bind source %q is not an absolute path", spec.BindSource)
-	}
-	if spec.DeviceWriteIOPS > 0 && spec.DevicePath == "" {
-		return nil, errors.New("start probe: DeviceWriteIOPS without DevicePath")
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("start probe: %w", err)
 	}
 	ctx = c.ns(ctx)
 	suffix := make([]byte, 4)

@@ -90,20 +90,23 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // Close releases the client's idle connections.
 func (c *Client) Close() error { return c.api.Close() }
 
-// unreachableError is the one-line error for an engine that cannot be
-// reached. The moby client's own messages span several lines of hints.
-type unreachableError struct {
-	endpoint string
-	cause    string
-	err      error
+// UnreachableError is the one-line error for an engine that cannot be
+// reached; it is ErrUnreachable. The clients' own messages span several
+// lines of hints.
+type UnreachableError struct {
+	Runtime  string // "Docker engine", "containerd"
+	Endpoint string
+	Cause    string
+	Err      error
 }
 
-func (e *unreachableError) Error() string {
-	return fmt.Sprintf("cannot reach Docker engine at %s: %s", e.endpoint, e.cause)
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach %s at %s: %s", e.Runtime, e.Endpoint, e.Cause)
 }
 
-func (e *unreachableError) Is(target error) bool { return target == ErrUnreachable }
-func (e *unreachableError) Unwrap() error        { return e.err }
+// Is makes errors.Is(err, ErrUnreachable) hold.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+func (e *UnreachableError) Unwrap() error        { return e.Err }
 
 // asUnreachable returns an unreachable error when err means the engine could
 // not be reached, else nil.
@@ -111,17 +114,17 @@ func (c *Client) asUnreachable(err error) error {
 	if err == nil {
 		return nil
 	}
-	var u *unreachableError
+	var u *UnreachableError
 	if errors.As(err, &u) {
 		return u
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return &unreachableError{endpoint: c.endpoint, cause: "no answer before the deadline", err: err}
+		return &UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: "no answer before the deadline", Err: err}
 	case errors.Is(err, context.Canceled):
 		return nil
 	case client.IsErrConnectionFailed(err), isDialError(err):
-		return &unreachableError{endpoint: c.endpoint, cause: c.dialCause(err), err: err}
+		return &UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: c.dialCause(err), Err: err}
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -38,14 +37,8 @@ const (
 // layer volatile, which makes fsync a no-op). On any failure what was
 // created is removed again.
 func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err error) {
-	if spec.Image == "" {
-		return nil, errors.New("start probe: no image")
-	}
-	if !spec.WritableLayerOnly && !filepath.IsAbs(spec.BindSource) {
-		return nil, fmt.Errorf("start probe: bind source %q is not an absolute path", spec.BindSource)
-	}
-	if spec.DeviceWriteIOPS > 0 && spec.DevicePath == "" {
-		return nil, errors.New("start probe: DeviceWriteIOPS without DevicePath")
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("start probe: %w", err)
 	}
 	suffix := make([]byte, 4)
 	if _, err := rand.Read(suffix); err != nil {

@@ -5,7 +5,13 @@
 // and sweeps everything layerprobe created, found by label.
 package engine
 
-import "github.com/layerprobe/layerprobe/internal/measure"
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
+)
 
 // Labels set on every container, volume and image layerprobe creates. The
 // sweep finds leftovers by these labels, never by name.
@@ -87,6 +93,20 @@ type ProbeSpec struct {
 	// slowdown for detection tests.
 	DeviceWriteIOPS uint64
 	DevicePath      string // block device for DeviceWriteIOPS
+}
+
+// Validate reports a spec no engine can start a probe from.
+func (s ProbeSpec) Validate() error {
+	if s.Image == "" {
+		return errors.New("no image")
+	}
+	if !s.WritableLayerOnly && !filepath.IsAbs(s.BindSource) {
+		return fmt.Errorf("bind source %q is not an absolute path", s.BindSource)
+	}
+	if s.DeviceWriteIOPS > 0 && s.DevicePath == "" {
+		return errors.New("DeviceWriteIOPS without DevicePath")
+	}
+	return nil
 }
 
 // Probe is a running probe container with its named volume.
