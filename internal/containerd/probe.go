@@ -34,6 +34,7 @@ const (
 	probeIDPrefix    = "layerprobe-probe-"
 	killTimeout      = 10 * time.Second
 	runningTimeout   = 10 * time.Second
+	startTimeout     = 30 * time.Second // an exec's start, not cancelled with the exec
 )
 
 // StartProbe creates the probe container (with its own snapshot on the
@@ -291,7 +292,14 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res 
 	if err != nil {
 		return res, false, c.fail("wait for exec in probe "+p.Name, err)
 	}
-	if err := proc.Start(ctx); err != nil {
+	// Start is not cancelled with ctx: a Start abandoned by the client can
+	// still complete in containerd after the kill below found nothing to
+	// kill, and fio would then run to its end with nobody waiting. Once
+	// Start has answered, the process is there to be killed.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	err = proc.Start(sctx)
+	cancel()
+	if err != nil {
 		return res, true, c.fail("start exec in probe "+p.Name, err)
 	}
 	select {
