@@ -208,22 +208,26 @@ func withWriteIOPS(device string, iops uint64) oci.SpecOpts {
 // ctx ends, the process is killed, and so is every fio in the probe (fio's
 // job processes are its children and would outlive it).
 func (c *Client) Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error) {
-	res, started, err := c.exec(ctx, p, argv)
+	res, err := c.exec(ctx, p, argv, true)
 	if err != nil && ctx.Err() != nil {
-		if started {
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-			defer cancel()
-			kill, _, kerr := c.exec(kctx, p, []string{engine.ContainerHelper, "probe-helper", "kill-fio"})
-			switch {
-			case kerr != nil:
-				c.logger.Warn("could not kill fio in the probe after a cancelled exec", "container", p.Name, "err", kerr)
-			case kill.ExitCode != 0:
-				c.logger.Warn("kill-fio in the probe failed", "container", p.Name, "exit_code", kill.ExitCode, "stderr", string(kill.Stderr))
-			}
-		}
 		return res, fmt.Errorf("exec %s in probe %s: %w", argv[0], p.Name, ctx.Err())
 	}
 	return res, err
+}
+
+// killFio stops every fio in the probe after a cancelled exec: killing
+// the exec's own process leaves the job processes fio forked (the probe
+// helper finds them all), and they keep the exec's output open.
+func (c *Client) killFio(ctx context.Context, p *engine.Probe) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	kill, kerr := c.exec(kctx, p, []string{engine.ContainerHelper, "probe-helper", "kill-fio"}, false)
+	switch {
+	case kerr != nil:
+		c.logger.Warn("could not kill fio in the probe after a cancelled exec", "container", p.Name, "err", kerr)
+	case kill.ExitCode != 0:
+		c.logger.Warn("kill-fio in the probe failed", "container", p.Name, "exit_code", kill.ExitCode, "stderr", string(kill.Stderr))
+	}
 }
 
 // syncBuffer is a bytes.Buffer the IO copier may write while the exec is
@@ -245,28 +249,29 @@ func (s *syncBuffer) Bytes() []byte {
 	return bytes.Clone(s.b.Bytes())
 }
 
-// exec runs argv; started reports that the process may have started (so a
-// cancelled exec may have left it running).
-func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res engine.ExecResult, started bool, err error) {
+// exec runs argv. When ctx ends first the process is killed and, with
+// killFio, every fio in the probe too, before the exec is deleted (which
+// waits until nothing holds its output open).
+func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string, killFio bool) (res engine.ExecResult, err error) {
 	res.ExitCode = -1
 	if p == nil || p.ContainerID == "" {
-		return res, false, errors.New("exec in probe: no probe container")
+		return res, errors.New("exec in probe: no probe container")
 	}
 	if len(argv) == 0 {
-		return res, false, errors.New("exec in probe: empty command")
+		return res, errors.New("exec in probe: empty command")
 	}
 	ctx = c.ns(ctx)
 	cont, err := c.api.LoadContainer(ctx, p.ContainerID)
 	if err != nil {
-		return res, false, c.fail("load probe "+p.Name, err)
+		return res, c.fail("load probe "+p.Name, err)
 	}
 	spec, err := cont.Spec(ctx)
 	if err != nil {
-		return res, false, c.fail("read the spec of probe "+p.Name, err)
+		return res, c.fail("read the spec of probe "+p.Name, err)
 	}
 	task, err := cont.Task(ctx, nil)
 	if err != nil {
-		return res, false, c.fail("load the task of probe "+p.Name, err)
+		return res, c.fail("load the task of probe "+p.Name, err)
 	}
 	pspec := *spec.Process
 	pspec.Args = argv
@@ -274,12 +279,12 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res 
 
 	suffix := make([]byte, 8)
 	if _, err := rand.Read(suffix); err != nil {
-		return res, false, fmt.Errorf("exec in probe: %w", err)
+		return res, fmt.Errorf("exec in probe: %w", err)
 	}
 	var stdout, stderr syncBuffer
 	proc, err := task.Exec(ctx, "lp-"+hex.EncodeToString(suffix), &pspec, cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr)))
 	if err != nil {
-		return res, false, c.fail("create exec in probe "+p.Name, err)
+		return res, c.fail("create exec in probe "+p.Name, err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
@@ -290,7 +295,7 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res 
 	}()
 	exited, err := proc.Wait(ctx)
 	if err != nil {
-		return res, false, c.fail("wait for exec in probe "+p.Name, err)
+		return res, c.fail("wait for exec in probe "+p.Name, err)
 	}
 	// Start is not cancelled with ctx: a Start abandoned by the client can
 	// still complete in containerd after the kill below found nothing to
@@ -300,7 +305,7 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res 
 	err = proc.Start(sctx)
 	cancel()
 	if err != nil {
-		return res, true, c.fail("start exec in probe "+p.Name, err)
+		return res, c.fail("start exec in probe "+p.Name, err)
 	}
 	select {
 	case st := <-exited:
@@ -310,18 +315,21 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res 
 		res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 		code, _, err := st.Result()
 		if err != nil {
-			return res, true, c.fail("exec in probe "+p.Name, err)
+			return res, c.fail("exec in probe "+p.Name, err)
 		}
 		res.ExitCode = int(code)
-		return res, true, nil
+		return res, nil
 	case <-ctx.Done():
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		defer cancel()
 		if kerr := proc.Kill(kctx, syscall.SIGKILL); kerr != nil && !errdefs.IsNotFound(kerr) {
 			c.logger.Warn("kill a cancelled exec", "container", p.Name, "err", kerr)
 		}
+		if killFio {
+			c.killFio(ctx, p)
+		}
 		res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-		return res, true, ctx.Err()
+		return res, ctx.Err()
 	}
 }
 
