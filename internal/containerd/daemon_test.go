@@ -16,6 +16,7 @@ import (
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/snapshots"
 
+	"github.com/layerprobe/layerprobe/internal/cgroup"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
@@ -107,6 +108,20 @@ func TestProbeLifecycle(t *testing.T) {
 	}
 	if !strings.HasPrefix(p.LayerDir, root+"/") || p.VolumeName != "" {
 		t.Errorf("probe %+v: want an upper dir under %s and no volume", p, root)
+	}
+	// The host arm joins the probe's CPU cgroups: its PID must be the
+	// task's on this host, and its cgroup path must name the container.
+	dirs, err := cgroup.Of(p.Pid, p.ContainerID)
+	if err != nil || len(dirs) == 0 {
+		t.Errorf("cgroup.Of(%d, %s) = %v, %v; want the probe task's CPU cgroups", p.Pid, p.ContainerID, dirs, err)
+	}
+	for _, dir := range dirs {
+		if !strings.HasSuffix(dir, "/"+c.Namespace()+"/"+p.ContainerID) {
+			t.Errorf("cgroup %s: want containerd's default /<namespace>/<id>", dir)
+		}
+	}
+	if _, err := cgroup.Of(os.Getpid(), p.ContainerID); err == nil {
+		t.Errorf("cgroup.Of of this test's process accepted container %s", p.ContainerID)
 	}
 	res, err := c.Exec(ctx, p, []string{engine.ContainerFio, "--version"})
 	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "fio-") {

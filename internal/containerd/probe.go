@@ -118,7 +118,12 @@ func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engi
 		return p, err
 	}
 	p.LayerDir = c.upperDir(ctx, id)
-	c.logger.Debug("probe started", "container", id, "image", spec.Image, "snapshotter", c.snapshotter, "layer_dir", p.LayerDir)
+	// The task's PID is in containerd's PID namespace, the host's for a
+	// containerd on the node; the probe session checks it against the
+	// container's cgroup path (/<namespace>/<id> by default, which names
+	// the container ID) before the host arm joins its CPU cgroups.
+	p.Pid = int(task.Pid())
+	c.logger.Debug("probe started", "container", id, "image", spec.Image, "snapshotter", c.snapshotter, "layer_dir", p.LayerDir, "pid", p.Pid)
 	return p, nil
 }
 

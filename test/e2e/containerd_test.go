@@ -81,6 +81,11 @@ func TestRunOnPrivateContainerd(t *testing.T) {
 			if !slices.ContainsFunc(e.Warnings, func(w string) bool { return strings.Contains(w, "volume skipped") }) {
 				t.Errorf("no warning that the volume target is skipped: %q", e.Warnings)
 			}
+			// The task's PID leads the host arm into the probe's CPU
+			// cgroups; a wrong PID or cgroup path would warn here.
+			if slices.ContainsFunc(e.Warnings, func(w string) bool { return strings.Contains(w, "CPU cgroup") }) {
+				t.Errorf("host arm outside the probe's CPU cgroup: %q", e.Warnings)
+			}
 			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
 
 			if left := cc.labelled(t, c.opts.Driver); !left.empty() {
