@@ -33,8 +33,11 @@ const (
 	probeMemoryBytes = 512 << 20
 	probeIDPrefix    = "layerprobe-probe-"
 	killTimeout      = 10 * time.Second
-	runningTimeout   = 10 * time.Second
-	startTimeout     = 30 * time.Second // an exec's start, not cancelled with the exec
+	// taskDeleteTimeout bounds deleteTask's attempts at a task whose shim
+	// keeps refusing the delete.
+	taskDeleteTimeout = 30 * time.Second
+	runningTimeout    = 10 * time.Second
+	startTimeout      = 30 * time.Second // an exec's start, not cancelled with the exec
 )
 
 // StartProbe creates the probe container (with its own snapshot on the
@@ -356,6 +359,34 @@ func (c *Client) RemoveProbe(ctx context.Context, p *engine.Probe) error {
 	return nil
 }
 
+// deleteTask kills a probe's task and deletes it. The shim of a probe whose
+// layerprobe was killed while it started an exec can be busy for seconds
+// (the exec's output FIFOs wait for a reader that is gone): the wait for
+// the killed task then fails with the shim's timeout instead of reporting
+// its exit, and the delete that follows is refused ("cannot delete a
+// running process"). A refused delete is tried again, killing and waiting
+// anew each time, until the task is gone or taskDeleteTimeout has passed.
+func (c *Client) deleteTask(ctx context.Context, task ctd.Task) error {
+	deadline := time.Now().Add(taskDeleteTimeout)
+	delay := 100 * time.Millisecond
+	for {
+		_, err := task.Delete(ctx, ctd.WithProcessKill)
+		if err == nil || errdefs.IsNotFound(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		c.logger.Debug("task delete refused; trying again", "task", task.ID(), "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
 // removeContainer deletes a container's task (killing it) and the
 // container with its snapshot; ctx carries the namespace.
 func (c *Client) removeContainer(ctx context.Context, id string) error {
@@ -369,7 +400,7 @@ func (c *Client) removeContainer(ctx context.Context, id string) error {
 	task, err := cont.Task(ctx, nil)
 	switch {
 	case err == nil:
-		if _, err := task.Delete(ctx, ctd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		if err := c.deleteTask(ctx, task); err != nil {
 			return c.fail("delete the task of probe "+id, err)
 		}
 	case errdefs.IsNotFound(err):
