@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	ctd "github.com/containerd/containerd"
 	"github.com/containerd/errdefs"
@@ -89,15 +88,7 @@ func (c *Client) container(ctx context.Context, cont ctd.Container, env []string
 		ct.UpperDir = c.upperDirOf(ctx, info.Snapshotter, info.SnapshotKey)
 	}
 	if spec.Process != nil {
-		for _, kv := range spec.Process.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			if slices.Contains(env, k) {
-				if ct.Env == nil {
-					ct.Env = map[string]string{}
-				}
-				ct.Env[k] = v
-			}
-		}
+		ct.Env = engine.PickEnv(spec.Process.Env, env)
 	}
 	for _, m := range spec.Mounts {
 		typ := m.Type

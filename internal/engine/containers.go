@@ -79,15 +79,7 @@ func containerOf(in container.InspectResponse, env []string) Container {
 	ct := Container{ID: in.ID, Name: strings.TrimPrefix(in.Name, "/"), ImageID: in.Image, Driver: in.Driver}
 	if in.Config != nil {
 		ct.Image = in.Config.Image
-		for _, kv := range in.Config.Env {
-			k, v, _ := strings.Cut(kv, "=")
-			if slices.Contains(env, k) {
-				if ct.Env == nil {
-					ct.Env = map[string]string{}
-				}
-				ct.Env[k] = v
-			}
-		}
+		ct.Env = PickEnv(in.Config.Env, env)
 	}
 	if st := in.State; st != nil {
 		ct.Pid = st.Pid
@@ -104,6 +96,23 @@ func containerOf(in container.InspectResponse, env []string) Container {
 			Destination: m.Destination, Driver: m.Driver, RW: m.RW})
 	}
 	return ct
+}
+
+// PickEnv keeps the variables named in names of a container's environment
+// (KEY=value entries); nil when it has none of them. The rest is never
+// copied: containers keep secrets there.
+func PickEnv(environ, names []string) map[string]string {
+	var out map[string]string
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if slices.Contains(names, k) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // ContainerLayerSize is the engine's own figure for the size of a
