@@ -123,6 +123,16 @@ func TestProbeLifecycle(t *testing.T) {
 	if _, err := cgroup.Of(os.Getpid(), p.ContainerID); err == nil {
 		t.Errorf("cgroup.Of of this test's process accepted container %s", p.ContainerID)
 	}
+	// The advisor never sees layerprobe's own probe, but can size a layer.
+	if cs, err := c.Containers(ctx, []string{"PATH"}); err != nil || len(cs) != 0 {
+		t.Errorf("Containers = %+v, %v; want none (the probe is layerprobe's)", cs, err)
+	}
+	if n, err := c.ContainerLayerSize(ctx, p.ContainerID); err != nil || n < 0 {
+		t.Errorf("ContainerLayerSize of the probe = %d, %v", n, err)
+	}
+	if _, err := c.ContainerLayerSize(ctx, "no-such-container"); err == nil {
+		t.Errorf("ContainerLayerSize of a missing container: nil error")
+	}
 	res, err := c.Exec(ctx, p, []string{engine.ContainerFio, "--version"})
 	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "fio-") {
 		t.Errorf("fio --version: %+v, %v", res, err)
