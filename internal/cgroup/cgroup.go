@@ -23,6 +23,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,10 +164,16 @@ func under(m *mountinfo.Info, path string) (string, bool) {
 }
 
 // Join moves the calling process into every directory of dirs. Its
-// children, and the program it execs, start there.
+// children, and the program it execs, start there. A cgroup that no longer
+// exists is skipped: its container is gone (removed mid-measurement), and
+// the host arm's measurement is still worth having.
 func Join(dirs []string) error {
 	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("join cgroup %s: %w", d, err)
 		}
 	}

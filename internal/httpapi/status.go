@@ -112,10 +112,9 @@ type statusCycle struct {
 }
 
 // status serves the status page.
+// status serves the page at /. Like /metrics and the health routes it
+// ignores query parameters: a browser or a proxy may add some.
 func (s *server) status(c *gin.Context) {
-	if !noParams(c) {
-		return
-	}
 	page := s.statusPage(c.Request.Context())
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, page); err != nil {

