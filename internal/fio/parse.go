@@ -131,6 +131,16 @@ func ParseExecution(job Job, how Execution, stdout, stderr []byte, exitCode int)
 			return res
 		}
 	}
+	if res.Read.IOs == 0 && res.Write.IOs == 0 {
+		// A clean exit with nothing measured is not a zero-rate result:
+		// the figures would read as an infinitely slow target. It happens
+		// when a steady execution's byte cap is used up within its ramp
+		// (fio counts ramp I/O towards io_size) on a very fast device.
+		res.Failure = &measure.Failure{Reason: measure.ReasonNoIO, Message: trimMessage(fmt.Sprintf(
+			"fio completed no measured I/O (ramp %v, byte cap %d): the device finished the execution's bytes before measuring began",
+			job.Ramp, job.IOBytes))}
+		return res
+	}
 	return res
 }
 

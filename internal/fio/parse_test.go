@@ -461,6 +461,16 @@ func minimal(errno int, extra string) string {
 `
 }
 
+// zeroIOs is what fio prints for a steady execution whose byte cap ran out
+// within its ramp: a clean exit, a runtime, and nothing counted.
+var zeroIOs = strings.NewReplacer(
+	`"io_bytes" : 4096000`, `"io_bytes" : 0`,
+	`"bw_bytes" : 2048000`, `"bw_bytes" : 0`,
+	`"iops" : 500.000000`, `"iops" : 0.000000`,
+	`"total_ios" : 1000`, `"total_ios" : 0`,
+	`"N" : 1000`, `"N" : 0`,
+).Replace(minimal(0, ""))
+
 func TestParseEdgeCases(t *testing.T) {
 	direct := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "direct=1"}}
 	buffered := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}}
@@ -501,6 +511,7 @@ func TestParseEdgeCases(t *testing.T) {
 		{name: "wrong types", job: buffered, stdout: `{"fio version" : 3, "jobs" : "x"}`, want: measure.ReasonParse},
 		{name: "long message", job: buffered, stdout: minimal(28, ""), stderr: long, exit: 1, want: measure.ReasonNoSpace},
 		{name: "invalid utf8", job: buffered, stdout: minimal(5, ""), stderr: "fio: \xff\xfe bad\n", exit: 1, want: measure.ReasonFioError},
+		{name: "nothing measured", job: buffered, stdout: zeroIOs, want: measure.ReasonNoIO, wantMsg: "no measured I/O"},
 		{name: "nan in string untouched", job: buffered, stdout: strings.Replace(minimal(0, ""), `"randwrite"`, `"nan inf -nan"`, 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -62,7 +62,12 @@ const (
 	ReasonCrashed            Reason = "crashed"             // fio died from a signal / exited without JSON
 	ReasonParse              Reason = "parse_error"         // output could not be parsed
 	ReasonExec               Reason = "exec_error"          // the job could not be started (engine exec failed, ...)
+	ReasonNoIO               Reason = "no_io"               // fio exited cleanly but measured no I/O
 )
+
+// Reasons is the whole set, in the order above (the API spec enumerates it).
+var Reasons = []Reason{ReasonFioMissing, ReasonODirectUnsupported, ReasonNoSpace, ReasonTimeout,
+	ReasonCanceled, ReasonFioError, ReasonCrashed, ReasonParse, ReasonExec, ReasonNoIO}
 
 // Failure describes a failed job. A failed job is a recorded result, never a
 // crash of the caller.
