@@ -84,6 +84,7 @@ type Agent struct {
 
 	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
 	triggerCh chan measure.Mode // API triggers, buffered 1
+	coldDue   time.Time         // the next regular cold cycle; the loop's alone
 	ready     atomic.Bool
 	snap      atomic.Pointer[metrics.Snapshot]
 	mu        sync.Mutex // guards the engines' published state
@@ -215,7 +216,9 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 	var coldC <-chan time.Time
 	var coldTimer *time.Timer
 	if a.cfg.Agent.ColdInterval > 0 {
-		coldTimer = time.NewTimer(a.firstColdDelay(ctx))
+		first := a.firstColdDelay(ctx)
+		a.coldDue = a.now().Add(first)
+		coldTimer = time.NewTimer(first)
 		defer coldTimer.Stop()
 		coldC = coldTimer.C
 	}
@@ -239,10 +242,19 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 			a.running.Store(false)
 		case <-coldC:
 			if a.running.CompareAndSwap(false, true) {
-				a.coldAll(ctx, triggerSchedule)
+				// A timer never fires early; the second covers a clock
+				// read a moment before the one that set coldDue.
+				regular := !a.coldDue.After(a.now().Add(time.Second))
+				coldTimer.Reset(a.scheduledCold(ctx, regular))
 				a.running.Store(false)
+			} else if rb := a.cfg.Agent.RetryBackoff; rb > 0 {
+				// Another cycle runs: try again soon rather than an
+				// interval later (what is due stays due).
+				coldTimer.Reset(min(rb, a.cfg.Agent.ColdInterval))
+			} else {
+				a.coldDue = a.now().Add(a.jittered(a.cfg.Agent.ColdInterval))
+				coldTimer.Reset(a.untilColdDue())
 			}
-			coldTimer.Reset(a.jittered(a.cfg.Agent.ColdInterval))
 		case <-timer.C:
 			if a.running.CompareAndSwap(false, true) {
 				a.scheduledCycles(ctx)

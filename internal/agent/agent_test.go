@@ -636,3 +636,49 @@ func TestAdaptiveCycle(t *testing.T) {
 		}
 	})
 }
+
+// TestColdRetriesAfterBackoff: a scheduled cold cycle the guard skips is
+// retried after retry_backoff, then twice that, with trigger retry, until
+// one measures; then the next cold cycle is the regular one, a cold
+// interval after the last regular start.
+func TestColdRetriesAfterBackoff(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) {
+		c.Agent.ColdInterval = 24 * time.Hour
+		c.Agent.RetryBackoff = 2 * time.Minute
+		c.Agent.Jitter = 0
+		c.Agent.MaxIOPressure = 10
+	})
+	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	a.now = func() time.Time { return clock }
+	pressure := filepath.Join(a.procRoot, "pressure", "io")
+	writeFile(t, pressure, "some avg10=42.00 avg60=1.00 avg300=1.00 total=1\n")
+	ctx := context.Background()
+
+	if d := a.scheduledCold(ctx, true); d != 2*time.Minute {
+		t.Fatalf("after a skipped cold cycle the next is due in %s, want the backoff (2m)", d)
+	}
+	clock = clock.Add(2 * time.Minute)
+	if d := a.scheduledCold(ctx, false); d != 4*time.Minute {
+		t.Fatalf("after a skipped retry the next is due in %s, want twice the backoff (4m)", d)
+	}
+	writeFile(t, pressure, "some avg10=0.00 avg60=0.00 avg300=0.00 total=1\n")
+	clock = clock.Add(4 * time.Minute)
+	if d, want := a.scheduledCold(ctx, false), 24*time.Hour-6*time.Minute; d != want {
+		t.Errorf("after a measured retry the next cold cycle is due in %s, want %s (the regular one)", d, want)
+	}
+	var got []string
+	for _, c := range a.cycles(t) {
+		if c.Mode == measure.ModeCold {
+			got = append(got, c.Trigger+"/"+c.Result)
+		}
+	}
+	want := []string{triggerSchedule + "/" + ResultSkipped, triggerRetry + "/" + ResultSkipped, triggerRetry + "/" + ResultOK}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("cold cycles %v, want %v", got, want)
+	}
+	if n := a.Snapshot().Engines[0].SkipsTotal[SkipBusyIOPressure]; n != 2 {
+		t.Errorf("busy_io_pressure skips = %v, want 2", n)
+	}
+}

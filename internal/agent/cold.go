@@ -27,6 +27,10 @@ type coldState struct {
 	// lastBytesPerRound estimates the next cold cycle's writes for the
 	// budget.
 	lastBytesPerRound int64
+	// retryAt is when a scheduled cold cycle that was skipped or failed
+	// runs again (zero: none pending), after backoff, like steady cycles.
+	retryAt time.Time
+	backoff time.Duration
 }
 
 func newColdState() coldState {
@@ -38,9 +42,10 @@ func newColdState() coldState {
 }
 
 // firstColdDelay schedules the first cold cycle: one cold interval after
-// the last one the store remembers, but not before the first steady cycle
-// has had its start, so an agent restarted often still measures cold paths
-// on schedule and a new agent shows cold figures within minutes.
+// the last one the store remembers that measured, but not before the first
+// steady cycle has had its start, so an agent restarted often still
+// measures cold paths on schedule, and a new agent, or one whose last cold
+// cycle was skipped, shows cold figures within minutes.
 func (a *Agent) firstColdDelay(ctx context.Context) time.Duration {
 	delay := a.opts.FirstCycleDelay + time.Minute
 	if a.store == nil {
@@ -48,7 +53,7 @@ func (a *Agent) firstColdDelay(ctx context.Context) time.Duration {
 	}
 	var newest time.Time
 	for _, e := range a.engines {
-		if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, measure.ModeCold, ""); err == nil && c.StartedAt.After(newest) {
+		if c, err := a.store.LatestCycleOf(ctx, e.cfg.Name, measure.ModeCold, ResultOK); err == nil && c.StartedAt.After(newest) {
 			newest = c.StartedAt
 		}
 	}
@@ -70,6 +75,55 @@ func (a *Agent) coldAll(ctx context.Context, trigger string) {
 	}
 	a.publish()
 	a.releaseMemory()
+}
+
+// scheduledCold runs the cold cycles that are due: every engine's when the
+// cold interval is up (regular), otherwise the retries whose backoff is
+// over. It returns how long until the next cold cycle is due. A skipped or
+// failed scheduled cold cycle is retried after agent.retry_backoff,
+// doubling up to the cold interval, so that an agent started on a busy
+// host does not wait a day for its first cold result.
+func (a *Agent) scheduledCold(ctx context.Context, regular bool) time.Duration {
+	now := a.now()
+	if regular {
+		a.coldDue = now.Add(a.jittered(a.cfg.Agent.ColdInterval))
+	}
+	for _, e := range a.engines {
+		if ctx.Err() != nil {
+			return 0
+		}
+		retry := !e.cold.retryAt.IsZero()
+		if !regular && (!retry || e.cold.retryAt.After(now)) {
+			continue
+		}
+		trigger := triggerSchedule
+		if retry && !regular {
+			trigger = triggerRetry
+		}
+		result := a.coldCycle(ctx, e, trigger)
+		if initial := a.cfg.Agent.RetryBackoff; initial > 0 && (result == ResultSkipped || result == ResultFailed) {
+			e.cold.backoff = nextBackoff(e.cold.backoff, initial, a.cfg.Agent.ColdInterval)
+			e.cold.retryAt = a.now().Add(e.cold.backoff)
+			a.logger.Info("next cold cycle soon", "engine", e.cfg.Name, "after", result, "in", e.cold.backoff.String())
+		} else {
+			e.cold.backoff, e.cold.retryAt = 0, time.Time{}
+		}
+	}
+	a.publish()
+	a.releaseMemory()
+	return a.untilColdDue()
+}
+
+// untilColdDue is the wait until the next regular cold cycle or the
+// earliest pending retry.
+func (a *Agent) untilColdDue() time.Duration {
+	next := a.coldDue
+	for _, e := range a.engines {
+		if r := e.cold.retryAt; !r.IsZero() && r.Before(next) {
+			next = r
+		}
+	}
+	return max(next.Sub(a.now()), 0)
 }
 
 // coldEstimate is what a cold cycle is expected to write: the last cold
@@ -96,13 +150,13 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 // steady cycles. Cold results feed no detector: a fresh container's first
 // seconds vary too much for a baseline; the cold overhead alert is a plain
 // threshold on the published interval.
-func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
+func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (result string) {
 	prof := fsyncOnly(a.prof)
 	rounds := a.cfg.Agent.ColdRounds
-	r, _ := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
+	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
 		rounds: rounds, estimate: e.coldEstimate(prof, rounds)})
 	if r == nil {
-		return
+		return ended
 	}
 	c := r.c
 	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, nil)
@@ -115,18 +169,19 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) {
 	c.Rounds = completedRounds(c.Samples, 2)
 	if err != nil {
 		r.abort(ctx, ResultFailed, failReason(err), err.Error())
-		return
+		return ResultFailed
 	}
 	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.WindowRounds)
 	if err != nil {
 		r.log.Warn("read recent cold rounds", "err", err)
 	}
 	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
-	r.end(ctx, "failed cold measurements", append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...))
+	result = r.end(ctx, "failed cold measurements", append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)
 	a.mu.Lock()
 	e.cold.sizes, e.cold.costPerMiB = sizes, cost
 	a.mu.Unlock()
+	return result
 }
 
 // completedRounds counts the rounds that have perRound samples.
