@@ -74,7 +74,7 @@ func TestBench(t *testing.T) {
 		switch {
 		case err == nil:
 			res = prev
-			res.Reruns = append(res.Reruns, rerun{StartedAt: time.Now().UTC()})
+			res.Reruns = append(res.Reruns, rerun{StartedAt: time.Now().UTC(), Sizes: s.sizes(), Why: os.Getenv("BENCH_RERUN_WHY")})
 			rr = &res.Reruns[len(res.Reruns)-1]
 		case !errors.Is(err, fs.ErrNotExist):
 			t.Fatalf("BENCH_ONLY replaces sections in the existing results, which cannot be read: %v", err)

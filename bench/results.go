@@ -84,6 +84,10 @@ type rerun struct {
 	Sections   []string  `json:"sections"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+	// Sizes is the rerun's command; Why is BENCH_RERUN_WHY, what made
+	// it necessary, in words for the report.
+	Sizes *runSizes `json:"sizes,omitempty"`
+	Why   string    `json:"why,omitempty"`
 }
 
 // driverResult is what one storage driver's sections measured.
