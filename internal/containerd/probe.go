@@ -67,11 +67,7 @@ func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engi
 
 	defer func() {
 		if err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-			defer cancel()
-			if rerr := c.RemoveProbe(cctx, p); rerr != nil {
-				c.logger.Warn("could not remove a half-started probe", "container", id, "err", rerr)
-			}
+			engine.RemoveHalfStarted(ctx, c.logger, id, func(ctx context.Context) error { return c.RemoveProbe(ctx, p) })
 			p = nil
 		}
 	}()

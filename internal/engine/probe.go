@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -28,6 +29,18 @@ const (
 	killTimeout      = 10 * time.Second
 	exitCodeTimeout  = 5 * time.Second
 )
+
+// RemoveHalfStarted removes what a failed probe start created, through
+// remove, and logs what it could not remove: the caller returns the start's
+// own error. It uses a fresh context bounded by the kill timeout, because
+// ctx may be what failed.
+func RemoveHalfStarted(ctx context.Context, logger *slog.Logger, name string, remove func(context.Context) error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	defer cancel()
+	if err := remove(cctx); err != nil {
+		logger.Warn("could not remove a half-started probe", "container", name, "err", err)
+	}
+}
 
 // StartProbe creates the probe's named volume and container, starts the
 // container and waits until it runs. The container is locked down: no
@@ -57,14 +70,9 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 		p.VolumeName = name
 	}
 
-	// Cleanup on failure uses a fresh context: ctx may be what failed.
 	defer func() {
 		if err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-			defer cancel()
-			if rerr := c.RemoveProbe(cctx, p); rerr != nil {
-				c.logger.Warn("could not remove a half-started probe", "container", name, "err", rerr)
-			}
+			RemoveHalfStarted(ctx, c.logger, name, func(ctx context.Context) error { return c.RemoveProbe(ctx, p) })
 			p = nil
 		}
 	}()
