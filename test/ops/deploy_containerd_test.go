@@ -85,23 +85,10 @@ func TestKubernetesContainerdVariant(t *testing.T) {
 		!sc.ReadOnlyRootFilesystem || sc.Privileged || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || len(sc.Capabilities.Add) > 0 {
 		t.Errorf("securityContext: %+v", sc)
 	}
-	volumes := map[string]int{}
-	for i, v := range spec.Volumes {
-		volumes[v.Name] = i
-	}
 	mounts := map[string]bool{} // path -> read-only
-	for _, m := range c.VolumeMounts {
-		i, ok := volumes[m.Name]
-		if !ok {
-			t.Errorf("volumeMount %s names no volume", m.Name)
-			continue
-		}
-		v := spec.Volumes[i]
-		mounts[m.MountPath] = m.ReadOnly
-		if v.HostPath != nil && v.HostPath.Path != m.MountPath {
-			t.Errorf("hostPath %s is mounted at %s: the agent needs the node's paths", v.HostPath.Path, m.MountPath)
-		}
-		if v.ConfigMap != nil && v.ConfigMap.Name != cm.Metadata.Name {
+	for path, m := range podMounts(t, spec.Volumes, c.VolumeMounts) {
+		mounts[path] = m.ReadOnly
+		if v := m.Volume; v.ConfigMap != nil && v.ConfigMap.Name != cm.Metadata.Name {
 			t.Errorf("volume %s names ConfigMap %s, want %s", v.Name, v.ConfigMap.Name, cm.Metadata.Name)
 		}
 	}

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -362,26 +363,61 @@ type k8sObject struct {
 							Add  []string `yaml:"add"`
 						} `yaml:"capabilities"`
 					} `yaml:"securityContext"`
-					VolumeMounts []struct {
-						Name      string `yaml:"name"`
-						MountPath string `yaml:"mountPath"`
-						ReadOnly  bool   `yaml:"readOnly"`
-					} `yaml:"volumeMounts"`
+					VolumeMounts []k8sVolumeMount `yaml:"volumeMounts"`
 				} `yaml:"containers"`
-				Volumes []struct {
-					Name     string `yaml:"name"`
-					HostPath *struct {
-						Path string `yaml:"path"`
-						Type string `yaml:"type"`
-					} `yaml:"hostPath"`
-					ConfigMap *struct {
-						Name string `yaml:"name"`
-					} `yaml:"configMap"`
-					EmptyDir *struct{} `yaml:"emptyDir"`
-				} `yaml:"volumes"`
+				Volumes []k8sVolume `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
+}
+
+type k8sVolumeMount struct {
+	Name      string `yaml:"name"`
+	MountPath string `yaml:"mountPath"`
+	ReadOnly  bool   `yaml:"readOnly"`
+}
+
+type k8sVolume struct {
+	Name     string `yaml:"name"`
+	HostPath *struct {
+		Path string `yaml:"path"`
+		Type string `yaml:"type"`
+	} `yaml:"hostPath"`
+	ConfigMap *struct {
+		Name string `yaml:"name"`
+	} `yaml:"configMap"`
+	EmptyDir *struct{} `yaml:"emptyDir"`
+}
+
+// podMount is a container's volume mount with the pod volume it names.
+type podMount struct {
+	k8sVolumeMount
+	Volume k8sVolume
+}
+
+// podMounts returns a container's volume mounts by path, each with the pod
+// volume it names. A mount that names no volume, and a hostPath volume
+// mounted at another path than the node's (the agent reads the node's
+// paths from its configuration), are errors.
+func podMounts(t *testing.T, volumes []k8sVolume, mounts []k8sVolumeMount) map[string]podMount {
+	t.Helper()
+	byName := map[string]k8sVolume{}
+	for _, v := range volumes {
+		byName[v.Name] = v
+	}
+	out := map[string]podMount{}
+	for _, m := range mounts {
+		v, ok := byName[m.Name]
+		if !ok {
+			t.Errorf("volumeMount %s names no volume", m.Name)
+			continue
+		}
+		if v.HostPath != nil && v.HostPath.Path != m.MountPath {
+			t.Errorf("hostPath %s is mounted at %s: the agent needs the node's paths", v.HostPath.Path, m.MountPath)
+		}
+		out[m.MountPath] = podMount{k8sVolumeMount: m, Volume: v}
+	}
+	return out
 }
 
 type k8sPort struct {
@@ -486,32 +522,18 @@ func TestKubernetesConsistency(t *testing.T) {
 	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9811 {
 		t.Errorf("ports: %+v", c.Ports)
 	}
-	volumes := map[string]int{}
-	for i, v := range spec.Volumes {
-		volumes[v.Name] = i
-	}
-	mounts := map[string]string{}
-	for _, m := range c.VolumeMounts {
-		i, ok := volumes[m.Name]
-		if !ok {
-			t.Errorf("volumeMount %s names no volume", m.Name)
-			continue
-		}
-		v := spec.Volumes[i]
-		mounts[m.MountPath] = m.Name
-		if v.HostPath != nil && v.HostPath.Path != m.MountPath {
-			t.Errorf("hostPath %s is mounted at %s: the agent needs the node's paths", v.HostPath.Path, m.MountPath)
-		}
-		if m.MountPath == "/var/lib/docker" && !m.ReadOnly {
+	mounts := podMounts(t, spec.Volumes, c.VolumeMounts)
+	for path, m := range mounts {
+		if path == "/var/lib/docker" && !m.ReadOnly {
 			t.Error("the data root is mounted writable; only the scratch directory needs to be")
 		}
-		if v.ConfigMap != nil && objs["ConfigMap/"+v.ConfigMap.Name].Kind == "" {
+		if v := m.Volume; v.ConfigMap != nil && objs["ConfigMap/"+v.ConfigMap.Name].Kind == "" {
 			t.Errorf("volume %s names ConfigMap %s, which is not shipped", v.Name, v.ConfigMap.Name)
 		}
 	}
 	for _, p := range []string{"/var/run/docker.sock", "/var/lib/docker", "/var/lib/docker/layerprobe-scratch", "/var/lib/layerprobe", "/run/lock", "/etc/layerprobe", "/tmp"} {
-		if mounts[p] == "" {
-			t.Errorf("nothing mounted at %s (mounts %v)", p, mounts)
+		if _, ok := mounts[p]; !ok {
+			t.Errorf("nothing mounted at %s (mounts %v)", p, slices.Sorted(maps.Keys(mounts)))
 		}
 	}
 	if !slices.Equal(c.Args, []string{"agent", "--config", "/etc/layerprobe/config.yaml"}) || cm.Data["config.yaml"] == "" {
