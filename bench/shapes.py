@@ -14,13 +14,15 @@ Usage (root, a running dockerd, fio on the host):
     IMAGE=<image with fio on PATH> python3 bench/shapes.py 30 fit8 fit24 now
 
 IMAGE must have fio on its PATH; the container idles in fio's null
-engine. Host files go to /var/lib/layerprobe-shapes, which must be on the
-data root's file system; the container's to its /tmp (the writable layer).
+engine. Host files go to /var/lib/layerprobe-shapes (removed at the end), which
+must be on the data root's file system; the container's to its /tmp (the
+writable layer).
 """
 import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -104,6 +106,7 @@ def main():
             print("round", r + 1, "of", rounds, file=sys.stderr, flush=True)
     finally:
         subprocess.run(["docker", "rm", "-f", CT], capture_output=True)
+        shutil.rmtree(HOSTDIR, ignore_errors=True)
     print("shape     rounds  median  sigma  MiB/round  sigma*sqrt(MiB)")
     for s in sorted(res):
         lr = [x[0] for x in res[s]]
