@@ -444,6 +444,9 @@ func fill(res *measure.JobResult, job Job, how Execution, doc *fioOutput) {
 	setLat(&res.Read, readLat)
 	setLat(&res.Write, writeLat)
 	setLat(&res.Sync, syncLat)
+	if job.InFlightRate && len(doc.Jobs) == 1 {
+		inFlightRate(res, doc.Jobs[0].Write, runtimeMS)
+	}
 
 	res.BytesWritten = res.Write.Bytes
 	switch how {
@@ -454,6 +457,25 @@ func fill(res *measure.JobResult, job Job, how Execution, doc *fioOutput) {
 	case Steady:
 		res.BytesWritten = satAdd(res.BytesWritten, rampBytes(job, res))
 	}
+}
+
+// inFlightRate replaces the write rate and the runtime of a one-thread,
+// queue-depth-1 write job by its bytes and I/Os over the summed latency of
+// its writes (Job.InFlightRate), when fio reported that latency and it
+// fits in fio's whole-millisecond runtime (plus the millisecond fio may
+// have cut off).
+func inFlightRate(res *measure.JobResult, d *fioDir, runtimeMS float64) {
+	if d == nil || d.LatNS == nil || res.Read.IOs != 0 || res.Write.IOs <= 0 {
+		return
+	}
+	n, mean := d.LatNS.N.f(), d.LatNS.Mean.f()
+	busy := n * mean / 1e9 // seconds
+	if n != float64(res.Write.IOs) || !(busy > 0) || math.IsInf(busy, 0) || busy*1000 > runtimeMS+1 {
+		return
+	}
+	res.Write.IOPS = float64(res.Write.IOs) / busy
+	res.Write.BandwidthBytes = float64(res.Write.Bytes) / busy
+	res.Runtime = time.Duration(busy * float64(time.Second))
 }
 
 // rampBytes estimates what a steady execution wrote during its ramp: the

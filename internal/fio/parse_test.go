@@ -689,3 +689,51 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestInFlightRate: a one-thread, queue-depth-1 write job's rate is its
+// bytes over the summed latency of its writes, not over fio's
+// whole-millisecond runtime, unless that latency cannot have been one write
+// at a time.
+func TestInFlightRate(t *testing.T) {
+	// 8 writes of 1 MiB, each 1.2 ms in flight (9.6 ms in all); fio
+	// reports 10 ms and 838860800 B/s from it.
+	doc := func(meanNS string) []byte {
+		return []byte(`{"fio version": "fio-3.33", "jobs": [{"jobname": "seqwrite", "error": 0,
+  "write": {"io_bytes": 8388608, "io_kbytes": 8192, "bw_bytes": 838860800, "bw": 819200, "iops": 800.0,
+    "runtime": 10, "total_ios": 8,
+    "lat_ns": {"min": 1000000, "max": 1400000, "mean": ` + meanNS + `, "stddev": 1.0, "N": 8},
+    "clat_ns": {"min": 1000000, "max": 1400000, "mean": 1190000, "stddev": 1.0, "N": 8,
+      "percentile": {"50.000000": 1200000, "99.000000": 1400000}}},
+  "job_runtime": 10}]}`)
+	}
+	job := quickJob(t, measure.SeqWrite)
+	if !job.InFlightRate {
+		t.Fatal("quick's sequential job should rate its writes by their time in flight")
+	}
+	res := ParseExecution(job, Steady, doc("1200000"), nil, 0)
+	if !res.OK() {
+		t.Fatalf("failed: %v", res.Failure)
+	}
+	if want := 8388608 / 0.0096; math.Abs(res.Write.BandwidthBytes-want) > 1 {
+		t.Errorf("bandwidth %v, want %v (bytes over 9.6 ms in flight)", res.Write.BandwidthBytes, want)
+	}
+	if want := 8 / 0.0096; math.Abs(res.Write.IOPS-want) > 1e-6 {
+		t.Errorf("iops %v, want %v", res.Write.IOPS, want)
+	}
+	if res.Runtime != 9600*time.Microsecond {
+		t.Errorf("runtime %v, want 9.6ms", res.Runtime)
+	}
+
+	// Without the option, and when the summed latency exceeds the runtime
+	// (more than one write in flight), fio's own figures stand.
+	plain := job
+	plain.InFlightRate = false
+	for name, r := range map[string]measure.JobResult{
+		"option off":     ParseExecution(plain, Steady, doc("1200000"), nil, 0),
+		"several queued": ParseExecution(job, Steady, doc("2000000"), nil, 0),
+	} {
+		if r.Write.BandwidthBytes != 838860800 || r.Write.IOPS != 800 || r.Runtime != 10*time.Millisecond {
+			t.Errorf("%s: bandwidth %v iops %v runtime %v, want fio's 838860800, 800, 10ms", name, r.Write.BandwidthBytes, r.Write.IOPS, r.Runtime)
+		}
+	}
+}

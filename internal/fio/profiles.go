@@ -45,9 +45,10 @@ var profiles = []Profile{
 				// device that writes faster than 2.4 GB/s used up 24 MiB
 				// within a 10 ms ramp, leaving nothing measured. A 1 MiB
 				// direct write has no warm-up worth excluding.
-				Ramp:    0,
-				IOBytes: 8 * mib,
-				Timeout: time.Minute,
+				Ramp:         0,
+				IOBytes:      8 * mib,
+				Timeout:      time.Minute,
+				InFlightRate: true, // whole-ms runtimes would quantize a 10 ms execution's rate
 			},
 			{
 				Workload:  measure.RandWrite,
@@ -84,13 +85,14 @@ var profiles = []Profile{
 		MinRounds:     6,
 		Jobs: []Job{
 			{
-				Workload:  measure.SeqWrite,
-				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
-				FileBytes: 4 * mib,
-				Runtime:   100 * time.Millisecond,
-				Ramp:      0, // a fast burst could write the whole 8 MiB cap within a ramp, leaving nothing measured
-				IOBytes:   8 * mib,
-				Timeout:   time.Minute,
+				Workload:     measure.SeqWrite,
+				Options:      []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
+				FileBytes:    4 * mib,
+				Runtime:      100 * time.Millisecond,
+				Ramp:         0, // a fast burst could write the whole 8 MiB cap within a ramp, leaving nothing measured
+				IOBytes:      8 * mib,
+				Timeout:      time.Minute,
+				InFlightRate: true,
 			},
 			{
 				Workload:  measure.RandWrite,
@@ -126,13 +128,14 @@ var profiles = []Profile{
 		MinRounds:     6,
 		Jobs: []Job{
 			{
-				Workload:  measure.SeqWrite,
-				Options:   []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
-				FileBytes: 16 * mib,
-				Runtime:   5 * time.Second,
-				Ramp:      time.Second,
-				IOBytes:   16 << 30,
-				Timeout:   2 * time.Minute,
+				Workload:     measure.SeqWrite,
+				Options:      []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
+				FileBytes:    16 * mib,
+				Runtime:      5 * time.Second,
+				Ramp:         time.Second,
+				IOBytes:      16 << 30,
+				Timeout:      2 * time.Minute,
+				InFlightRate: true, // as quick's, so that the two compare like with like
 			},
 			{
 				Workload:  measure.RandWrite,

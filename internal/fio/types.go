@@ -67,6 +67,19 @@ type Job struct {
 	IOBytes int64
 	// Timeout bounds one execution of the job, including layout.
 	Timeout time.Duration
+	// InFlightRate makes an execution's write rate its bytes over
+	// the summed latency of its writes, the time they were in flight,
+	// instead of over fio's runtime, which fio reports in whole
+	// milliseconds: an 8 MiB sequential execution at 800 MB/s lasts about
+	// 10 ms, so whole milliseconds would quantize its rate in steps of
+	// 10%, and the A/A target, which writes the host's own file, would
+	// read exactly 0 in most rounds. Only for a job of one thread at
+	// queue depth 1 that only writes: one write is in flight at a time,
+	// so the summed latency is the execution's time less fio's own work
+	// between writes (microseconds against a millisecond per 1 MiB
+	// write). An execution whose summed latency exceeds its runtime was
+	// not one write at a time, and keeps fio's figures.
+	InFlightRate bool
 }
 
 // clones returns the job's clone count, at least 1.
