@@ -166,10 +166,35 @@ func under(m *mountinfo.Info, path string) (string, bool) {
 // Join moves the calling process into every directory of dirs. Its
 // children, and the program it execs, start there. A cgroup that no longer
 // exists is skipped: its container is gone (removed mid-measurement), and
-// the host arm's measurement is still worth having.
+// the host arm's measurement is still worth having. A directory that exists
+// but is not on a cgroup file system is an error: writing "cgroup.procs"
+// there would create a plain file, join nothing, and leave the host arm
+// outside the container's CPU cgroups without a word.
 func Join(dirs []string) error {
 	for _, d := range dirs {
-		err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+		if st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC {
+			return fmt.Errorf("join cgroup %s: not on a cgroup file system (type %#x)", d, st.Type)
+		}
+		// No O_CREATE: a cgroup removed since the check has no
+		// cgroup.procs, and that is the skip above, not a new file.
+		f, err := os.OpenFile(filepath.Join(d, "cgroup.procs"), os.O_WRONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+		_, err = f.WriteString(strconv.Itoa(os.Getpid()))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV) {
 			continue
 		}

@@ -1,6 +1,8 @@
 package cgroup
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,5 +119,25 @@ func TestJoinMovesTheProcess(t *testing.T) {
 	name := filepath.Base(dirs[0])
 	if !strings.Contains(string(out), name) {
 		t.Errorf("child's cgroups after Join:\n%s\nwant %s in them", out, name)
+	}
+}
+
+// Join must not write into a directory that is not a cgroup: a plain
+// "cgroup.procs" file there would join nothing, silently.
+func TestJoinRefusesAPlainDirectory(t *testing.T) {
+	d := t.TempDir()
+	err := Join([]string{d})
+	if err == nil || !strings.Contains(err.Error(), "not on a cgroup file system") || !strings.Contains(err.Error(), d) {
+		t.Errorf("Join(plain directory) = %v, want an error naming it", err)
+	}
+	if _, serr := os.Stat(filepath.Join(d, "cgroup.procs")); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("Join left a file in the plain directory: stat = %v", serr)
+	}
+}
+
+// A cgroup that is gone (its container removed) is skipped.
+func TestJoinSkipsAGoneCgroup(t *testing.T) {
+	if err := Join([]string{filepath.Join(t.TempDir(), "gone")}); err != nil {
+		t.Errorf("Join(missing directory) = %v, want nil", err)
 	}
 }

@@ -148,7 +148,10 @@ func TestCgexecNeedsAProgram(t *testing.T) {
 			t.Errorf("%q: err = %v, want the usage", args, err)
 		}
 	}
-	if err := Run(context.Background(), []string{"cgexec", t.TempDir(), "--", "/bin/true"}); err == nil || !strings.Contains(err.Error(), "join cgroup") {
+	// A plain directory is no cgroup. Were it joined, cgexec would exec
+	// /bin/false in place of this test binary, which then exits 1 with no
+	// PASS: a failure go test shows, where /bin/true would pass silently.
+	if err := Run(context.Background(), []string{"cgexec", t.TempDir(), "--", "/bin/false"}); err == nil || !strings.Contains(err.Error(), "not on a cgroup file system") {
 		t.Errorf("a directory that is no cgroup: err = %v", err)
 	}
 }
