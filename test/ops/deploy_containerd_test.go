@@ -61,6 +61,24 @@ func TestKubernetesContainerdVariant(t *testing.T) {
 			t.Errorf("selector %s=%s does not match the pod labels %v", k, v, ds.Spec.Template.Metadata.Labels)
 		}
 	}
+	// Two DaemonSets whose selectors each match the other's pods are what
+	// Kubernetes warns against: each controller counts the other's pods
+	// as its own in its status and rollout. Each selector must miss the
+	// other variant's pod labels.
+	overlaps := func(sel, labels map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	if overlaps(docker.Spec.Selector.MatchLabels, ds.Spec.Template.Metadata.Labels) {
+		t.Errorf("the Docker DaemonSet's selector %v matches the containerd pods' labels %v", docker.Spec.Selector.MatchLabels, ds.Spec.Template.Metadata.Labels)
+	}
+	if overlaps(ds.Spec.Selector.MatchLabels, docker.Spec.Template.Metadata.Labels) {
+		t.Errorf("the containerd DaemonSet's selector %v matches the Docker pods' labels %v", ds.Spec.Selector.MatchLabels, docker.Spec.Template.Metadata.Labels)
+	}
 	// The shipped scrape job finds the pods by this label.
 	if ds.Spec.Template.Metadata.Labels["app.kubernetes.io/name"] != "layerprobe" {
 		t.Errorf("pod labels %v lack app.kubernetes.io/name=layerprobe, which the scrape config selects", ds.Spec.Template.Metadata.Labels)
