@@ -93,6 +93,17 @@ func TestKubernetesContainerdVariant(t *testing.T) {
 		}
 	}
 
+	checkContainerdAgent(t, "deploy/kubernetes", ds, cm)
+}
+
+// checkContainerdAgent checks a containerd agent's DaemonSet against its
+// ConfigMap, wherever they come from (the manifests, the Helm chart): the
+// pod runs as uid 0 without capabilities, its configuration is a valid one
+// of a containerd engine without volumes, and the pod sees the engine's
+// socket, its FIFO directory, the snapshotter root and the scratch
+// directory at the node's paths, writable where the agent writes.
+func checkContainerdAgent(t *testing.T, from string, ds, cm k8sObject) {
+	t.Helper()
 	spec := ds.Spec.Template.Spec
 	if !spec.HostPID || len(spec.Containers) != 1 {
 		t.Fatalf("pod spec: hostPID %v, %d containers", spec.HostPID, len(spec.Containers))
@@ -118,7 +129,7 @@ func TestKubernetesContainerdVariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := run(t, time.Minute, "", nil, agentBinary(t), "config", "check", cfgFile); r.err != nil {
-		t.Fatalf("layerprobe config check of the containerd ConfigMap:\n%s", r)
+		t.Fatalf("layerprobe config check of %s's containerd ConfigMap:\n%s", from, r)
 	}
 	cfg, err := config.Load(cfgFile)
 	if err != nil {

@@ -282,6 +282,27 @@ func TestHelmChart(t *testing.T) {
 	if !slices.Contains(kinds(sm), "ServiceMonitor") {
 		t.Errorf("monitor.kind=ServiceMonitor renders %v", kinds(sm))
 	}
+	// engine.type containerd: the containerd agent, as the manifests' variant
+	// has it, with the socket elsewhere (k3s) too.
+	for _, set := range [][]string{{"engine.type=containerd"}, {"engine.type=containerd", "engine.socket=/run/k3s/containerd/containerd.sock"}} {
+		t.Run(strings.Join(set, ","), func(t *testing.T) {
+			text := helmTemplate(t, helm, false, set...)
+			validate("containerd", text, 3)
+			byKind := map[string]k8sObject{}
+			for _, o := range decodeObjects(t, text) {
+				byKind[o.Kind] = o
+			}
+			ds := byKind["DaemonSet"]
+			if !strings.Contains(text, `layerprobe.io/containerd: "true"`) || strings.Contains(text, "layerprobe.io/docker-engine") {
+				t.Errorf("the containerd agent does not run on the nodes labelled layerprobe.io/containerd=true:\n%s", text)
+			}
+			if len(ds.Spec.Template.Spec.Containers) == 1 && len(ds.Spec.Template.Spec.Containers[0].Env) > 0 {
+				t.Errorf("env %v: a containerd agent has no DOCKER_HOST", ds.Spec.Template.Spec.Containers[0].Env)
+			}
+			checkContainerdAgent(t, "the chart", ds, byKind["ConfigMap"])
+		})
+	}
+
 	// Values the chart cannot honour fail with a message that names them.
 	for set, want := range map[string]string{
 		"engine.type=rkt":       "engine.type",

@@ -20,49 +20,135 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The engine type, checked: every template that branches on it uses this. */}}
+{{- define "layerprobe.engineType" -}}
+{{- if not (has .Values.engine.type (list "docker" "containerd")) -}}
+{{- fail (printf "engine.type %q: want docker or containerd" .Values.engine.type) -}}
+{{- end -}}
+{{- .Values.engine.type -}}
+{{- end -}}
+
+{{/* The engine's socket and data root on the node, defaults by type. */}}
+{{- define "layerprobe.socket" -}}
+{{- if .Values.engine.socket -}}{{ .Values.engine.socket }}
+{{- else if eq (include "layerprobe.engineType" .) "containerd" -}}/run/containerd/containerd.sock
+{{- else -}}/var/run/docker.sock
+{{- end -}}
+{{- end -}}
+
+{{- define "layerprobe.dataRoot" -}}
+{{- if .Values.engine.dataRoot -}}{{ .Values.engine.dataRoot }}
+{{- else if eq (include "layerprobe.engineType" .) "containerd" -}}/var/lib/containerd
+{{- else -}}/var/lib/docker
+{{- end -}}
+{{- end -}}
+
 {{/*
-The engine's volumes and mounts, by engine type. Each type mounts its API
-socket and its data root at the node's paths, and the scratch directory
-below the data root. A new engine type adds a branch to both.
+Where the host target's files go: below the data root for docker, in the
+snapshotter's root for containerd (where the agent puts them, so that host
+and container arms write to the same file system).
+*/}}
+{{- define "layerprobe.scratch" -}}
+{{- if eq (include "layerprobe.engineType" .) "containerd" -}}
+{{- printf "%s/io.containerd.snapshotter.v1.%s/layerprobe-scratch" (include "layerprobe.dataRoot" .) .Values.engine.snapshotter -}}
+{{- else -}}
+{{- printf "%s/layerprobe-scratch" (include "layerprobe.dataRoot" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The nodes the agent runs on. */}}
+{{- define "layerprobe.nodeSelector" -}}
+{{- if .Values.nodeSelector -}}
+{{- toYaml .Values.nodeSelector -}}
+{{- else if eq (include "layerprobe.engineType" .) "containerd" -}}
+layerprobe.io/containerd: "true"
+{{- else -}}
+layerprobe.io/docker-engine: "true"
+{{- end -}}
+{{- end -}}
+
+{{/*
+The engine's volumes and mounts. docker: its API socket, its data root
+(read-only) and the scratch directory, at the node's paths. containerd: the
+socket's directory, which holds the FIFOs of exec output that containerd's
+shims open by path when it is /run/containerd (the agent's FIFO directory is
+/run/containerd/fifo, mounted on its own otherwise), the root (read-only)
+and the scratch directory.
 */}}
 {{- define "layerprobe.engineMounts" -}}
-{{- if eq .Values.engine.type "docker" }}
+{{- $sock := include "layerprobe.socket" . }}
+{{- if eq (include "layerprobe.engineType" .) "containerd" }}
+- name: engine-run
+  mountPath: {{ dir $sock }}
+{{- if ne (dir $sock) "/run/containerd" }}
+- name: engine-fifo
+  mountPath: /run/containerd/fifo
+{{- end }}
+{{- else }}
 - name: engine-socket
-  mountPath: {{ .Values.engine.socket }}
+  mountPath: {{ $sock }}
+{{- end }}
 - name: engine-data-root
-  mountPath: {{ .Values.engine.dataRoot }}
+  mountPath: {{ include "layerprobe.dataRoot" . }}
   readOnly: true
 - name: scratch
-  mountPath: {{ printf "%s/layerprobe-scratch" .Values.engine.dataRoot }}
-{{- else }}
-{{- fail (printf "engine.type %q: want docker" .Values.engine.type) }}
-{{- end }}
+  mountPath: {{ include "layerprobe.scratch" . }}
 {{- end -}}
 
 {{- define "layerprobe.engineVolumes" -}}
-{{- if eq .Values.engine.type "docker" }}
+{{- $sock := include "layerprobe.socket" . }}
 # The engine's API: the agent creates, execs in and removes only its own
-# labelled probe container, volume and image, and never pulls.
+# labelled probe container, volume (docker) or snapshot and lease
+# (containerd) and image, and never pulls.
+{{- if eq (include "layerprobe.engineType" .) "containerd" }}
+- name: engine-run
+  hostPath:
+    path: {{ dir $sock }}
+    type: Directory
+{{- if ne (dir $sock) "/run/containerd" }}
+- name: engine-fifo
+  hostPath:
+    path: /run/containerd/fifo
+    type: DirectoryOrCreate
+{{- end }}
+{{- else }}
 - name: engine-socket
   hostPath:
-    path: {{ .Values.engine.socket }}
+    path: {{ $sock }}
     type: Socket
+{{- end }}
 - name: engine-data-root
   hostPath:
-    path: {{ .Values.engine.dataRoot }}
+    path: {{ include "layerprobe.dataRoot" . }}
     type: Directory
 # Where the host target's fio files go; the bind target's source.
 - name: scratch
   hostPath:
-    path: {{ printf "%s/layerprobe-scratch" .Values.engine.dataRoot }}
+    path: {{ include "layerprobe.scratch" . }}
     type: DirectoryOrCreate
+{{- end -}}
+
+{{/*
+The environment that points the agent at a Docker engine; a containerd
+engine is named in the configuration (layerprobe.config).
+*/}}
+{{- define "layerprobe.engineEnv" -}}
+{{- if eq (include "layerprobe.engineType" .) "docker" }}
+- name: DOCKER_HOST
+  value: {{ printf "unix://%s" (include "layerprobe.socket" .) | quote }}
 {{- end }}
 {{- end -}}
 
-{{/* The environment that points the agent at the engine. */}}
-{{- define "layerprobe.engineEnv" -}}
-{{- if eq .Values.engine.type "docker" }}
-- name: DOCKER_HOST
-  value: {{ printf "unix://%s" .Values.engine.socket | quote }}
+{{/* The agent's configuration: config, and the containerd engine. */}}
+{{- define "layerprobe.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- if eq (include "layerprobe.engineType" .) "containerd" }}
+{{- if not (hasKey $cfg "engines") }}
+{{- $_ := set $cfg "engines" (list (dict "name" "node" "type" "containerd" "host" (printf "unix://%s" (include "layerprobe.socket" .)) "namespace" .Values.engine.namespace "snapshotter" .Values.engine.snapshotter)) }}
 {{- end }}
+{{- if not (hasKey $cfg "targets") }}
+{{- $_ := set $cfg "targets" (list "container" "bind") }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
 {{- end -}}
