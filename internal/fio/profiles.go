@@ -33,10 +33,11 @@ var profiles = []Profile{
 				Workload: measure.SeqWrite,
 				Options:  []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
 				// 8 MiB, written once over the preconditioned file: on the
-				// test machine a round's noise did not fall with a longer
+				// test machine a round's noise hardly fell with a longer
 				// execution (robust sigma of the container/host log ratio
-				// 0.12-0.18 at 8 MiB, 0.15-0.21 at 24 MiB, 0.15 at 48 MiB),
-				// so the smallest execution buys the most rounds per byte;
+				// 0.12-0.18 at 8 MiB, 0.14-0.21 at 24 MiB, 0.10-0.15 at 48 MiB:
+				// far less than the square root of the bytes), so the
+				// smallest execution buys the most rounds per byte;
 				// wrapping a smaller file (16 MiB written 1.5 times) was
 				// noisier still. docs/methodology.md has the figures.
 				FileBytes: 8 * mib,
