@@ -297,7 +297,11 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string, killF
 			c.logger.Debug("delete exec", "container", p.Name, "err", derr)
 		}
 	}()
-	exited, err := proc.Wait(ctx)
+	// Wait is not cancelled with ctx: a cancelled Wait reports an exit
+	// status carrying ctx's error, and when that raced ctx.Done below, the
+	// select could take it for the process's exit and wait for the output
+	// of an fio nobody had killed, to the end of its runtime.
+	exited, err := proc.Wait(context.WithoutCancel(ctx))
 	if err != nil {
 		return res, c.fail("wait for exec in probe "+p.Name, err)
 	}
