@@ -65,18 +65,10 @@ func TestKubernetesContainerdVariant(t *testing.T) {
 	// Kubernetes warns against: each controller counts the other's pods
 	// as its own in its status and rollout. Each selector must miss the
 	// other variant's pod labels.
-	overlaps := func(sel, labels map[string]string) bool {
-		for k, v := range sel {
-			if labels[k] != v {
-				return false
-			}
-		}
-		return true
-	}
-	if overlaps(docker.Spec.Selector.MatchLabels, ds.Spec.Template.Metadata.Labels) {
+	if selects(docker.Spec.Selector.MatchLabels, ds.Spec.Template.Metadata.Labels) {
 		t.Errorf("the Docker DaemonSet's selector %v matches the containerd pods' labels %v", docker.Spec.Selector.MatchLabels, ds.Spec.Template.Metadata.Labels)
 	}
-	if overlaps(ds.Spec.Selector.MatchLabels, docker.Spec.Template.Metadata.Labels) {
+	if selects(ds.Spec.Selector.MatchLabels, docker.Spec.Template.Metadata.Labels) {
 		t.Errorf("the containerd DaemonSet's selector %v matches the Docker pods' labels %v", ds.Spec.Selector.MatchLabels, docker.Spec.Template.Metadata.Labels)
 	}
 	// The shipped scrape job finds the pods by this label.
