@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,8 +70,12 @@ func TryLock(path string) (*Lock, error) {
 	if !writable {
 		return &Lock{f: f}, nil
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// Write, then cut what is left of a longer earlier pid: truncating
+	// first would leave the file empty for a moment, and a process refused
+	// the lock then could not say who holds it.
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if _, err := f.WriteAt(pid, 0); err == nil {
+		_ = f.Truncate(int64(len(pid)))
 	}
 	return &Lock{f: f}, nil
 }
@@ -114,14 +119,25 @@ func openLock(path string) (f *os.File, writable bool, err error) {
 
 // holder describes the lock's holder from the pid it wrote.
 func holder(path string) string {
-	b, err := os.ReadFile(path)
-	pid := strings.TrimSpace(string(b))
-	if err != nil || pid == "" {
-		// The holder may be between taking the lock and writing its pid.
-		return "holder pid unknown"
+	// A holder that has just created the file has not written its pid
+	// yet: look again for a moment before giving up.
+	for try := 0; ; try++ {
+		b, err := os.ReadFile(path)
+		first, _, _ := strings.Cut(string(b), "\n")
+		if pid := strings.TrimSpace(first); err == nil && pid != "" {
+			return "held by pid " + pid
+		}
+		if err != nil || try == holderTries-1 {
+			return "holder pid unknown"
+		}
+		time.Sleep(holderWait)
 	}
-	return "held by pid " + pid
 }
+
+const (
+	holderTries = 10
+	holderWait  = 5 * time.Millisecond
+)
 
 // Unlock releases the lock. The file stays: removing it would race with
 // another process that has it open and is about to lock it.
