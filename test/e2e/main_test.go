@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	testharness.RemoveBinary()
+	if lockDirPath != "" {
+		_ = os.RemoveAll(lockDirPath)
+	}
 	os.Exit(code)
 }
 
@@ -86,7 +90,11 @@ func lpEnv(t *testing.T, host string) []string {
 	return env
 }
 
-var lockDirPath string
+var (
+	lockDirOnce sync.Once
+	lockDirPath string
+	lockDirErr  error
+)
 
 // lockFile is the host-wide measurement lock of the tests that use the
 // engine at host: one per private engine, so that tests on different
@@ -97,13 +105,12 @@ func lockFile(t *testing.T, host string) string {
 	return filepath.Join(lockDir(t), name+".lock")
 }
 
+// lockDir is made once, by whichever test asks first (parallel tests may
+// ask at once), and removed by TestMain.
 func lockDir(t *testing.T) string {
-	if lockDirPath == "" {
-		d, err := os.MkdirTemp("", "lplock")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lockDirPath = d
+	lockDirOnce.Do(func() { lockDirPath, lockDirErr = os.MkdirTemp("", "lplock") })
+	if lockDirErr != nil {
+		t.Fatal(lockDirErr)
 	}
 	return lockDirPath
 }
