@@ -166,25 +166,28 @@ func checkCold(t *testing.T, c *report.Cold, wantReflink bool) {
 }
 
 // checkCopyUpGrows: on overlay2 over ext4 the first write to a 64 MiB file
-// copies 64 times the bytes of a 1 MiB one. The margins are wide (the
-// copy of 63 MiB more takes tens of milliseconds on any disk) so that noise
-// cannot fail the test while a copy-up that is not happening would.
+// copies 64 times the bytes of a 1 MiB one. The test runs beside other
+// parallel tests whose fio shares the disk, so it asserts on robust
+// figures only: the median extra latency and the Theil-Sen slope, which a
+// stalled fsync in one or two of the six rounds cannot move. (Comparing
+// interval ends did: with six rounds they are the smallest and largest
+// of the six.) Without a copy-up the slope is about zero: 0.005 ms per MiB
+// measured on btrfs and on overlay2 over xfs, which clone; copying on ext4
+// costs 2.5 ms per MiB on a quiet disk and more on a busy one. The bound,
+// 0.25 ms per MiB, sits a decade from both.
 func checkCopyUpGrows(t *testing.T, cu measure.CopyUp) {
 	t.Helper()
 	if len(cu.Sizes) != 3 {
 		return // checkCold reported it
 	}
-	small, mid, big := cu.Sizes[0], cu.Sizes[1], cu.Sizes[2]
-	if !(big.ContainerSeconds > mid.ContainerSeconds && mid.ContainerSeconds > small.ContainerSeconds) {
-		t.Errorf("container first-write latency does not grow with the file size: 1 MiB %v s, 16 MiB %v s, 64 MiB %v s",
-			small.ContainerSeconds, mid.ContainerSeconds, big.ContainerSeconds)
+	small, big := cu.Sizes[0], cu.Sizes[2]
+	if !(big.ExtraSeconds > small.ExtraSeconds) {
+		t.Errorf("median extra first-write latency does not grow with the file size: 1 MiB %v s, 64 MiB %v s",
+			small.ExtraSeconds, big.ExtraSeconds)
 	}
-	if !(big.ExtraCILow > small.ExtraCIHigh) {
-		t.Errorf("64 MiB extra latency [%v, %v] s does not lie above 1 MiB's [%v, %v] s",
-			big.ExtraCILow, big.ExtraCIHigh, small.ExtraCILow, small.ExtraCIHigh)
-	}
-	if cu.CostSecondsPerMiB != nil && !(*cu.CostSecondsPerMiB > 0) {
-		t.Errorf("copy-up cost %v s per MiB; copying more bytes must cost more", *cu.CostSecondsPerMiB)
+	const minCost = 0.25e-3 // seconds per MiB
+	if cu.CostSecondsPerMiB == nil || !(*cu.CostSecondsPerMiB > minCost) {
+		t.Errorf("copy-up cost %s per MiB; copying whole files costs more than %v ms", fmtCost(cu.CostSecondsPerMiB), minCost*1e3)
 	}
 }
 
