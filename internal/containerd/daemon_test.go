@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,4 +298,116 @@ func TestInfoErrors(t *testing.T) {
 		t.Errorf("Info on a missing socket: %v", err)
 	}
 	t.Log(err)
+}
+
+// orphanIO is the output of an exec whose layerprobe died between creating
+// the exec and starting it: FIFOs in the probe's FIFO directory that
+// nobody has open.
+type orphanIO struct{ cfg cio.Config }
+
+func (o orphanIO) Config() cio.Config { return o.cfg }
+func (orphanIO) Cancel()              {}
+func (orphanIO) Wait()                {}
+func (orphanIO) Close() error         { return nil }
+
+// A probe with an exec whose output FIFOs lost their reader is removed,
+// and the exec's start completes. The shim waits in open(2) for a reader
+// (up to its own 30 s) and holds the exec's pid lock meanwhile, so the
+// killed task kept reporting "running" and its delete was refused; now
+// the removal opens the orphaned FIFOs, which completes the shim's open.
+// Without that, the start fails when the shim gives up on the FIFO.
+func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a private containerd")
+	}
+	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	c := newTestClient(t, d, "")
+	ctx := testCtx(t)
+	ref, err := c.EnsureImage(ctx, probeImage(t), "lp1-boot-1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.StartProbe(ctx, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp1-boot-1-1", Mode: measure.ModeSteady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nctx := c.ns(ctx)
+	cont, err := c.api.LoadContainer(nctx, p.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := cont.Spec(nctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := cont.Task(nctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pspec := *spec.Process
+	pspec.Args = []string{engine.ContainerHelper, "probe-helper", "idle"}
+	proc, err := task.Exec(nctx, "lp-orphan", &pspec, func(id string) (cio.IO, error) {
+		fifos, err := cio.NewFIFOSetInDir(probeFIFODir(p.ContainerID), id, false)
+		if err != nil {
+			return nil, err
+		}
+		fifos.Stdin = ""
+		for _, f := range []string{fifos.Stdout, fifos.Stderr} {
+			if err := syscall.Mkfifo(f, 0o700); err != nil {
+				return nil, err
+			}
+		}
+		return orphanIO{fifos.Config}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The start blocks in the shim until the FIFOs have a reader: not
+	// cancelled here, as by a client that is gone.
+	started := make(chan error, 1)
+	go func() { started <- proc.Start(nctx) }()
+
+	// runc has started the process before the shim opens the FIFOs: once
+	// the exec is in the probe's cgroup, the shim is at (or near) the open.
+	dirs, err := cgroup.Of(p.Pid, p.ContainerID)
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("the probe's cgroups: %v, %v", dirs, err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(filepath.Join(dirs[0], "cgroup.procs"))
+		if err == nil && len(strings.Fields(string(b))) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphaned exec's process never appeared in %s", dirs[0])
+		}
+	}
+	select {
+	case err := <-started:
+		t.Fatalf("the exec started while nobody read its output (%v): the shim did not wait for the FIFOs", err)
+	case <-time.After(time.Second):
+	}
+
+	began := time.Now()
+	if err := c.RemoveProbe(ctx, p); err != nil {
+		t.Fatalf("remove the probe after %v: %v", time.Since(began), err)
+	}
+	t.Logf("probe removed in %v", time.Since(began).Round(time.Millisecond))
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Errorf("the orphaned exec's start: %v; want it completed by the removal opening its FIFOs", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the orphaned exec's start never returned")
+	}
+	if _, err := os.Stat(probeFIFODir(p.ContainerID)); !os.IsNotExist(err) {
+		t.Errorf("the probe's FIFO directory %s is left (%v)", probeFIFODir(p.ContainerID), err)
+	}
+	if _, err := c.Sweep(ctx, nil, true); err != nil {
+		t.Errorf("sweep: %v", err)
+	}
+	if n := labelled(t, c); n != 0 {
+		t.Errorf("%d labelled objects left", n)
+	}
 }

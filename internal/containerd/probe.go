@@ -286,7 +286,7 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string, killF
 		return res, fmt.Errorf("exec in probe: %w", err)
 	}
 	var stdout, stderr syncBuffer
-	proc, err := task.Exec(ctx, "lp-"+hex.EncodeToString(suffix), &pspec, cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr)))
+	proc, err := task.Exec(ctx, "lp-"+hex.EncodeToString(suffix), &pspec, cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr), cio.WithFIFODir(probeFIFODir(p.ContainerID))))
 	if err != nil {
 		return res, c.fail("create exec in probe "+p.Name, err)
 	}
@@ -359,25 +359,31 @@ func (c *Client) RemoveProbe(ctx context.Context, p *engine.Probe) error {
 	return nil
 }
 
-// deleteTask kills a probe's task and deletes it. The shim of a probe whose
-// layerprobe was killed while it started an exec can be busy for seconds
-// (the exec's output FIFOs wait for a reader that is gone): the wait for
-// the killed task then fails with the shim's timeout instead of reporting
-// its exit, and the delete that follows is refused ("cannot delete a
-// running process"). A refused delete is tried again, killing and waiting
-// anew each time, until the task is gone or taskDeleteTimeout has passed.
-func (c *Client) deleteTask(ctx context.Context, task ctd.Task) error {
+// deleteTask kills a probe's task and deletes it. The task is loaded anew
+// for each attempt: a task loaded while its shim could not answer (see
+// readOrphanOutput) carries pid 0, and the client's kill skips a task with
+// pid 0, so every delete of that task would be refused ("task must be
+// stopped before deletion") however long the shim has been answering
+// again. A refused delete is tried again until the task is gone or
+// taskDeleteTimeout has passed.
+func (c *Client) deleteTask(ctx context.Context, cont ctd.Container) error {
 	deadline := time.Now().Add(taskDeleteTimeout)
 	delay := 100 * time.Millisecond
 	for {
-		_, err := task.Delete(ctx, ctd.WithProcessKill)
-		if err == nil || errdefs.IsNotFound(err) {
+		task, err := cont.Task(ctx, nil)
+		if errdefs.IsNotFound(err) {
 			return nil
+		}
+		if err == nil {
+			_, err = task.Delete(ctx, ctd.WithProcessKill)
+			if err == nil || errdefs.IsNotFound(err) {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			return err
 		}
-		c.logger.Debug("task delete refused; trying again", "task", task.ID(), "err", err)
+		c.logger.Debug("task delete refused; trying again", "container", cont.ID(), "err", err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -392,23 +398,25 @@ func (c *Client) deleteTask(ctx context.Context, task ctd.Task) error {
 func (c *Client) removeContainer(ctx context.Context, id string) error {
 	cont, err := c.api.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
+		_ = removeProbeFIFODir(id)
 		return nil
 	}
 	if err != nil {
 		return c.fail("load probe "+id, err)
 	}
-	task, err := cont.Task(ctx, nil)
-	switch {
-	case err == nil:
-		if err := c.deleteTask(ctx, task); err != nil {
-			return c.fail("delete the task of probe "+id, err)
-		}
-	case errdefs.IsNotFound(err):
-	default:
-		return c.fail("load the task of probe "+id, err)
+	// Before the task is loaded: loading it asks the shim, which may be
+	// waiting for a reader of an orphaned exec's output.
+	release := readOrphanOutput(ctx, id)
+	err = c.deleteTask(ctx, cont)
+	release()
+	if err != nil {
+		return c.fail("delete the task of probe "+id, err)
 	}
 	if err := cont.Delete(ctx, ctd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return c.fail("remove probe "+id, err)
+	}
+	if err := removeProbeFIFODir(id); err != nil {
+		c.logger.Warn("remove the output FIFOs of a removed probe", "container", id, "err", err)
 	}
 	return nil
 }

@@ -131,13 +131,19 @@ func TestContainerdKilledRunThenCleanup(t *testing.T) {
 	if len(left.containers) == 0 || len(left.tasks) == 0 || len(left.snapshots) == 0 || len(left.images) == 0 {
 		t.Fatalf("after SIGKILL expected a leftover container, task, snapshot and image, got %+v", left)
 	}
+	began := time.Now()
 	res := layerprobe(t, "", 3*time.Minute, "--config", cfg, "cleanup")
 	if res.code != 0 {
-		t.Fatalf("cleanup exited %d: %s", res.code, res.stderr)
+		t.Fatalf("cleanup exited %d after %v: %s", res.code, time.Since(began).Round(time.Millisecond), res.stderr)
 	}
+	t.Logf("cleanup took %v", time.Since(began).Round(time.Millisecond))
 	for _, c := range left.containers {
 		if !strings.Contains(res.stdout, "removed container "+c) {
 			t.Errorf("cleanup output does not name container %s:\n%s", c, res.stdout)
+		}
+		// The killed run's exec output FIFOs go with its probe.
+		if dir := filepath.Join("/run/containerd/fifo/layerprobe", c); !isNotExist(os.Stat(dir)) {
+			t.Errorf("FIFO directory %s left behind", dir)
 		}
 	}
 	if now := cc.labelled(t, "overlayfs"); !now.empty() {
@@ -330,3 +336,5 @@ func (c *ctrd) checkForeign(t *testing.T, f foreignObjects) {
 		t.Errorf("foreign lease %s: %v, %d found", f.lease, err, len(ls))
 	}
 }
+
+func isNotExist(_ os.FileInfo, err error) bool { return os.IsNotExist(err) }
