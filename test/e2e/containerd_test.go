@@ -154,9 +154,7 @@ func TestContainerdKilledRunThenCleanup(t *testing.T) {
 	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
 		t.Errorf("scratch directory %s left behind (err %v)", scratch, err)
 	}
-	if fio := fioUnder(d.Dir); len(fio) > 0 {
-		t.Errorf("fio still running under the daemon: %v", fio)
-	}
+	noFioUnder(t, d.Dir)
 }
 
 // The agent measures a containerd engine and labels its series with the
