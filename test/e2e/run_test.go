@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/prometheus/procfs"
 )
 
 const e2eRounds = 6 // the fewest rounds with a finite 95% interval
@@ -293,32 +296,28 @@ const fioGoneWithin = 15 * time.Second
 func noFioUnder(t *testing.T, dir string) {
 	t.Helper()
 	start := time.Now()
-	pids := fioUnder(dir)
-	if len(pids) == 0 {
+	first := procStates(fioUnder(dir))
+	if len(first) == 0 {
 		return
 	}
-	first := procStates(pids)
-	for len(pids) > 0 && time.Since(start) < fioGoneWithin {
-		time.Sleep(100 * time.Millisecond)
-		pids = fioUnder(dir)
-	}
-	if len(pids) > 0 {
-		t.Errorf("fio still running under %s after %v: %v (states at first: %v)", dir, fioGoneWithin, procStates(pids), first)
-		return
-	}
+	testharness.Eventually(t, fioGoneWithin, 100*time.Millisecond, "no fio runs under "+dir, func() (bool, string) {
+		left := fioUnder(dir)
+		return len(left) == 0, fmt.Sprintf("%v (states at first: %v)", procStates(left), first)
+	})
 	t.Logf("fio under %s (states %v) gone after %v", dir, first, time.Since(start).Round(time.Millisecond))
 }
 
-// procStates names each pid with its state letter from /proc/PID/stat
-// (D: waiting for I/O), for the failure message.
+// procStates names each pid with its state from /proc/PID/stat (D:
+// waiting for I/O), for the messages.
 func procStates(pids []string) []string {
 	out := make([]string, 0, len(pids))
 	for _, pid := range pids {
 		state := "?"
-		if b, err := os.ReadFile(filepath.Join("/proc", pid, "stat")); err == nil {
-			// The state follows the command name's closing parenthesis.
-			if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
-				state = string(b[i+2])
+		if n, err := strconv.Atoi(pid); err == nil {
+			if p, err := procfs.NewProc(n); err == nil {
+				if st, err := p.Stat(); err == nil {
+					state = st.State
+				}
 			}
 		}
 		out = append(out, pid+":"+state)
