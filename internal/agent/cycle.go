@@ -112,6 +112,9 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
 		if prof.Steady {
 			per += j.FileBytes // the layout
+			if j.FilePerRound {
+				per += j.FileBytes * int64(rounds-1) // a file for every further round
+			}
 		}
 	}
 	return per * int64(targets)

@@ -55,7 +55,9 @@ func (a *Agent) guard(ctx context.Context, e *engineState, info engine.Info, pro
 		for _, j := range prof.Jobs {
 			if prof.Steady {
 				// A steady cycle keeps every job's file on every target
-				// until it ends.
+				// until it ends. A job with a file per round keeps more,
+				// as many as its rounds: each of those layouts checks
+				// the free space again before it writes.
 				need += uint64(j.FileBytes) * uint64(len(a.cfg.Targets)+1)
 			} else {
 				need = max(need, uint64(j.FileBytes))

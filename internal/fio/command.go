@@ -33,7 +33,16 @@ const (
 // FileName is the name of a job's file in its directory: the same name on
 // every target, so that host and bind, which share a directory, measure
 // the very same file.
-func FileName(w measure.Workload) string { return string(w) + ".dat" }
+func FileName(w measure.Workload) string { return RoundFileName(w, 0) }
+
+// RoundFileName is the name of a job's file number k (Job.FilePerRound):
+// file 0 is FileName, file k > 0 is <workload>.<k>.dat.
+func RoundFileName(w measure.Workload, k int) string {
+	if k <= 0 {
+		return string(w) + ".dat"
+	}
+	return string(w) + "." + strconv.Itoa(k) + ".dat"
+}
 
 // Command returns the full argv (argv[0] is binary) that runs job with its
 // file in directory dir, as how says.
@@ -45,7 +54,8 @@ func FileName(w measure.Workload) string { return string(w) + ".dat" }
 // --<opt>, and for jobs with time and byte bounds (Job.Runtime) the size,
 // byte cap, runtime, ramp and clones that Job describes. Nothing is
 // validated: profiles are compiled in and trusted, and Command never adds
-// exec_prerun or exec_postrun; the only file it names is FileName.
+// exec_prerun or exec_postrun; the only file it names is FileName
+// (RoundFileName for CommandFile).
 //
 // dir must be a directory the agent owns and created for this measurement:
 // fio creates, overwrites and (Fresh) unlinks files in it. fio reads ':' in
@@ -61,6 +71,12 @@ func FileName(w measure.Workload) string { return string(w) + ".dat" }
 // which Parse reports as measure.ReasonCrashed (prefer the context's
 // reason).
 func Command(binary string, job Job, dir string, how Execution) []string {
+	return CommandFile(binary, job, dir, how, 0)
+}
+
+// CommandFile is Command for the job's file number k (RoundFileName), which
+// a job with FilePerRound lays out and measures in round k.
+func CommandFile(binary string, job Job, dir string, how Execution, k int) []string {
 	argv := make([]string, 0, 16+len(job.Options))
 	argv = append(argv,
 		binary,
@@ -73,7 +89,7 @@ func Command(binary string, job Job, dir string, how Execution) []string {
 	if how == Layout {
 		return append(argv,
 			"--name="+string(job.Workload)+"-layout",
-			"--filename="+FileName(job.Workload),
+			"--filename="+RoundFileName(job.Workload, k),
 			"--rw=write", "--bs=1M", "--ioengine=psync",
 			"--size="+strconv.FormatInt(job.FileBytes, 10),
 			"--end_fsync=1", "--unlink=0",
@@ -81,7 +97,7 @@ func Command(binary string, job Job, dir string, how Execution) []string {
 	}
 	argv = append(argv, "--name="+string(job.Workload))
 	if how == Steady {
-		argv = append(argv, "--filename="+FileName(job.Workload), "--unlink=0")
+		argv = append(argv, "--filename="+RoundFileName(job.Workload, k), "--unlink=0")
 	} else {
 		argv = append(argv, "--unlink=1")
 	}

@@ -78,6 +78,9 @@ func TestCommand(t *testing.T) {
 			if p.Steady && (j.Runtime <= 0 || j.IOBytes <= 0 || j.FileBytes <= 0) {
 				t.Errorf("profile %s job %s: a steady job needs Runtime, IOBytes and FileBytes", name, j.Workload)
 			}
+			if j.FilePerRound && !p.Steady {
+				t.Errorf("profile %s job %s: a file per round needs a steady profile (a fresh one has a new file every execution)", name, j.Workload)
+			}
 		}
 	}
 }
@@ -120,6 +123,46 @@ func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, FileName(job.Workload))); err != nil {
 		t.Errorf("steady execution removed its file: %v", err)
+	}
+}
+
+// TestRoundFilesOnRealFio: the layout and the execution of file k name
+// the same file, a new one beside file 0, which a steady execution of
+// file k leaves as it found it: there in full, file 0 untouched.
+func TestRoundFilesOnRealFio(t *testing.T) {
+	bin := testharness.RequireFio(t)
+	dir := t.TempDir()
+	job := Job{Workload: measure.SeqWrite, Options: []string{"rw=write", "bs=1M", "ioengine=psync"}, FileBytes: 4 << 20,
+		Runtime: time.Second, IOBytes: 4 << 20, Timeout: time.Minute, FilePerRound: true}
+	if got := RoundFileName(job.Workload, 0); got != FileName(job.Workload) {
+		t.Errorf("RoundFileName(0) = %q, want FileName %q", got, FileName(job.Workload))
+	}
+	for _, k := range []int{0, 1, 12} {
+		for _, how := range []Execution{Layout, Steady} {
+			argv := CommandFile(bin, job, dir, how, k)
+			if !slices.Contains(argv, "--filename="+RoundFileName(job.Workload, k)) {
+				t.Fatalf("file %d: %v does not name %s", k, argv, RoundFileName(job.Workload, k))
+			}
+			if out, err := exec.Command(argv[0], argv[1:]...).Output(); err != nil {
+				t.Fatalf("%v: %v", argv, err)
+			} else if res := ParseExecution(job, how, out, nil, 0); !res.OK() {
+				t.Fatalf("file %d %v: %v", k, how, res.Failure)
+			}
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+		if fi, err := e.Info(); err != nil || fi.Size() != 4<<20 {
+			t.Errorf("%s: %v %v, want 4 MiB", e.Name(), fi, err)
+		}
+	}
+	if want := []string{"seqwrite.1.dat", "seqwrite.12.dat", "seqwrite.dat"}; !slices.Equal(names, want) {
+		t.Errorf("files %v, want %v", names, want)
 	}
 }
 

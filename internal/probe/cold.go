@@ -88,7 +88,7 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 		order := 1
 		if hostFirst {
 			step(r, measure.TargetHost)
-			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job, fio.Fresh))
+			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job, fio.Fresh, 0))
 			order++
 		}
 		step(r, measure.TargetContainer)
@@ -99,7 +99,7 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 		order++
 		if !hostFirst && ctx.Err() == nil {
 			step(r, measure.TargetHost)
-			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job, fio.Fresh))
+			run.Samples = append(run.Samples, s.runJob(ctx, nil, r, order, measure.TargetHost, job, fio.Fresh, 0))
 		}
 	}
 	report("done", first+n-1, "")
@@ -208,7 +208,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 	}()
 	// The sample's clock starts at container creation: the cold penalty
 	// includes whatever the start itself costs the first writes.
-	sample := s.runJob(ctx, p, round, order, measure.TargetContainer, job, fio.Fresh)
+	sample := s.runJob(ctx, p, round, order, measure.TargetContainer, job, fio.Fresh, 0)
 	sample.StartedAt = started.UTC()
 	sample.DurationSeconds = time.Since(started).Seconds()
 	if ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -103,14 +104,15 @@ type Progress struct {
 
 // jobState is one job's bookkeeping during a measurement.
 type jobState struct {
-	job       fio.Job
-	rounds    int
-	order     []measure.Target // the last round's order, which the next one reverses
-	lastBytes int64            // bytes of the job's last round, the cost estimate of the next
-	lastTime  time.Duration
-	halfWidth float64
-	broken    map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
-	samples   []measure.Sample                    // prior and new, for the intervals
+	job         fio.Job
+	rounds      int
+	order       []measure.Target // the last round's order, which the next one reverses
+	lastBytes   int64            // bytes of the job's last round, the cost estimate of the next
+	layoutBytes int64            // bytes of the job's last layout over the targets, what a file per round adds to a round
+	lastTime    time.Duration
+	halfWidth   float64
+	broken      map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
+	samples     []measure.Sample                    // prior and new, for the intervals
 }
 
 // Measure runs the profile's jobs on every target of the session as plan
@@ -168,7 +170,8 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 					break
 				}
 				report("layout", 0, t, js.job.Workload)
-				n, f := s.layout(ctx, t, js.job)
+				n, f := s.layout(ctx, t, js.job, 0)
+				js.layoutBytes += n
 				out.LayoutBytes[t] += n
 				out.BytesWritten += n
 				if f != nil {
@@ -194,17 +197,42 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		roundStart := time.Now()
 		var roundBytes int64
 		mark := len(out.Samples)
+		// A job with a file per round lays out this round's files first
+		// (round 0 uses the files laid out above); a target whose file
+		// could not be laid out fails this round, not the measurement.
+		file, failed := 0, map[measure.Target]*measure.Failure{}
+		if prof.Steady && js.job.FilePerRound && js.rounds > 0 {
+			file, js.layoutBytes = js.rounds, 0
+			for _, t := range s.targets {
+				if ctx.Err() != nil || js.broken[t] != nil {
+					continue
+				}
+				report("layout", round-first+1, t, js.job.Workload)
+				n, f := s.layout(ctx, t, js.job, file)
+				js.layoutBytes += n
+				out.LayoutBytes[t] += n
+				out.BytesWritten += n
+				if f != nil {
+					failed[t] = f
+					if t == measure.TargetHost && s.sharesHostFile(measure.TargetBind) {
+						failed[measure.TargetBind] = f
+					}
+					s.logger.Warn("layout of a round's job file failed: the target misses this round",
+						"target", t, "job", js.job.Workload, "round", round, "reason", f.Reason, "err", f.Message)
+				}
+			}
+		}
 		for i, t := range s.roundOrder(js, rng) {
 			if ctx.Err() != nil {
 				break
 			}
 			report("measure", round-first+1, t, js.job.Workload)
 			var sm measure.Sample
-			if f := js.broken[t]; f != nil {
+			if f := cmp.Or(js.broken[t], failed[t]); f != nil {
 				sm = measure.Sample{Round: round, Order: i + 1, Target: t, StartedAt: time.Now().UTC(),
 					JobResult: measure.JobResult{Workload: js.job.Workload, Failure: f}}
 			} else {
-				sm = s.runJob(ctx, s.probe, round, i+1, t, js.job, how)
+				sm = s.runJob(ctx, s.probe, round, i+1, t, js.job, how, file)
 			}
 			out.Samples = append(out.Samples, sm)
 			js.samples = append(js.samples, sm)
@@ -307,17 +335,22 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	return nil, StopPrecision
 }
 
-// roundCost estimates what the job's next round writes: its last round, or
-// before the first one the job's byte cap on every target.
+// roundCost estimates what the job's next round writes: its last round's
+// executions, or before the first one the job's byte cap on every target;
+// and for a job with a file per round, its last layout again.
 func (s *Session) roundCost(js *jobState) int64 {
-	if js.lastBytes > 0 {
-		return js.lastBytes
+	cost := js.lastBytes
+	if cost <= 0 {
+		per := js.job.IOBytes
+		if per <= 0 {
+			per = js.job.FileBytes
+		}
+		cost = per * int64(len(s.targets))
 	}
-	per := js.job.IOBytes
-	if per <= 0 {
-		per = js.job.FileBytes
+	if js.job.FilePerRound && js.rounds > 0 {
+		cost += js.layoutBytes
 	}
-	return per * int64(len(s.targets))
+	return cost
 }
 
 // shareCost is what the job's next round costs as the larger of its share
@@ -430,15 +463,23 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	return min(est, byPrecision)
 }
 
-// layout writes the job's file on target t, once per measurement. bind
+// layout writes the job's file number file on target t: file 0 once per
+// measurement, the others before their rounds (fio.Job.FilePerRound). bind
 // shares the host's directory and with it the host's file: laying it out
 // again would only write the same bytes twice.
-func (s *Session) layout(ctx context.Context, t measure.Target, job fio.Job) (int64, *measure.Failure) {
-	if t == measure.TargetBind && slices.Contains(s.targets, measure.TargetHost) {
+func (s *Session) layout(ctx context.Context, t measure.Target, job fio.Job, file int) (int64, *measure.Failure) {
+	if s.sharesHostFile(t) {
 		return 0, nil
 	}
-	res := s.execute(ctx, s.probe, t, job, fio.Layout)
+	res := s.execute(ctx, s.probe, t, job, fio.Layout, file)
 	return res.BytesWritten, res.Failure
+}
+
+// sharesHostFile reports whether target t measures the host's own files:
+// bind, when the host is measured too, is the host's directory mounted
+// into the container.
+func (s *Session) sharesHostFile(t measure.Target) bool {
+	return t == measure.TargetBind && slices.Contains(s.targets, measure.TargetHost)
 }
 
 // removeJobFiles removes the job files from every target. It
@@ -455,7 +496,7 @@ func (s *Session) removeJobFiles(ctx context.Context) {
 			}
 			continue
 		}
-		if t == measure.TargetBind && slices.Contains(s.targets, measure.TargetHost) {
+		if s.sharesHostFile(t) {
 			continue // the host's files, removed above
 		}
 		dir := s.containerDir(t)

@@ -344,9 +344,9 @@ func (s *Session) Close(ctx context.Context) {
 
 // runJob runs one job on one target (in container p unless the target is
 // the host) and always returns a sample: failures are data.
-func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target measure.Target, job fio.Job, how fio.Execution) measure.Sample {
+func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int, target measure.Target, job fio.Job, how fio.Execution, file int) measure.Sample {
 	started := time.Now()
-	res := s.execute(ctx, p, target, job, how)
+	res := s.execute(ctx, p, target, job, how, file)
 	res.Workload = job.Workload
 	if !res.OK() {
 		s.logger.Warn("fio job failed", "target", target, "job", job.Workload, "round", round,
@@ -356,7 +356,9 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 		DurationSeconds: time.Since(started).Seconds(), JobResult: res}
 }
 
-func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job, how fio.Execution) measure.JobResult {
+// execute runs one fio command of the job on target, on the job's file
+// number file (fio.RoundFileName).
+func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job, how fio.Execution, file int) measure.JobResult {
 	if f := s.checkSpace(job); f != nil {
 		return measure.JobResult{Failure: f}
 	}
@@ -368,7 +370,7 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		if s.fioPath == "" {
 			return measure.JobResult{Failure: &measure.Failure{Reason: measure.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
 		}
-		stdout, stderr, code, err := runHost(jctx, s.hostArgv(fio.Command(s.fioPath, job, s.hostDir, how)))
+		stdout, stderr, code, err := runHost(jctx, s.hostArgv(fio.CommandFile(s.fioPath, job, s.hostDir, how, file)))
 		res = resultOf(jctx, job, how, stdout, stderr, code, err)
 		// A fresh execution that failed may leave its file behind. Steady
 		// files stay until the measurement ends and removes them.
@@ -380,7 +382,7 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		return res
 	}
 	dir := s.containerDir(target)
-	out, err := s.eng.Exec(jctx, p, fio.Command(engine.ContainerFio, job, dir, how))
+	out, err := s.eng.Exec(jctx, p, fio.CommandFile(engine.ContainerFio, job, dir, how, file))
 	res = resultOf(jctx, job, how, out.Stdout, out.Stderr, out.ExitCode, err)
 	if !res.OK() && how == fio.Fresh {
 		// fio unlinks its files when it finishes; a failed or killed

@@ -253,19 +253,49 @@ func TestMeasureFixedRounds(t *testing.T) {
 	if len(distinct) < 2 {
 		t.Errorf("the target order never changed: %v", distinct)
 	}
-	var layouts, measured int
+	// Each file is laid out once on its target before it is measured: one
+	// file per job, or one per round for a job with FilePerRound.
+	var layouts, measured, wantLayouts int
+	laidOut := map[string]bool{}
+	files := map[measure.Workload]map[string]bool{}
+	for _, j := range prof.Jobs {
+		files[j.Workload] = map[string]bool{}
+		if j.FilePerRound {
+			wantLayouts += 2 * 4 // container and volume (bind shares the host's), every round
+		} else {
+			wantLayouts += 2
+		}
+	}
 	for _, j := range eng.Jobs() {
+		key := string(j.Target) + "/" + j.File
 		if j.Layout {
 			layouts++
 			if j.Target == measure.TargetBind {
 				t.Errorf("bind laid out %s: it shares the host's file", j.Workload)
 			}
-		} else {
-			measured++
+			if laidOut[key] {
+				t.Errorf("%s laid out twice", key)
+			}
+			laidOut[key] = true
+			continue
+		}
+		measured++
+		files[j.Workload][j.File] = true
+		if j.Target != measure.TargetBind && !laidOut[key] {
+			t.Errorf("%s measured before it was laid out", key)
 		}
 	}
-	if layouts != 2*len(prof.Jobs) || measured != nRounds*3 {
-		t.Errorf("%d layouts and %d jobs in the probe container, want %d and %d", layouts, measured, 2*len(prof.Jobs), nRounds*3)
+	if layouts != wantLayouts || measured != nRounds*3 {
+		t.Errorf("%d layouts and %d jobs in the probe container, want %d and %d", layouts, measured, wantLayouts, nRounds*3)
+	}
+	for _, j := range prof.Jobs {
+		want := 1
+		if j.FilePerRound {
+			want = 4
+		}
+		if len(files[j.Workload]) != want {
+			t.Errorf("%s measured the files %v, want %d", j.Workload, files[j.Workload], want)
+		}
 	}
 	if out.LayoutBytes[measure.TargetHost] <= 0 || out.LayoutBytes[measure.TargetBind] != 0 {
 		t.Errorf("layout bytes %v: want the host's, none for bind", out.LayoutBytes)
@@ -448,6 +478,48 @@ func TestMeasureLayoutFailure(t *testing.T) {
 	for _, j := range eng.Jobs() {
 		if !j.Layout && j.Target == measure.TargetContainer && j.Workload == measure.SeqWrite {
 			t.Error("fio ran a job whose file was never laid out")
+		}
+	}
+}
+
+// TestMeasureRoundLayoutFailure: when the file of one round of a job with
+// a file per round cannot be laid out on a target, that target misses that
+// round (the layout's failure is its sample, fio does not run) and every
+// other round and target is measured.
+func TestMeasureRoundLayoutFailure(t *testing.T) {
+	s, eng := prepare(t, testOptions(t))
+	failing := fio.RoundFileName(measure.SeqWrite, 2)
+	eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		if j.Layout && j.Target == measure.TargetVolume && j.File == failing {
+			return &engine.ExecResult{ExitCode: 1, Stderr: []byte("fio: pid=3, err=28/file:filesetup.c:240, func=write, error=No space left on device")}
+		}
+		return nil
+	})
+	prof := smoke(t)
+	if !slices.ContainsFunc(prof.Jobs, func(j fio.Job) bool { return j.Workload == measure.SeqWrite && j.FilePerRound }) {
+		t.Fatal("smoke's seqwrite has no file per round: nothing to test")
+	}
+	out := s.Measure(context.Background(), prof, Plan{Rounds: 4}, 1, rand.New(rand.NewPCG(3, 4)), nil)
+	var seqRounds []int
+	for _, sm := range out.Samples {
+		if sm.Workload == measure.SeqWrite && !slices.Contains(seqRounds, sm.Round) {
+			seqRounds = append(seqRounds, sm.Round)
+		}
+	}
+	if len(seqRounds) != 4 {
+		t.Fatalf("seqwrite rounds %v, want 4", seqRounds)
+	}
+	slices.Sort(seqRounds)
+	missed := seqRounds[2] // the job's third round measures its file 2
+	for _, sm := range out.Samples {
+		want := !(sm.Workload == measure.SeqWrite && sm.Round == missed && sm.Target == measure.TargetVolume)
+		if sm.OK() != want || !want && sm.Failure.Reason != measure.ReasonNoSpace {
+			t.Errorf("round %d %s/%s: ok %v, failure %+v", sm.Round, sm.Target, sm.Workload, sm.OK(), sm.Failure)
+		}
+	}
+	for _, j := range eng.Jobs() {
+		if !j.Layout && j.Target == measure.TargetVolume && j.File == failing {
+			t.Error("fio measured a file that was never laid out")
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
+	"github.com/layerprobe/layerprobe/internal/probe"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
@@ -140,10 +141,16 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 	must(t, err)
 	allowed := map[string]bool{}
 	for _, job := range prof.Jobs {
-		for _, how := range []fio.Execution{fio.Steady, fio.Layout} {
-			allowed[strings.Join(fio.Command(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner), how), "\x00")] = true
-			for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner, "/lp/volume"} {
-				allowed[strings.Join(fio.Command("/lp/bin/fio", job, dir, how), "\x00")] = true
+		files := 1
+		if job.FilePerRound {
+			files = probe.DefaultMaxRounds // a file per round, at most this many rounds
+		}
+		for k := range files {
+			for _, how := range []fio.Execution{fio.Steady, fio.Layout} {
+				allowed[strings.Join(fio.CommandFile(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner), how, k), "\x00")] = true
+				for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner, "/lp/volume"} {
+					allowed[strings.Join(fio.CommandFile("/lp/bin/fio", job, dir, how, k), "\x00")] = true
+				}
 			}
 		}
 	}
@@ -153,7 +160,7 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 			t.Errorf("fio ran with a command line the profile does not define: %s", line)
 		}
 	}
-	t.Logf("%d of the cycle's 12 fio command lines observed, each one of the %d the smoke profile defines", len(argvs), len(allowed))
+	t.Logf("%d of the cycle's fio command lines observed (12 executions and their layouts), each one of the %d the smoke profile defines", len(argvs), len(allowed))
 	if len(argvs) < 6 {
 		t.Errorf("observed only %d fio command lines; the check needs most of the 12", len(argvs))
 	}

@@ -36,6 +36,7 @@ type Job struct {
 	Workload measure.Workload
 	Mode     measure.Mode // of the container it ran in
 	Layout   bool         // the job's file being laid out, not a measurement
+	File     string       // the job's file (fio's --filename), empty for a fresh file
 }
 
 // Engine is the fake engine. The zero value is not usable: use New.
@@ -266,7 +267,8 @@ func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engi
 		return engine.ExecResult{Stdout: copyUpLines(argv[3:], f.slowdown(measure.TargetContainer))}, nil
 	case argv[0] == engine.ContainerFio:
 		name, layout := strings.CutSuffix(argValue(argv, "--name"), "-layout")
-		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(name), Mode: spec.Mode, Layout: layout}
+		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(name), Mode: spec.Mode, Layout: layout,
+			File: argValue(argv, "--filename")}
 		f.jobs = append(f.jobs, job)
 		slow := f.slow[job.Target]
 		f.mu.Unlock()
