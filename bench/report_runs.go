@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 
+	"gonum.org/v1/gonum/stat"
+
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
@@ -297,9 +299,70 @@ func writeCoverage(w *mdWriter, s settings, r *results) {
 	rows = append(rows, []string{"all", "all", aa.String(), ref.String(), fmt.Sprintf("%.2f / %.2f", aaW, refW)})
 	w.table([]string{"driver", "job", "A/A: bind covers 0", "reference: container covers its estimate", "widening (A/A / reference)"}, rows)
 	w.p("%d runs in all.", runs)
+	writeSpread(w, r)
 	if err := saveIntervalsPlot(s.plotDir(), panels, len(jobs)); err != nil {
 		w.p("(plot failed: %v)", err)
 	} else {
 		w.p("![Every default run's intervals against the reference](bench/%s)", plotIntervals)
 	}
+}
+
+// writeSpread compares, for every target and job, how far the default
+// runs' estimates spread between runs with how far their intervals promise
+// (half-width / 1.96 is the σ a 95% interval implies). It needs no
+// reference: a ratio well above 1 is an error fixed within a run that its
+// interval cannot see, such as where the run's files lie.
+func writeSpread(w *mdWriter, r *results) {
+	var rows [][]string
+	for _, dr := range r.Drivers {
+		for _, target := range []string{"container", "bind", "volume"} {
+			for _, job := range jobs {
+				sp := runSpreadOf(estimates(dr.Defaults, target, job))
+				if sp.runs < 2 {
+					continue
+				}
+				rows = append(rows, []string{dr.Driver, target, job, fmt.Sprint(sp.runs), pct(sp.median), fmt.Sprintf("%.1f pp", sp.sd),
+					pp(sp.medianHalfWidth), fmt.Sprintf("%.2f", sp.ratio()), shareOf(sp.covering, sp.runs).String()})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w.p("**Spread between runs**: the standard deviation of the default runs' estimates against the σ their intervals " +
+		"promise (median half-width / 1.96). Honest intervals give a ratio near 1 and hold the runs' own median about " +
+		"95%% of the time; this check needs no reference, whose own error it avoids. A ratio well above 1 is an error " +
+		"that is fixed within a run and varies between runs (docs/methodology.md, Placement).")
+	w.table([]string{"driver", "target", "job", "runs", "median estimate", "σ between runs", "median half-width",
+		"σ / promised σ", "intervals holding the median"}, rows)
+}
+
+// runSpread is the default runs' spread of one target and job.
+type runSpread struct {
+	runs, covering              int
+	median, sd, medianHalfWidth float64 // sd and half-width in pp
+}
+
+func (s runSpread) ratio() float64 { return s.sd / (s.medianHalfWidth / 1.96) }
+
+func runSpreadOf(es []est) runSpread {
+	var ok []est
+	for _, e := range es {
+		if e.ok() {
+			ok = append(ok, e)
+		}
+	}
+	out := runSpread{runs: len(ok), median: math.NaN(), sd: math.NaN(), medianHalfWidth: math.NaN()}
+	if len(ok) < 2 {
+		return out
+	}
+	out.median = stats.Median(ratios(ok))
+	out.sd = 100 * stat.StdDev(ratios(ok), nil)
+	out.medianHalfWidth = stats.Median(mapOf(ok, est.halfWidthPP))
+	for _, e := range ok {
+		if e.covers(out.median) {
+			out.covering++
+		}
+	}
+	return out
 }
