@@ -145,6 +145,9 @@ func describe(pr probe.Progress) string {
 	fmt.Fprintf(&b, "[%s] ", pr.Engine)
 	switch pr.Phase {
 	case "layout":
+		if pr.Round > 0 {
+			fmt.Fprintf(&b, "round %d: ", pr.Round)
+		}
 		fmt.Fprintf(&b, "laying out %s on %s", pr.Workload, pr.Target)
 	case "cold":
 		fmt.Fprintf(&b, "cold round %d: %s on %s", pr.Round, pr.Workload, pr.Target)
@@ -171,14 +174,18 @@ type lineProgress struct {
 func (p *lineProgress) update(pr probe.Progress) {
 	prev, had := p.last, p.have
 	p.last, p.have = pr, true
-	if pr.Phase == "layout" && (!had || prev.Phase != "layout" || prev.Engine != pr.Engine) {
-		fmt.Fprintf(p.w, "[%s] laying out the job files on every target\n", pr.Engine)
+	// The layout at the start is round 0; a job with a file per round
+	// lays out its files as the first part of its round.
+	if pr.Phase == "layout" && pr.Round == 0 {
+		if !had || prev.Phase != "layout" || prev.Engine != pr.Engine {
+			fmt.Fprintf(p.w, "[%s] laying out the job files on every target\n", pr.Engine)
+		}
 		return
 	}
 	// A round has ended when the execution after its last one belongs to
 	// another round, or the measurement is done; pr carries the figures
 	// as they were then.
-	measuring := prev.Phase == "measure" || prev.Phase == "cold"
+	measuring := prev.Phase == "measure" || prev.Phase == "cold" || prev.Phase == "layout" && prev.Round > 0
 	if !had || !measuring || prev.Engine != pr.Engine || pr.Phase != "done" && pr.Round == prev.Round {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // feed replays an adaptive measurement of two targets and two rounds
-// (after the layout) into r.
+// (after the layout; the second round lays out its own files) into r.
 func feed(r progressReporter) {
 	base := probe.Progress{Engine: "default", MaxBytes: 512 << 20, Precision: 0.03, HalfWidth: math.NaN()}
 	at := func(phase string, round int, t measure.Target, w measure.Workload, done int, el, eta time.Duration, hw float64) {
@@ -29,6 +29,9 @@ func feed(r progressReporter) {
 	at("layout", 0, measure.TargetContainer, measure.Fsync, 0, time.Second, 0, 0)
 	at("measure", 1, measure.TargetHost, measure.Fsync, 0, 2*time.Second, 0, 0)
 	at("measure", 1, measure.TargetContainer, measure.Fsync, 1, 3*time.Second, 30*time.Second, 0)
+	// seqwrite lays out its round's files first (fio.Job.FilePerRound).
+	at("layout", 2, measure.TargetHost, measure.SeqWrite, 2, 4*time.Second, 20*time.Second, math.Inf(1))
+	at("layout", 2, measure.TargetContainer, measure.SeqWrite, 2, 4*time.Second, 20*time.Second, math.Inf(1))
 	at("measure", 2, measure.TargetContainer, measure.SeqWrite, 2, 4*time.Second, 20*time.Second, math.Inf(1))
 	at("measure", 2, measure.TargetHost, measure.SeqWrite, 3, 5*time.Second, 10*time.Second, math.Inf(1))
 	at("done", 2, "", "", 4, 6*time.Second, 0, 0.025)
