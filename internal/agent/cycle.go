@@ -111,10 +111,11 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 	for _, j := range prof.Jobs {
 		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
 		if prof.Steady {
-			per += j.FileBytes // the layout
+			files := 1 // the layout
 			if j.FilePerRound {
-				per += j.FileBytes * int64(rounds-1) // a file for every further round
+				files = rounds // a file for every round
 			}
+			per += j.FileBytes * int64(files)
 		}
 	}
 	return per * int64(targets)

@@ -193,7 +193,7 @@ func TestCapture(t *testing.T) {
 				defer cleanup()
 				dir = d
 			}
-			argv := Command(testharness.HostFio, c.job, dir, Fresh)
+			argv := Command(testharness.HostFio, c.job, dir, Fresh, 0)
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Dir = t.TempDir()
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -45,7 +45,8 @@ func RoundFileName(w measure.Workload, k int) string {
 }
 
 // Command returns the full argv (argv[0] is binary) that runs job with its
-// file in directory dir, as how says.
+// file number k (RoundFileName; 0 but for a job with FilePerRound, which
+// lays out and measures file k in round k) in directory dir, as how says.
 //
 // The builder adds JSON output with latency histograms (json+), no ETA
 // lines (they would corrupt the JSON stream on a TTY), the job name (the
@@ -54,8 +55,7 @@ func RoundFileName(w measure.Workload, k int) string {
 // --<opt>, and for jobs with time and byte bounds (Job.Runtime) the size,
 // byte cap, runtime, ramp and clones that Job describes. Nothing is
 // validated: profiles are compiled in and trusted, and Command never adds
-// exec_prerun or exec_postrun; the only file it names is FileName
-// (RoundFileName for CommandFile).
+// exec_prerun or exec_postrun; the only file it names is RoundFileName.
 //
 // dir must be a directory the agent owns and created for this measurement:
 // fio creates, overwrites and (Fresh) unlinks files in it. fio reads ':' in
@@ -70,13 +70,7 @@ func RoundFileName(w measure.Workload, k int) string {
 // first anyway: fio then stops its jobs, prints partial JSON and exits 128,
 // which Parse reports as measure.ReasonCrashed (prefer the context's
 // reason).
-func Command(binary string, job Job, dir string, how Execution) []string {
-	return CommandFile(binary, job, dir, how, 0)
-}
-
-// CommandFile is Command for the job's file number k (RoundFileName), which
-// a job with FilePerRound lays out and measures in round k.
-func CommandFile(binary string, job Job, dir string, how Execution, k int) []string {
+func Command(binary string, job Job, dir string, how Execution, k int) []string {
 	argv := make([]string, 0, 16+len(job.Options))
 	argv = append(argv,
 		binary,

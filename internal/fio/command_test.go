@@ -17,7 +17,7 @@ import (
 
 func TestCommand(t *testing.T) {
 	job := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "bs=4k"}}
-	got := Command("/usr/bin/fio", job, "/var/lib/layerprobe/scratch/a:b", Fresh)
+	got := Command("/usr/bin/fio", job, "/var/lib/layerprobe/scratch/a:b", Fresh, 0)
 	want := []string{
 		"/usr/bin/fio",
 		"--output-format=json+",
@@ -36,7 +36,7 @@ func TestCommand(t *testing.T) {
 
 	bounded := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}, Clones: 4, FileBytes: 16 << 20,
 		Runtime: 250 * time.Millisecond, Ramp: 20 * time.Millisecond, IOBytes: 16 << 20}
-	steady := Command("fio", bounded, "/d", Steady)
+	steady := Command("fio", bounded, "/d", Steady, 0)
 	for _, w := range []string{"--filename=randwrite.dat", "--unlink=0", "--size=16777216", "--io_size=4194304",
 		"--runtime=250ms", "--ramp_time=20ms", "--numjobs=4", "--group_reporting=1", "--rw=randwrite"} {
 		if !slices.Contains(steady, w) {
@@ -45,11 +45,11 @@ func TestCommand(t *testing.T) {
 	}
 	// A fresh execution of a bounded job (the cold probe's) has no ramp:
 	// its first moments are the point.
-	fresh := Command("fio", bounded, "/d", Fresh)
+	fresh := Command("fio", bounded, "/d", Fresh, 0)
 	if slices.ContainsFunc(fresh, func(a string) bool { return strings.HasPrefix(a, "--ramp_time") }) || !slices.Contains(fresh, "--unlink=1") {
 		t.Errorf("Fresh command %q: want unlink and no ramp", fresh)
 	}
-	layout := Command("fio", bounded, "/d", Layout)
+	layout := Command("fio", bounded, "/d", Layout, 0)
 	for _, w := range []string{"--name=randwrite-layout", "--filename=randwrite.dat", "--rw=write", "--size=16777216", "--end_fsync=1", "--unlink=0"} {
 		if !slices.Contains(layout, w) {
 			t.Errorf("Layout command %q lacks %s", layout, w)
@@ -64,7 +64,7 @@ func TestCommand(t *testing.T) {
 		}
 		for _, j := range p.Jobs {
 			for _, how := range []Execution{Fresh, Steady, Layout} {
-				for _, arg := range Command("fio", j, "/d", how)[1:] {
+				for _, arg := range Command("fio", j, "/d", how, 0)[1:] {
 					for _, bad := range []string{"--exec_", "--output=", "--directory=/d/", "--write_"} {
 						if strings.HasPrefix(arg, bad) {
 							t.Errorf("profile %s job %s: forbidden argument %q", name, j.Workload, arg)
@@ -94,7 +94,7 @@ func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	job := Job{Workload: measure.SeqWrite, Options: []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1"}, FileBytes: 8 << 20,
 		Runtime: 5 * time.Second, Ramp: 5 * time.Millisecond, IOBytes: 64 << 20, Timeout: time.Minute}
 	run := func(how Execution) measure.JobResult {
-		argv := Command(bin, job, dir, how)
+		argv := Command(bin, job, dir, how, 0)
 		out, err := exec.Command(argv[0], argv[1:]...).Output()
 		if err != nil {
 			t.Fatalf("%v: %v", argv, err)
@@ -139,7 +139,7 @@ func TestRoundFilesOnRealFio(t *testing.T) {
 	}
 	for _, k := range []int{0, 1, 12} {
 		for _, how := range []Execution{Layout, Steady} {
-			argv := CommandFile(bin, job, dir, how, k)
+			argv := Command(bin, job, dir, how, k)
 			if !slices.Contains(argv, "--filename="+RoundFileName(job.Workload, k)) {
 				t.Fatalf("file %d: %v does not name %s", k, argv, RoundFileName(job.Workload, k))
 			}
@@ -247,7 +247,7 @@ func TestRealFio(t *testing.T) {
 	run := func(t *testing.T, job Job, dir string, how Execution) measure.JobResult {
 		ctx, cancel := context.WithTimeout(context.Background(), job.Timeout)
 		defer cancel()
-		argv := Command(bin, job, dir, how)
+		argv := Command(bin, job, dir, how, 0)
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Dir = t.TempDir()
 		var stdout, stderr strings.Builder

@@ -72,7 +72,7 @@ func Parse(job Job, stdout, stderr []byte, exitCode int) measure.JobResult {
 	return ParseExecution(job, Fresh, stdout, stderr, exitCode)
 }
 
-// ParseExecution is Parse for a command built with Command(..., how): it
+// ParseExecution is Parse for a command built with Command(..., how, k): it
 // differs only in what counts as written. A Fresh execution of a job that
 // reads writes its file first; a Steady one reuses its file but writes
 // during its ramp, which fio does not report: that part is estimated from

@@ -3,6 +3,7 @@ package probe
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -165,21 +166,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		how = fio.Steady
 		defer s.removeJobFiles(ctx)
 		for _, js := range jobs {
-			for _, t := range s.targets {
-				if ctx.Err() != nil {
-					break
-				}
-				report("layout", 0, t, js.job.Workload)
-				n, f := s.layout(ctx, t, js.job, 0)
-				js.layoutBytes += n
-				out.LayoutBytes[t] += n
-				out.BytesWritten += n
-				if f != nil {
-					js.broken[t] = f
-					s.logger.Warn("layout of a job file failed: the target cannot run the job in this measurement",
-						"target", t, "job", js.job.Workload, "reason", f.Reason, "err", f.Message)
-				}
-			}
+			maps.Copy(js.broken, s.layoutJob(ctx, js, 0, 0, report, &out))
 		}
 	}
 
@@ -200,26 +187,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		// A job with a file per round lays out this round's files first
 		// (round 0 uses the files laid out above); a target whose file
 		// could not be laid out fails this round, not the measurement.
-		file, failed := 0, map[measure.Target]*measure.Failure{}
+		var file int
+		var failed map[measure.Target]*measure.Failure
 		if prof.Steady && js.job.FilePerRound && js.rounds > 0 {
-			file, js.layoutBytes = js.rounds, 0
-			for _, t := range s.targets {
-				if ctx.Err() != nil || js.broken[t] != nil {
-					continue
-				}
-				report("layout", round-first+1, t, js.job.Workload)
-				n, f := s.layout(ctx, t, js.job, file)
-				js.layoutBytes += n
-				out.LayoutBytes[t] += n
-				out.BytesWritten += n
-				if f != nil {
-					failed[t] = f
-					if t == measure.TargetHost && s.sharesHostFile(measure.TargetBind) {
-						failed[measure.TargetBind] = f
-					}
-					s.logger.Warn("layout of a round's job file failed: the target misses this round",
-						"target", t, "job", js.job.Workload, "round", round, "reason", f.Reason, "err", f.Message)
-				}
+			file = js.rounds
+			failed = s.layoutJob(ctx, js, file, round-first+1, report, &out)
+			if f := failed[measure.TargetHost]; f != nil && s.sharesHostFile(measure.TargetBind) {
+				failed[measure.TargetBind] = f // bind measures the host's file
 			}
 		}
 		for i, t := range s.roundOrder(js, rng) {
@@ -461,6 +435,33 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 		}
 	}
 	return min(est, byPrecision)
+}
+
+// layoutJob lays out the job's file number file on every target that can
+// run the job (round is for the progress report), counts what that wrote
+// and returns the targets whose layout failed.
+func (s *Session) layoutJob(ctx context.Context, js *jobState, file, round int, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
+	failed := map[measure.Target]*measure.Failure{}
+	js.layoutBytes = 0
+	for _, t := range s.targets {
+		if ctx.Err() != nil {
+			break
+		}
+		if js.broken[t] != nil {
+			continue
+		}
+		report("layout", round, t, js.job.Workload)
+		n, f := s.layout(ctx, t, js.job, file)
+		js.layoutBytes += n
+		out.LayoutBytes[t] += n
+		out.BytesWritten += n
+		if f != nil {
+			failed[t] = f
+			s.logger.Warn("layout of a job file failed: the target misses the rounds that need it",
+				"target", t, "job", js.job.Workload, "file", fio.RoundFileName(js.job.Workload, file), "reason", f.Reason, "err", f.Message)
+		}
+	}
+	return failed
 }
 
 // layout writes the job's file number file on target t: file 0 once per

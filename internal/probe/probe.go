@@ -370,7 +370,7 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		if s.fioPath == "" {
 			return measure.JobResult{Failure: &measure.Failure{Reason: measure.ReasonFioMissing, Message: "fio not found on the host: " + s.opts.FioBinary}}
 		}
-		stdout, stderr, code, err := runHost(jctx, s.hostArgv(fio.CommandFile(s.fioPath, job, s.hostDir, how, file)))
+		stdout, stderr, code, err := runHost(jctx, s.hostArgv(fio.Command(s.fioPath, job, s.hostDir, how, file)))
 		res = resultOf(jctx, job, how, stdout, stderr, code, err)
 		// A fresh execution that failed may leave its file behind. Steady
 		// files stay until the measurement ends and removes them.
@@ -382,7 +382,7 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 		return res
 	}
 	dir := s.containerDir(target)
-	out, err := s.eng.Exec(jctx, p, fio.CommandFile(engine.ContainerFio, job, dir, how, file))
+	out, err := s.eng.Exec(jctx, p, fio.Command(engine.ContainerFio, job, dir, how, file))
 	res = resultOf(jctx, job, how, out.Stdout, out.Stderr, out.ExitCode, err)
 	if !res.OK() && how == fio.Fresh {
 		// fio unlinks its files when it finishes; a failed or killed

@@ -147,9 +147,9 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 		}
 		for k := range files {
 			for _, how := range []fio.Execution{fio.Steady, fio.Layout} {
-				allowed[strings.Join(fio.CommandFile(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner), how, k), "\x00")] = true
+				allowed[strings.Join(fio.Command(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner), how, k), "\x00")] = true
 				for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner, "/lp/volume"} {
-					allowed[strings.Join(fio.CommandFile("/lp/bin/fio", job, dir, how, k), "\x00")] = true
+					allowed[strings.Join(fio.Command("/lp/bin/fio", job, dir, how, k), "\x00")] = true
 				}
 			}
 		}

@@ -43,7 +43,7 @@ func TestFakeFio(t *testing.T) {
 	}
 	prof, _ := fio.LookupProfile("smoke")
 	job := prof.Jobs[2]
-	out, err := exec.Command(bin, fio.Command(bin, job, t.TempDir(), fio.Steady)[1:]...).Output()
+	out, err := exec.Command(bin, fio.Command(bin, job, t.TempDir(), fio.Steady, 0)[1:]...).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
