@@ -192,9 +192,6 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		if prof.Steady && js.job.FilePerRound && js.rounds > 0 {
 			file = js.rounds
 			failed = s.layoutJob(ctx, js, file, round-first+1, report, &out)
-			if f := failed[measure.TargetHost]; f != nil && s.sharesHostFile(measure.TargetBind) {
-				failed[measure.TargetBind] = f // bind measures the host's file
-			}
 		}
 		for i, t := range s.roundOrder(js, rng) {
 			if ctx.Err() != nil {
@@ -460,6 +457,15 @@ func (s *Session) layoutJob(ctx context.Context, js *jobState, file, round int, 
 			s.logger.Warn("layout of a job file failed: the target misses the rounds that need it",
 				"target", t, "job", js.job.Workload, "file", fio.RoundFileName(js.job.Workload, file), "reason", f.Reason, "err", f.Message)
 		}
+	}
+	// bind measures the host's file: when the file system refused it (no
+	// space, an I/O error), bind misses the job too rather than have its own
+	// execution write a file in the host's directory with no host execution
+	// to pair with. A host without fio is no fault of the file: bind's fio
+	// (the probe container's) then writes the file as it starts.
+	if f := failed[measure.TargetHost]; f != nil && f.Reason != measure.ReasonFioMissing && js.broken[measure.TargetBind] == nil &&
+		slices.Contains(s.targets, measure.TargetBind) && s.sharesHostFile(measure.TargetBind) {
+		failed[measure.TargetBind] = f
 	}
 	return failed
 }

@@ -524,6 +524,42 @@ func TestMeasureRoundLayoutFailure(t *testing.T) {
 	}
 }
 
+// TestMeasureHostLayoutFailure: when the host's file of a job cannot be
+// laid out at the start, bind, which measures that very file, misses the
+// job too instead of writing a file of its own in the host's directory.
+func TestMeasureHostLayoutFailure(t *testing.T) {
+	opts := testOptions(t)
+	fake := opts.FioBinary
+	opts.FioBinary = filepath.Join(t.TempDir(), "fio")
+	script := "#!/bin/sh\nfor a; do case \"$a\" in --name=fsync-layout) " +
+		"echo 'fio: pid=3, err=28/file:filesetup.c:240, func=write, error=No space left on device' >&2; exit 1;; esac; done\n" +
+		"exec " + fake + " \"$@\"\n"
+	if err := os.WriteFile(opts.FioBinary, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, eng := prepare(t, opts)
+	out := s.Measure(context.Background(), smoke(t), Plan{Rounds: 2}, 1, rand.New(rand.NewPCG(5, 6)), nil)
+	var fsyncs int
+	for _, sm := range out.Samples {
+		if sm.Workload != measure.Fsync {
+			continue
+		}
+		fsyncs++
+		hostFile := sm.Target == measure.TargetHost || sm.Target == measure.TargetBind
+		if sm.OK() == hostFile || hostFile && sm.Failure.Reason != measure.ReasonNoSpace {
+			t.Errorf("round %d %s/fsync: ok %v, failure %+v; want only host and bind failed, out of space", sm.Round, sm.Target, sm.OK(), sm.Failure)
+		}
+	}
+	if fsyncs == 0 {
+		t.Fatal("no fsync samples: nothing to test")
+	}
+	for _, j := range eng.Jobs() {
+		if j.Target == measure.TargetBind && j.Workload == measure.Fsync {
+			t.Errorf("bind ran fsync (layout %v, file %s) without the host's file", j.Layout, j.File)
+		}
+	}
+}
+
 // TestHostJobFailureClearsItsDirectory: a failed fresh host job's files
 // are removed; the host directory itself stays.
 func TestHostJobFailureClearsItsDirectory(t *testing.T) {
