@@ -326,7 +326,8 @@ func detectionWhy(d *detectionResult, rp replayReport, level float64, cycles int
 			math.Ceil(row.ConfirmMean/float64(cycles))))
 	}
 	if len(parts) == 0 {
-		return "The confirmation needs 13 of 16 fresh rounds above the floor; the throttled rounds were too spread out."
+		p := detectorParams()
+		return fmt.Sprintf("The confirmation needs %d of %d fresh rounds above the floor; the throttled rounds were too spread out.", p.ConfirmMin, p.ConfirmRounds)
 	}
 	return strings.Join(parts, " ")
 }

@@ -72,9 +72,13 @@ func Default() *Config {
 			K:                0.5,
 			H:                6,
 			Clip:             3,
-			MinEffect:        0.10,
-			ConfirmRounds:    16,
-			ConfirmMin:       13,
+			// A 5% floor and 23 of 32 fresh rounds: the same sign-test
+			// level as 13 of 16 over a 10% floor (P(Bin(32, ½) ≥ 23) =
+			// 0.010), with the power to confirm a 25% regression at a
+			// per-round σ near 0.2 (docs/detector.md).
+			MinEffect:     0.05,
+			ConfirmRounds: 32,
+			ConfirmMin:    23,
 		},
 		Advisor: Advisor{
 			Enabled:        true,

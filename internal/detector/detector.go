@@ -197,8 +197,9 @@ func (s State) Regressed() bool { return s.Phase == PhaseRegressed }
 // 3σ₀ floor would sit near +50% and no 25% regression could ever be
 // confirmed. The sign test over ConfirmRounds rounds does that job: if the
 // regression were exactly MinEffect, each round would be above the floor
-// with probability 1/2 and ConfirmMin 13 of 16 would happen by chance one
-// time in a hundred; a smaller regression, or none, less often.
+// with probability 1/2 and the default ConfirmMin of 23 of 32 would happen
+// by chance one time in a hundred; a smaller regression, or none, less
+// often.
 func (p Params) Floor(b Baseline) float64 {
 	return b.Median + math.Log1p(p.MinEffect)
 }
@@ -225,7 +226,8 @@ func (p Params) ConfirmRemaining(s State) int {
 // rejected at the (ConfirmRounds−ConfirmMin+1)-th round not above it. This
 // is the same decision as waiting for all ConfirmRounds rounds, with fewer
 // rounds written: a false suspicion on a stable series typically ends
-// after ConfirmRounds−ConfirmMin+1 = 3 rounds instead of 16.
+// after ConfirmRounds−ConfirmMin+1 = 10 rounds, or a few more, instead of
+// 32.
 //
 // Observe panics if p is invalid (see Validate). Configuration loading
 // rejects such values, so invalid Params are a programming error, the

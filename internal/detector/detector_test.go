@@ -2,6 +2,7 @@ package detector
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -88,7 +89,7 @@ func TestParamsValidate(t *testing.T) {
 		{"min effect inf", func(p *Params) { p.MinEffect = math.Inf(1) }, "min effect +Inf"},
 		{"sigma floor zero", func(p *Params) { p.SigmaFloor = 0 }, "sigma floor 0"},
 		{"confirm rounds zero", func(p *Params) { p.ConfirmRounds = 0; p.ConfirmMin = 0 }, "confirm rounds 0"},
-		{"confirm min above rounds", func(p *Params) { p.ConfirmMin = 17 }, "confirm min 17"},
+		{"confirm min above rounds", func(p *Params) { p.ConfirmMin = p.ConfirmRounds + 1 }, fmt.Sprintf("confirm min %d", defaults().ConfirmRounds+1)},
 		{"k zero is fine", func(p *Params) { p.K = 0; p.MinEffect = 0 }, ""},
 	}
 	for _, tt := range tests {
@@ -158,9 +159,9 @@ func TestFloor(t *testing.T) {
 		b    Baseline
 		want float64
 	}{
-		{Baseline{Median: 0.1, Sigma: 0.05}, 0.1 + math.Log(1.10)},
-		{Baseline{Median: 0.1, Sigma: 0.2}, 0.1 + math.Log(1.10)}, // σ₀ plays no part: the count of rounds does
-		{Baseline{Median: 0, Sigma: 0}, math.Log(1.10)},
+		{Baseline{Median: 0.1, Sigma: 0.05}, 0.1 + math.Log(1.05)},
+		{Baseline{Median: 0.1, Sigma: 0.2}, 0.1 + math.Log(1.05)}, // σ₀ plays no part: the count of rounds does
+		{Baseline{Median: 0, Sigma: 0}, math.Log(1.05)},
 	}
 	for _, tt := range tests {
 		if got := p.Floor(tt.b); math.Abs(got-tt.want) > 1e-12 {
@@ -286,21 +287,23 @@ func TestSigmaFloor(t *testing.T) {
 			t.Fatalf("S = %v after 1%% steps on a quiet baseline, want 0", s.st.S)
 		}
 	}
-	// 5% worse is 2.5 floor sigmas: S grows by 2 a round and passes 6 at the
-	// 4th round, and the confirmation rejects it, being under the 10% floor,
-	// at the 4th round not above it (13 of 16 out of reach).
+	// 4% worse is 2 floor sigmas: S grows by 1.5 a round and passes 6 at the
+	// 5th round, and the confirmation rejects it, being under the 5% floor,
+	// at the (ConfirmRounds−ConfirmMin+1)-th round not above it.
 	// The window is now mostly 0.01, so start from a fresh quiet one.
 	s = &series{t: t, p: p}
 	for range p.MinBaselineRounds {
 		s.next(0)
 	}
 	var evs []Event
-	for range 8 {
-		evs = append(evs, s.next(0.05))
+	reject := p.ConfirmRounds - p.ConfirmMin + 1
+	for range 5 + reject {
+		evs = append(evs, s.next(0.04))
 	}
-	want := []Event{"", "", "", EventSuspect, "", "", "", EventRejected}
+	want := make([]Event, 5+reject)
+	want[4], want[4+reject] = EventSuspect, EventRejected
 	if !slices.Equal(evs, want) {
-		t.Errorf("events of a 5%% step on a quiet baseline = %q, want %q", evs, want)
+		t.Errorf("events of a 4%% step on a quiet baseline = %q, want %q", evs, want)
 	}
 }
 
