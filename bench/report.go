@@ -171,9 +171,11 @@ func writeHeader(w *mdWriter, r *results) {
 		}
 		also := ""
 		if len(r.Reruns) > 0 {
-			also = " and the reruns above"
+			// The first run's command alone would misname the sizes of
+			// every section a rerun replaced.
+			also = fmt.Sprintf(", then the %d rerun(s) above, each with its own command", len(r.Reruns))
 		}
-		w.p("> **Reduced run** (`%s make bench`%s): %s, with the sizes in those commands (the ones of sections not "+
+		w.p("> **Reduced run** (first `%s make bench`%s): %s, with the sizes in those commands (the ones of sections not "+
 			"selected do not apply). Sections not measured are missing below, and the goals are judged on these "+
 			"smaller samples. The full run, `make bench` with no such variables (about 12 hours), measures every "+
 			"section with default runs %s, %d earlier-method default runs per driver and %d unperturbed agent cycles.",
