@@ -78,6 +78,11 @@ func TestCommand(t *testing.T) {
 			if p.Steady && (j.Runtime <= 0 || j.IOBytes <= 0 || j.FileBytes <= 0) {
 				t.Errorf("profile %s job %s: a steady job needs Runtime, IOBytes and FileBytes", name, j.Workload)
 			}
+			if j.Ramp > 0 && sequential(j) && j.IOBytes/int64(j.clones()) > j.FileBytes {
+				t.Errorf("profile %s job %s: a ramp on a sequential job that wraps its file (io_size %d > size %d) "+
+					"lets fio end the execution at the end of a pass, measuring part of it or nothing", name, j.Workload,
+					j.IOBytes/int64(j.clones()), j.FileBytes)
+			}
 			if j.FilePerRound && !p.Steady {
 				t.Errorf("profile %s job %s: a file per round needs a steady profile (a fresh one has a new file every execution)", name, j.Workload)
 			}
@@ -85,16 +90,26 @@ func TestCommand(t *testing.T) {
 	}
 }
 
+// sequential reports whether a job's rw option is a sequential one
+// (fio's default is rw=read).
+func sequential(j Job) bool {
+	for _, o := range j.Options {
+		if rw, ok := strings.CutPrefix(o, "rw="); ok {
+			return !strings.HasPrefix(rw, "rand")
+		}
+	}
+	return true
+}
+
 // TestSteadyExecutionsOnRealFio: the layout writes the file, a steady
-// execution overwrites it within its byte cap and keeps it.
+// execution overwrites it within its byte cap and keeps it; with a ramp
+// on a file it does not wrap, every execution measures I/O and counts the
+// ramp's bytes.
 func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	bin := testharness.RequireFio(t)
 	dir := t.TempDir()
+	// No ramp: this job wraps its file 8 times (Job.Ramp).
 	job := Job{Workload: measure.SeqWrite, Options: []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1"}, FileBytes: 8 << 20,
-		// No ramp: with one, this fio now and then reports a capped,
-		// wrapping sequential execution as having measured nothing (seen
-		// under a loaded suite); the ramp's accounting is left to the
-		// end-to-end runs, which record such an execution as no_io.
 		Runtime: 5 * time.Second, IOBytes: 64 << 20, Timeout: time.Minute}
 	run := func(how Execution) measure.JobResult {
 		argv := Command(bin, job, dir, how, 0)
@@ -126,6 +141,28 @@ func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, FileName(job.Workload))); err != nil {
 		t.Errorf("steady execution removed its file: %v", err)
+	}
+
+	// A ramp on a file as large as the cap: fio counts the ramp's I/O
+	// towards the cap, so the measured bytes fall short of it and the
+	// bytes written, ramp included, reach it. Several executions, as the
+	// wrapping case failed in about one in five.
+	dir = t.TempDir()
+	job.FileBytes, job.Ramp = 64<<20, 5*time.Millisecond
+	if lay := run(Layout); !lay.OK() {
+		t.Fatalf("layout with ramp: %v", lay.Failure)
+	}
+	for i := range 8 {
+		res := run(Steady)
+		if !res.OK() {
+			t.Fatalf("steady with ramp, execution %d: %v", i, res.Failure)
+		}
+		// A ramp whose first write outlasted it measured the whole cap.
+		rampCounted := res.Write.Bytes == 64<<20 || res.BytesWritten > res.Write.Bytes
+		if res.Write.Bytes <= 0 || !rampCounted || res.BytesWritten > 64<<20 {
+			t.Errorf("steady with ramp, execution %d: %d bytes written (%d measured), want the ramp's bytes counted "+
+				"within the 64 MiB cap", i, res.BytesWritten, res.Write.Bytes)
+		}
 	}
 }
 
