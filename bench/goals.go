@@ -191,8 +191,8 @@ func biasGoals(dr driverResult) []goalCheck {
 			if med < ref.Low {
 				off = med - ref.Low
 			}
-			c.why = fmt.Sprintf("The default runs' median lies %+.1f pp outside the reference's interval (±%.1f pp from %d rounds of 5 s "+
-				"executions). The reference is one run of the same jobs at another length: a difference that grows with the "+
+			c.why = fmt.Sprintf("The default runs' median lies %+.1f pp outside the reference's interval (±%.1f pp from %d rounds of the "+
+				"long profile). The reference is one run of the same jobs at another length: a difference that grows with the "+
 				"execution's length is a start-up or steady-state effect the short executions carry; one that does not is the "+
 				"file placement both sides of one measurement share (see methodology.md, Limits).", 100*off, ref.halfWidthPP(), ref.N)
 		}
