@@ -254,8 +254,8 @@ func writeBias(w *mdWriter, r *results) {
 		}
 	}
 	w.p("**Reference**: %s with targets container and bind, per driver: the default profile's random-write and fsync "+
-		"jobs on their very files with 5 s executions after a 1 s ramp, and its sequential job on a 256 MiB file per "+
-		"round written once (32 times the default's), an independent and slow measurement of the same overheads. Does "+
+		"jobs with 5 s executions after a 1 s ramp and its sequential job on a 256 MiB file written once (32 times the "+
+		"default's), each on files of its own per round, an independent and slow measurement of the same overheads. Does "+
 		"the default runs' container estimate lie inside the reference's interval?", refCmd)
 	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
 }
