@@ -103,8 +103,8 @@ type driverResult struct {
 	// of a job are what a run stopped there gives.
 	Unbounded *runDoc `json:"unbounded,omitempty"`
 	// Reference is the long profile: the default's jobs with 5 s
-	// executions (seqwrite: a 256 MiB file per round), the independent
-	// reference.
+	// executions (seqwrite: a 256 MiB file written once), every job on
+	// files of its own per round, the independent reference.
 	Reference *runDoc `json:"reference,omitempty"`
 	// Defaults are runs of the adaptive method at its default settings.
 	Defaults []runDoc `json:"defaults,omitempty"`

@@ -61,7 +61,7 @@ type Job struct {
 	// that has nothing to do with the storage path.
 	//
 	// No sequential job may have a ramp and an IOBytes beyond its file
-	// (TestProfiles): fio 3.33 then ends the execution at the end of the
+	// (TestCommand): fio 3.33 then ends the execution at the end of the
 	// pass over the file under way when the ramp ends, so that it measures
 	// a part of one pass or nothing (here 19 of 100 executions of an 8 MiB
 	// file with a 64 MiB cap and a 5 ms ramp measured nothing, and as many
