@@ -101,7 +101,7 @@ func Command(binary string, job Job, dir string, how Execution, k int) []string 
 		// counts towards io_size, so the cap bounds what is written.
 		argv = append(argv,
 			"--size="+strconv.FormatInt(job.FileBytes, 10),
-			"--io_size="+strconv.FormatInt(max(job.IOBytes/int64(job.clones()), 4096), 10),
+			"--io_size="+strconv.FormatInt(job.ioSize(), 10),
 			"--runtime="+strconv.FormatInt(max(job.Runtime.Milliseconds(), 1), 10)+"ms",
 		)
 		if how == Steady && job.Ramp > 0 {

@@ -78,27 +78,17 @@ func TestCommand(t *testing.T) {
 			if p.Steady && (j.Runtime <= 0 || j.IOBytes <= 0 || j.FileBytes <= 0) {
 				t.Errorf("profile %s job %s: a steady job needs Runtime, IOBytes and FileBytes", name, j.Workload)
 			}
-			if j.Ramp > 0 && sequential(j) && j.IOBytes/int64(j.clones()) > j.FileBytes {
+			// fio's rw defaults to read, a sequential mode.
+			if sequential := !strings.HasPrefix(rwMode(j), "rand"); j.Ramp > 0 && sequential && j.ioSize() > j.FileBytes {
 				t.Errorf("profile %s job %s: a ramp on a sequential job that wraps its file (io_size %d > size %d) "+
 					"lets fio end the execution at the end of a pass, measuring part of it or nothing", name, j.Workload,
-					j.IOBytes/int64(j.clones()), j.FileBytes)
+					j.ioSize(), j.FileBytes)
 			}
 			if j.FilePerRound && !p.Steady {
 				t.Errorf("profile %s job %s: a file per round needs a steady profile (a fresh one has a new file every execution)", name, j.Workload)
 			}
 		}
 	}
-}
-
-// sequential reports whether a job's rw option is a sequential one
-// (fio's default is rw=read).
-func sequential(j Job) bool {
-	for _, o := range j.Options {
-		if rw, ok := strings.CutPrefix(o, "rw="); ok {
-			return !strings.HasPrefix(rw, "rand")
-		}
-	}
-	return true
 }
 
 // TestSteadyExecutionsOnRealFio: the layout writes the file, a steady

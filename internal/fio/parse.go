@@ -693,16 +693,19 @@ func mixtureQuantile(stats []latStat, q float64) float64 {
 // jobReads reports whether fio lays the job's files out with real writes
 // before the measured I/O: it does for any job that reads.
 func jobReads(job Job) bool {
+	v := rwMode(job)
+	return strings.Contains(v, "read") || strings.Contains(v, "rw")
+}
+
+// rwMode is the job's rw (or readwrite) option, "" when it has none.
+func rwMode(job Job) string {
 	for _, o := range job.Options {
 		k, v, ok := strings.Cut(o, "=")
-		if !ok {
-			continue
-		}
-		if k == "rw" || k == "readwrite" {
-			return strings.Contains(v, "read") || strings.Contains(v, "rw")
+		if ok && (k == "rw" || k == "readwrite") {
+			return v
 		}
 	}
-	return false
+	return ""
 }
 
 // jobDirect reports whether the job (or fio's echo of its options) asks for

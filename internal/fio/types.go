@@ -111,3 +111,7 @@ type Job struct {
 
 // clones returns the job's clone count, at least 1.
 func (j Job) clones() int { return max(j.Clones, 1) }
+
+// ioSize is fio's io_size for one clone of a bounded job: IOBytes shared
+// among the clones, at least one 4 KiB block.
+func (j Job) ioSize() int64 { return max(j.IOBytes/int64(j.clones()), 4096) }
