@@ -196,10 +196,11 @@ func (p *pass) container(ctx context.Context, c engine.Container) (api.Container
 		b.deadline = p.deadline
 	}
 	walks := p.deadline.IsZero() || now.Before(p.deadline)
+	since := writesSince(a.procRoot, c.Pid, c.StartedAt)
 
-	out.Layer = p.layer(ctx, c, b, walks)
+	out.Layer = p.layer(ctx, c, since, b, walks)
 	for _, m := range c.Mounts {
-		out.Mounts = append(out.Mounts, p.mount(c, m, b, walks))
+		out.Mounts = append(out.Mounts, p.mount(m, since, b, walks))
 	}
 	out.BlockIO = p.block(c)
 	if b.hit != "" {
@@ -245,7 +246,7 @@ func (p *pass) container(ctx context.Context, c engine.Container) (api.Container
 
 // layer measures the writable layer: a bounded walk of the upper directory
 // where the driver has one, else the engine's own figure.
-func (p *pass) layer(ctx context.Context, c engine.Container, b *budget, walks bool) api.LayerWrites {
+func (p *pass) layer(ctx context.Context, c engine.Container, since time.Time, b *budget, walks bool) api.LayerWrites {
 	lw := api.LayerWrites{Source: SourceNone, TopPaths: []api.PathBytes{}}
 	if !walks {
 		lw.Note = "not measured: the pass reached its time cap (advisor.pass_max_time)"
@@ -254,7 +255,7 @@ func (p *pass) layer(ctx context.Context, c engine.Container, b *budget, walks b
 	if c.UpperDir == "" {
 		return p.engineSize(ctx, c, lw, "")
 	}
-	r := walkTree(c.UpperDir, c.StartedAt, b, true)
+	r := walkTree(c.UpperDir, since, b, true)
 	lw.Source, lw.Bytes, lw.Entries, lw.Exact = SourceUpperDir, r.Bytes, r.Entries, r.Stop == ""
 	lw.TopPaths = topPaths(r.tree, p.a.cfg.TopPaths)
 	if lw.TopPaths == nil {
@@ -310,8 +311,9 @@ func stopNote(stop, what string, cfg Config) string {
 	return fmt.Sprintf("a lower bound: some of %s could not be read", what)
 }
 
-// mount measures what a writable volume or bind mount holds on the host.
-func (p *pass) mount(c engine.Container, m engine.Mount, b *budget, walks bool) api.MountWrites {
+// mount measures what a writable volume or bind mount holds on the host,
+// and the part of it in files modified since (writesSince).
+func (p *pass) mount(m engine.Mount, since time.Time, b *budget, walks bool) api.MountWrites {
 	mw := api.MountWrites{Type: m.Type, Name: m.Name, Source: m.Source, Destination: m.Destination, RW: m.RW}
 	switch {
 	case !m.RW:
@@ -333,7 +335,7 @@ func (p *pass) mount(c engine.Container, m engine.Mount, b *budget, walks bool) 
 		mw.Note = "not measured: the container's walks reached their cap (" + b.hit + ")"
 		return mw
 	}
-	r := walkTree(m.Source, c.StartedAt, b, false)
+	r := walkTree(m.Source, since, b, false)
 	total, modified := r.Bytes, r.Since
 	mw.Bytes, mw.ModifiedBytes, mw.Exact = &total, &modified, r.Stop == ""
 	if r.Stop != "" {

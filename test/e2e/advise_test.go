@@ -95,6 +95,20 @@ func (s *adviseScene) states(t *testing.T) map[string]state {
 	return out
 }
 
+// logStartRace logs how long after the engine recorded the bind writer's
+// start its file was last modified: a writer this quick can finish before
+// the record (a negative figure), which the advisor's start time allows for.
+func (s *adviseScene) logStartRace(t *testing.T, st state) {
+	t.Helper()
+	started, err := time.Parse(time.RFC3339Nano, st.StartedAt)
+	fi, serr := os.Stat(filepath.Join(s.bind, "out", "blob"))
+	if err != nil || serr != nil {
+		t.Errorf("bind writer: StartedAt %q (%v), file %v", st.StartedAt, err, serr)
+		return
+	}
+	t.Logf("bind writer's file last modified %+.3f s after the engine's StartedAt", fi.ModTime().Sub(started).Seconds())
+}
+
 // untouched checks that nothing happened to the containers between since
 // and now: no event of any kind on them (exec, pause, kill, ...), the same
 // processes, and the bind writer's file as it was.
@@ -184,10 +198,30 @@ func (s *adviseScene) checkAdvice(t *testing.T, e api.EngineContainers, wantPath
 		t.Errorf("postgres: database %+v, advice %+v", pg.Database, pg.Advice)
 	}
 	for _, c := range e.Containers {
-		t.Logf("%d %-12s layer %9d (%s, exact %v) block %v lands %v", c.Rank, c.Name, c.Layer.Bytes, c.Layer.Source, c.Layer.Exact,
-			blockOf(c), c.WritesLand)
+		t.Logf("%d %-12s layer %9d (%s, exact %v) block %v lands %v mounts %s", c.Rank, c.Name, c.Layer.Bytes, c.Layer.Source, c.Layer.Exact,
+			blockOf(c), c.WritesLand, mountsOf(c))
 	}
 	t.Logf("pass: %.3f s, %.3f s CPU, %d B read, %d entries", e.Pass.DurationSeconds, e.Pass.CPUSeconds, e.Pass.ReadBytes, e.Pass.Entries)
+}
+
+// mountsOf says, for the log, what the walk of each mount found: its bytes
+// and the part modified since the container started.
+func mountsOf(c api.Container) string {
+	var b strings.Builder
+	for _, m := range c.Mounts {
+		fmt.Fprintf(&b, "[%s %s: %s of %s modified]", m.Type, m.Destination, optInt(m.ModifiedBytes), optInt(m.Bytes))
+		if m.Note != "" {
+			fmt.Fprintf(&b, "(%s)", m.Note)
+		}
+	}
+	return b.String()
+}
+
+func optInt(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
 }
 
 func blockOf(c api.Container) any {
@@ -232,6 +266,7 @@ func TestAdvise(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newAdviseScene(t, c.opts)
 			before := s.states(t)
+			s.logStartRace(t, before[ctBind])
 			since := time.Now()
 			r, table := s.advise(t, t.TempDir())
 			t.Logf("layerprobe advise:\n%s", table)
