@@ -21,6 +21,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/metrics"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -85,6 +86,27 @@ func (a *testAgent) last(t *testing.T) store.Cycle {
 		t.Fatal("no cycle recorded")
 	}
 	return cs[len(cs)-1]
+}
+
+// TestCyclePublishedWhenStored: /metrics has a cycle as soon as the store
+// lists it, not only when the scheduler's turn ends (after a suspicion's
+// confirmation cycles and the pruning): the snapshot seen from the turn's
+// done hook, before the turn's own publish, already counts the cycle and
+// carries its overheads.
+func TestCyclePublishedWhenStored(t *testing.T) {
+	a := newTestAgent(t, nil)
+	ctx := context.Background()
+	var me metrics.Engine
+	a.steadyCycles(ctx, a.engines, func(*engineState) string { return triggerSchedule }, func(*engineState, string) {
+		me = a.Snapshot().Engines[0]
+	})
+	if c := a.last(t); c.Result != ResultOK {
+		t.Fatalf("cycle %+v", c)
+	}
+	if me.CyclesTotal[ResultOK] != 1 || me.LastSuccess.IsZero() || len(me.Overheads) == 0 {
+		t.Errorf("snapshot when the cycle was stored: cycles %v, last success %v, %d overheads; want the cycle in it",
+			me.CyclesTotal, me.LastSuccess, len(me.Overheads))
+	}
 }
 
 func TestSteadyCyclePublishes(t *testing.T) {

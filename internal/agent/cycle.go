@@ -364,8 +364,12 @@ func (r *cycleRun) took(out probe.Outcome) {
 }
 
 // finish records a cycle's outcome (inserted whole if it never started,
-// updated otherwise), publishes it to the engine's state and logs it. A
-// store error is logged: the published counters still count the cycle.
+// updated otherwise), publishes it to the engine's state and the metrics
+// snapshot and logs it. A store error is logged: the published counters
+// still count the cycle. The snapshot is rebuilt here, not only when the
+// scheduler's turn ends: a suspicion's confirmation cycles and the pruning
+// come first there, and until then /metrics would lack a cycle that
+// /api/v1/cycles already lists.
 func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 	a, c, log := r.a, r.c, r.log
 	c.Result, c.Reason, c.Message = result, reason, msg
@@ -380,6 +384,7 @@ func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 		log.Error("record cycle", "mode", c.Mode, "err", err)
 	}
 	a.account(r.e, c, r.layout)
+	a.publish()
 	lv := log.Info
 	if result == ResultFailed {
 		lv = log.Warn
