@@ -87,7 +87,9 @@ func (a *agentProc) cycles(t *testing.T) []apiCycle { return a.api().Cycles(t) }
 
 func (a *agentProc) getJSON(t *testing.T, path string, v any) { a.api().GetJSON(t, path, v) }
 
-// waitCycles waits until at least n cycles with the result exist.
+// waitCycles waits until at least n cycles with the result exist and, for
+// successful ones, until /metrics has them too: the agent stores a cycle
+// an instant before it rebuilds the metrics snapshot.
 func (a *agentProc) waitCycles(t *testing.T, result string, n int, timeout time.Duration) []apiCycle {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -99,7 +101,7 @@ func (a *agentProc) waitCycles(t *testing.T, result string, n int, timeout time.
 				count++
 			}
 		}
-		if count >= n {
+		if count >= n && (result != "ok" || a.published(t, cs)) {
 			return cs
 		}
 		if time.Now().After(deadline) {
@@ -111,6 +113,28 @@ func (a *agentProc) waitCycles(t *testing.T, result string, n int, timeout time.
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// published reports whether /metrics has the newest successful cycle of
+// every engine and mode in cs: its last-success time is at least the
+// cycle's end.
+func (a *agentProc) published(t *testing.T, cs []apiCycle) bool {
+	t.Helper()
+	newest := map[[2]string]time.Time{}
+	for _, c := range cs {
+		k := [2]string{c.Engine, string(c.Mode)}
+		if c.Result == "ok" && c.FinishedAt.After(newest[k]) {
+			newest[k] = c.FinishedAt
+		}
+	}
+	_, series := a.scrape(t)
+	for k, end := range newest {
+		v, ok := series.Find("layerprobe_last_success_timestamp_seconds", map[string]string{"engine": k[0], "mode": k[1]})
+		if !ok || v < float64(end.UnixNano())/1e9-0.001 {
+			return false
+		}
+	}
+	return true
 }
 
 // scrape returns the raw exposition and its series.
