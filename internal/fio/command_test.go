@@ -95,6 +95,34 @@ func TestCommand(t *testing.T) {
 // execution overwrites it within its byte cap and keeps it; with a ramp
 // on a file it does not wrap, every execution measures I/O and counts the
 // ramp's bytes.
+// TestRampOutlastingTheCapOnRealFio: a random job whose byte cap runs out
+// within its ramp (64 writes of 4 KiB, a 5 s ramp) is a failed execution,
+// not the ramp's figures: fio reports the ramp's I/O without latencies.
+func TestRampOutlastingTheCapOnRealFio(t *testing.T) {
+	bin := testharness.RequireFio(t)
+	dir := t.TempDir()
+	job := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
+		FileBytes: 4 << 20, Runtime: time.Second, Ramp: 5 * time.Second, IOBytes: 256 << 10, Timeout: time.Minute}
+	run := func(how Execution) measure.JobResult {
+		argv := Command(bin, job, dir, how, 0)
+		out, err := exec.Command(argv[0], argv[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", argv, err)
+		}
+		return ParseExecution(job, how, out, nil, 0)
+	}
+	if lay := run(Layout); !lay.OK() {
+		t.Fatalf("layout: %v", lay.Failure)
+	}
+	res := run(Steady)
+	if res.OK() || res.Failure.Reason != measure.ReasonNoIO || !strings.Contains(res.Failure.Message, "within the ramp") {
+		t.Fatalf("steady execution ending within its ramp: failure %v, write %+v; want no_io", res.Failure, res.Write)
+	}
+	if res.BytesWritten <= 0 || res.BytesWritten > 256<<10 {
+		t.Errorf("bytes written %d, want the ramp's, within the 256 KiB cap", res.BytesWritten)
+	}
+}
+
 func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	bin := testharness.RequireFio(t)
 	dir := t.TempDir()

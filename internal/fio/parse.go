@@ -141,7 +141,40 @@ func ParseExecution(job Job, how Execution, stdout, stderr []byte, exitCode int)
 			job.Ramp, job.IOBytes))}
 		return res
 	}
+	if job.Ramp > 0 && endedInRamp(doc) {
+		res.Failure = &measure.Failure{Reason: measure.ReasonNoIO, Message: trimMessage(fmt.Sprintf(
+			"fio completed no measured I/O (ramp %v, byte cap %d): the device finished the execution's bytes within the ramp, "+
+				"and fio reported the ramp's I/O, start-up included, without latencies",
+			job.Ramp, job.IOBytes))}
+		return res
+	}
 	return res
+}
+
+// endedInRamp reports whether an execution's I/O all happened within its
+// ramp. fio 3.33 ends a random job whose byte cap runs out during the ramp
+// and reports the ramp's I/O and rate, with no completion latency sample at
+// all (clat N = 0, no percentiles): figures of the start-up, not a
+// measurement. A direction that did I/O but kept no latency sample is
+// that case; output without the sample count (fio 2) is taken as measured.
+func endedInRamp(doc *fioOutput) bool {
+	unmeasured := false
+	for i := range doc.Jobs {
+		for _, d := range []*fioDir{doc.Jobs[i].Read, doc.Jobs[i].Write} {
+			if d == nil || d.TotalIOs.int64() == 0 && d.IOBytes.int64() == 0 {
+				continue
+			}
+			lat := d.ClatNS
+			if lat == nil {
+				lat = d.LatNS
+			}
+			if lat == nil || !lat.N.present || lat.N.int64() > 0 || len(lat.Percentile) > 0 {
+				return false
+			}
+			unmeasured = true
+		}
+	}
+	return unmeasured
 }
 
 func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }

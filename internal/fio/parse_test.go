@@ -471,9 +471,18 @@ var zeroIOs = strings.NewReplacer(
 	`"N" : 1000`, `"N" : 0`,
 ).Replace(minimal(0, ""))
 
+// rampOnly is what fio 3.33 prints for a random job whose byte cap ran
+// out within its ramp: the ramp's I/O and rate, and not one latency sample.
+var rampOnly = strings.NewReplacer(
+	`"min" : 1, "max" : 9000, "mean" : 2000.000000, "stddev" : 1.0, "N" : 1000,`, `"min" : 0, "max" : 0, "mean" : 0.0, "stddev" : 0.0, "N" : 0`,
+	`"percentile" : { "50.000000" : 1000, "99.000000" : 5000, "99.900000" : 8000 } }`, `}`,
+).Replace(minimal(0, ""))
+
 func TestParseEdgeCases(t *testing.T) {
 	direct := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "direct=1"}}
 	buffered := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}}
+	ramped := buffered
+	ramped.Ramp = 20 * time.Millisecond
 	long := strings.Repeat("fio: io_u error on file /x: No space left on device: write offset=1\n", 1) +
 		strings.Repeat("é", 2000)
 	for _, c := range []struct {
@@ -512,6 +521,9 @@ func TestParseEdgeCases(t *testing.T) {
 		{name: "long message", job: buffered, stdout: minimal(28, ""), stderr: long, exit: 1, want: measure.ReasonNoSpace},
 		{name: "invalid utf8", job: buffered, stdout: minimal(5, ""), stderr: "fio: \xff\xfe bad\n", exit: 1, want: measure.ReasonFioError},
 		{name: "nothing measured", job: buffered, stdout: zeroIOs, want: measure.ReasonNoIO, wantMsg: "no measured I/O"},
+		{name: "ended within the ramp", job: ramped, stdout: rampOnly, want: measure.ReasonNoIO, wantMsg: "within the ramp"},
+		// A ramped execution with latency samples was measured.
+		{name: "ramped and measured", job: ramped, stdout: minimal(0, "")},
 		{name: "nan in string untouched", job: buffered, stdout: strings.Replace(minimal(0, ""), `"randwrite"`, `"nan inf -nan"`, 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
