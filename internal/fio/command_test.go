@@ -95,6 +95,18 @@ func TestCommand(t *testing.T) {
 // execution overwrites it within its byte cap and keeps it; with a ramp
 // on a file it does not wrap, every execution measures I/O and counts the
 // ramp's bytes.
+// runRealFio runs one execution of job in dir with the fio at bin and
+// parses it.
+func runRealFio(t *testing.T, bin string, job Job, dir string, how Execution) measure.JobResult {
+	t.Helper()
+	argv := Command(bin, job, dir, how, 0)
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%v: %v", argv, err)
+	}
+	return ParseExecution(job, how, out, nil, 0)
+}
+
 // TestRampOutlastingTheCapOnRealFio: a random job whose byte cap runs out
 // within its ramp (64 writes of 4 KiB, a 5 s ramp) is a failed execution,
 // not the ramp's figures: fio reports the ramp's I/O without latencies.
@@ -103,14 +115,7 @@ func TestRampOutlastingTheCapOnRealFio(t *testing.T) {
 	dir := t.TempDir()
 	job := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
 		FileBytes: 4 << 20, Runtime: time.Second, Ramp: 5 * time.Second, IOBytes: 256 << 10, Timeout: time.Minute}
-	run := func(how Execution) measure.JobResult {
-		argv := Command(bin, job, dir, how, 0)
-		out, err := exec.Command(argv[0], argv[1:]...).Output()
-		if err != nil {
-			t.Fatalf("%v: %v", argv, err)
-		}
-		return ParseExecution(job, how, out, nil, 0)
-	}
+	run := func(how Execution) measure.JobResult { return runRealFio(t, bin, job, dir, how) }
 	if lay := run(Layout); !lay.OK() {
 		t.Fatalf("layout: %v", lay.Failure)
 	}
@@ -129,14 +134,7 @@ func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	// No ramp: this job wraps its file 8 times (Job.Ramp).
 	job := Job{Workload: measure.SeqWrite, Options: []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1"}, FileBytes: 8 << 20,
 		Runtime: 5 * time.Second, IOBytes: 64 << 20, Timeout: time.Minute}
-	run := func(how Execution) measure.JobResult {
-		argv := Command(bin, job, dir, how, 0)
-		out, err := exec.Command(argv[0], argv[1:]...).Output()
-		if err != nil {
-			t.Fatalf("%v: %v", argv, err)
-		}
-		return ParseExecution(job, how, out, nil, 0)
-	}
+	run := func(how Execution) measure.JobResult { return runRealFio(t, bin, job, dir, how) }
 	lay := run(Layout)
 	if !lay.OK() || lay.BytesWritten != 8<<20 {
 		t.Fatalf("layout: %+v", lay)
