@@ -129,7 +129,7 @@ func (a *Advisor) Pass(ctx context.Context, eng Engine, in Input) api.EngineCont
 	}
 
 	p := &pass{a: a, eng: eng, in: in, overheads: out.LayerVsVolume,
-		cg: cgroups{procRoot: a.procRoot}, devs: devices{sysRoot: a.sysRoot}, stats: &api.AdvisorPass{}}
+		cg: cgroups{procRoot: a.procRoot}, devs: devices{sysRoot: a.sysRoot}, boot: bootTime(a.procRoot), stats: &api.AdvisorPass{}}
 	if a.cfg.PassMaxTime > 0 {
 		p.deadline = start.Add(a.cfg.PassMaxTime)
 	}
@@ -177,7 +177,8 @@ type pass struct {
 	deadline  time.Time // of the pass; zero: none
 	cg        cgroups
 	devs      devices
-	dataDev   string // the data root's disk, "" when unknown
+	dataDev   string    // the data root's disk, "" when unknown
+	boot      time.Time // the system's boot, for process start times (writesSince); zero when unknown
 	stats     *api.AdvisorPass
 }
 
@@ -196,7 +197,7 @@ func (p *pass) container(ctx context.Context, c engine.Container) (api.Container
 		b.deadline = p.deadline
 	}
 	walks := p.deadline.IsZero() || now.Before(p.deadline)
-	since := writesSince(a.procRoot, c.Pid, c.StartedAt)
+	since := writesSince(a.procRoot, p.boot, c.Pid, c.StartedAt)
 
 	out.Layer = p.layer(ctx, c, since, b, walks)
 	for _, m := range c.Mounts {

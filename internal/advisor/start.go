@@ -24,13 +24,14 @@ const maxStartLag = time.Minute
 // for milliseconds (seconds on a loaded host): a writer that finishes in
 // that time leaves files whose mtime precedes StartedAt, and its writes
 // would land nowhere. The start time of the init process in
-// procRoot/PID/stat precedes everything the container writes; it is read
-// as whole seconds of boot time plus clock ticks, so it errs early, by
-// under a second. It is used when it falls within maxStartLag before
-// StartedAt, StartedAt otherwise; startSlack is taken off either.
-func writesSince(procRoot string, pid int, startedAt time.Time) time.Time {
+// procRoot/PID/stat precedes everything the container writes; with boot
+// (bootTime: whole seconds) and clock ticks it errs early, by under a
+// second. It is used when it falls within maxStartLag before StartedAt,
+// StartedAt otherwise (also when boot is unknown, zero); startSlack is
+// taken off either.
+func writesSince(procRoot string, boot time.Time, pid int, startedAt time.Time) time.Time {
 	since := startedAt
-	if t, ok := processStart(procRoot, pid); ok && t.Before(since) && since.Sub(t) <= maxStartLag {
+	if t, ok := processStart(procRoot, boot, pid); ok && t.Before(since) && since.Sub(t) <= maxStartLag {
 		since = t
 	}
 	return since.Add(-startSlack)
@@ -40,10 +41,24 @@ func writesSince(procRoot string, pid int, startedAt time.Time) time.Time {
 // on every Linux architecture).
 const userTick = 10 * time.Millisecond
 
-// processStart is when the process pid started, from procRoot: the boot
-// time (whole seconds) plus the process's start in ticks after boot.
-func processStart(procRoot string, pid int) (time.Time, bool) {
-	if pid <= 0 {
+// bootTime is when the system booted, in whole seconds, from procRoot/stat;
+// zero when it cannot be read. A pass reads it once for all containers.
+func bootTime(procRoot string) time.Time {
+	fs, err := procfs.NewFS(procRoot)
+	if err != nil {
+		return time.Time{}
+	}
+	ks, err := fs.Stat()
+	if err != nil || ks.BootTime == 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(ks.BootTime), 0)
+}
+
+// processStart is when the process pid started: boot plus the process's
+// start in ticks after boot, from procRoot/PID/stat.
+func processStart(procRoot string, boot time.Time, pid int) (time.Time, bool) {
+	if pid <= 0 || boot.IsZero() {
 		return time.Time{}, false
 	}
 	fs, err := procfs.NewFS(procRoot)
@@ -58,9 +73,5 @@ func processStart(procRoot string, pid int) (time.Time, bool) {
 	if err != nil {
 		return time.Time{}, false
 	}
-	ks, err := fs.Stat()
-	if err != nil || ks.BootTime == 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(int64(ks.BootTime), 0).Add(time.Duration(st.Starttime) * userTick), true
+	return boot.Add(time.Duration(st.Starttime) * userTick), true
 }

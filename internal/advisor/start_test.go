@@ -56,12 +56,13 @@ func TestWritesSince(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := fakeProc(t, boot, 42, c.ticks)
-			if got := writesSince(root, c.pid, startedAt); !got.Equal(c.want) {
+			if got := writesSince(root, bootTime(root), c.pid, startedAt); !got.Equal(c.want) {
 				t.Errorf("writesSince = %v, want %v", got, c.want)
 			}
 		})
 	}
-	if got := writesSince(filepath.Join(t.TempDir(), "none"), 42, startedAt); !got.Equal(startedAt.Add(-startSlack)) {
+	none := filepath.Join(t.TempDir(), "none")
+	if got := writesSince(none, bootTime(none), 42, startedAt); !got.Equal(startedAt.Add(-startSlack)) {
 		t.Errorf("without a proc root: %v, want StartedAt less the slack", got)
 	}
 }
@@ -77,7 +78,7 @@ func TestProcessStartOnThisKernel(t *testing.T) {
 	}
 	after := time.Now()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	got, ok := processStart("/proc", cmd.Process.Pid)
+	got, ok := processStart("/proc", bootTime("/proc"), cmd.Process.Pid)
 	if !ok {
 		t.Fatalf("processStart(/proc, %d): no start time", cmd.Process.Pid)
 	}
@@ -102,7 +103,7 @@ func TestWalkCountsAWriteJustBeforeTheRecordedStart(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "before"), 100, procStart.Add(-time.Hour))
 
 	b := &budget{maxEntries: 1000, deadline: now.Add(time.Minute), now: time.Now}
-	if r := walkTree(dir, writesSince(root, 42, startedAt), b, false); r.Since != 4096 || r.Bytes != 4196 {
+	if r := walkTree(dir, writesSince(root, bootTime(root), 42, startedAt), b, false); r.Since != 4096 || r.Bytes != 4196 {
 		t.Errorf("walk since the process's start: Since %d of %d bytes, want 4096 of 4196", r.Since, r.Bytes)
 	}
 	if r := walkTree(dir, startedAt, b, false); r.Since != 0 {

@@ -91,10 +91,6 @@ func TestCommand(t *testing.T) {
 	}
 }
 
-// TestSteadyExecutionsOnRealFio: the layout writes the file, a steady
-// execution overwrites it within its byte cap and keeps it; with a ramp
-// on a file it does not wrap, every execution measures I/O and counts the
-// ramp's bytes.
 // runRealFio runs one execution of job in dir with the fio at bin and
 // parses it.
 func runRealFio(t *testing.T, bin string, job Job, dir string, how Execution) measure.JobResult {
@@ -128,6 +124,10 @@ func TestRampOutlastingTheCapOnRealFio(t *testing.T) {
 	}
 }
 
+// TestSteadyExecutionsOnRealFio: the layout writes the file, a steady
+// execution overwrites it within its byte cap and keeps it; with a ramp
+// on a file it does not wrap, every execution measures I/O and counts the
+// ramp's bytes.
 func TestSteadyExecutionsOnRealFio(t *testing.T) {
 	bin := testharness.RequireFio(t)
 	dir := t.TempDir()
