@@ -53,14 +53,22 @@ var profiles = []Profile{
 				InFlightRate: true, // whole-ms runtimes would quantize a 10 ms execution's rate
 			},
 			{
-				Workload:  measure.RandWrite,
-				Options:   []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
-				Clones:    4,
-				FileBytes: 16 * mib,
-				Runtime:   250 * time.Millisecond,
-				Ramp:      20 * time.Millisecond,
-				IOBytes:   16 * mib,
-				Timeout:   time.Minute,
+				Workload: measure.RandWrite,
+				// A file per round, as for seqwrite: on a disk writing
+				// ~40,000 random 4 KiB writes a second, four runs of 100
+				// rounds on one file per target read the container at
+				// +1.6% to +11.6%, 3.4 times the spread their intervals
+				// promised; with a file per round the same four read +2.8%
+				// to +5.4%, the spread promised, for 1.7 times the bytes
+				// per round.
+				FilePerRound: true,
+				Options:      []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
+				Clones:       4,
+				FileBytes:    16 * mib,
+				Runtime:      250 * time.Millisecond,
+				Ramp:         20 * time.Millisecond,
+				IOBytes:      16 * mib,
+				Timeout:      time.Minute,
 			},
 			{
 				// Buffered writes with an fsync after each one, from one
