@@ -258,6 +258,52 @@ func writeBias(w *mdWriter, r *results) {
 		"default's), each on files of its own per round, an independent and slow measurement of the same overheads. Does "+
 		"the default runs' container estimate lie inside the reference's interval?", refCmd)
 	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
+	writeSharedFile(w, r)
+}
+
+// writeSharedFile splits the A/A pair by which of host and bind ran first
+// on the file they share: what the arms differ by, and what a file's
+// second execution in a round does, which the targets with files of their
+// own never see.
+func writeSharedFile(w *mdWriter, r *results) {
+	var rows [][]string
+	cell := func(m meanSE) string { return fmt.Sprintf("%s ± %.1f", signedPP(m.Mean), 100*m.SE) }
+	for _, dr := range r.Drivers {
+		for _, m := range []struct {
+			name string
+			runs []runDoc
+		}{{"default runs", dr.Defaults}, {"reference", refRuns(dr.Reference)}} {
+			for _, job := range jobs {
+				s := sharedFileSplit(m.runs, job)
+				if s.BindFirst.N < 2 || s.HostFirst.N < 2 {
+					continue
+				}
+				sec := s.Second()
+				rows = append(rows, []string{dr.Driver, m.name, job, fmt.Sprintf("%d / %d", s.BindFirst.N, s.HostFirst.N),
+					cell(s.BindFirst), cell(s.HostFirst), cell(s.Arm()), cell(sec), fmt.Sprintf("%s ± %.1f", signedPP(-sec.Mean/2), 50*sec.SE)})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w.p("**The shared file**: host and bind measure one file (bind is the host's directory), every other target a file " +
+		"of its own. Over the rounds of the default runs and of the reference, bind's overhead over host (mean of ln, in about percentage points, " +
+		"± one standard error; positive is slower) split by which of the two ran first on it: their mean is what the " +
+		"arms differ by whichever ran first, half their difference what the file's second execution in a round reads " +
+		"against its first. That part cancels between bind and host over the balanced orders, but host is the second " +
+		"execution half the time and a target with files of its own never is, so its estimate against host moves by " +
+		"minus half of it (last column). `python3 bench/aa_position.py` splits the default runs' rounds by position.")
+	w.table([]string{"driver", "measurement", "job", "rounds (bind first / host first)", "bind − host, bind first", "bind − host, host first",
+		"between the arms", "second execution on the file", "effect on targets with files of their own"}, rows)
+}
+
+// refRuns is the reference as a list of runs: none when not measured.
+func refRuns(d *runDoc) []runDoc {
+	if d == nil {
+		return nil
+	}
+	return []runDoc{*d}
 }
 
 func insideWord(ok bool) string {

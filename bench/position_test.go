@@ -1,0 +1,104 @@
+//go:build bench
+
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// sharedRuns are runs of rounds fsync rounds over four targets in a random
+// order, each execution's fsync p99 e^(noise) times the round's shock: bind
+// arm times slower than host, and the second of host and bind on their
+// shared file second times slower than the first.
+func sharedRuns(rounds int, arm, second float64) []runDoc {
+	rng := rand.New(rand.NewPCG(7, 11))
+	targets := []string{"host", "container", "bind", "volume"}
+	var d runDoc
+	for r := 1; r <= rounds; r++ {
+		shock := math.Exp(0.3 * rng.NormFloat64()) // the round's moment of the disk
+		seen := false
+		for i, p := range rng.Perm(len(targets)) {
+			t := targets[p]
+			v := 2e-3 * shock * math.Exp(0.1*rng.NormFloat64())
+			if t == "bind" {
+				v *= arm
+			}
+			if t == "host" || t == "bind" {
+				if seen {
+					v *= second
+				}
+				seen = true
+			}
+			d.Executions = append(d.Executions, execution{Round: r, Order: i + 1, Target: t, Job: "fsync",
+				V: []fnum{1000, 4e6, 1e-4, 1e-3, fnum(v)}})
+		}
+	}
+	return []runDoc{d}
+}
+
+func TestUnitSharedFileSplit(t *testing.T) {
+	near := func(name string, got meanSE, want float64) {
+		t.Helper()
+		if math.Abs(got.Mean-want) > 4*got.SE || !(got.SE > 0) {
+			t.Errorf("%s: %+.4f ± %.4f, want %+.4f", name, got.Mean, got.SE, want)
+		}
+	}
+	// bind 2% slower, the file's second execution 3% faster.
+	s := sharedFileSplit(sharedRuns(2000, 1.02, 1/1.03), "fsync")
+	near("arm", s.Arm(), math.Log(1.02))
+	near("second", s.Second(), -math.Log(1.03))
+	near("bind first", s.BindFirst, math.Log(1.02)+math.Log(1.03))
+	if v := s.verdict(); !strings.Contains(v, "belongs to the arm") {
+		t.Errorf("bind 2%% slower: verdict %q", v)
+	}
+
+	// Only the order: the arm is within noise, and the verdict says so.
+	s = sharedFileSplit(sharedRuns(2000, 1, 1.10), "fsync")
+	near("second only", s.Second(), math.Log(1.10))
+	if v := s.verdict(); !strings.Contains(v, "nothing stands out") {
+		t.Errorf("order alone: verdict %q", v)
+	}
+
+	// A throughput job: a slower bind (lower IOPS) is a positive offset.
+	runs := sharedRuns(2000, 1.05, 1) // fsync p99 1.05 times host's, so IOPS 1/1.05
+	for i := range runs[0].Executions {
+		e := &runs[0].Executions[i]
+		e.Job, e.V[0] = "randwrite", 1/e.V[4]
+	}
+	near("randwrite arm", sharedFileSplit(runs, "randwrite").Arm(), math.Log(1.05))
+
+	// Too few rounds, no runs, a failed arm: no verdict, no panic.
+	if v := sharedFileSplit(sharedRuns(8, 1, 1), "fsync").verdict(); v != "" {
+		t.Errorf("8 rounds: verdict %q, want none", v)
+	}
+	if v := sharedFileSplit(nil, "fsync").verdict(); v != "" {
+		t.Errorf("no runs: verdict %q, want none", v)
+	}
+	failed := sharedRuns(50, 1, 1)
+	for i := range failed[0].Executions {
+		if e := &failed[0].Executions[i]; e.Target == "host" {
+			e.V, e.Err = nil, "timeout"
+		}
+	}
+	if s := sharedFileSplit(failed, "fsync"); s.BindFirst.N+s.HostFirst.N != 0 || s.verdict() != "" {
+		t.Errorf("host failed in every round: %+v", s)
+	}
+}
+
+func TestUnitShiftRatio(t *testing.T) {
+	// fsync p99 10% slower, moved back by ln 1.1: no overhead.
+	if got := shiftRatio(0.1, -math.Log(1.1), "fsync"); math.Abs(got) > 1e-12 {
+		t.Errorf("fsync: %v, want 0", got)
+	}
+	// IOPS at half the host's (ratio 0.5: 50% slower) is +ln 2 on the
+	// signed scale; moved by −ln 2 it is none.
+	if got := shiftRatio(0.5, -math.Log(2), "randwrite"); math.Abs(got) > 1e-12 {
+		t.Errorf("randwrite: %v, want 0", got)
+	}
+	if got := shiftRatio(0, math.Log(2), "randwrite"); math.Abs(got-0.5) > 1e-12 {
+		t.Errorf("randwrite slower by ln 2: %v, want 0.5", got)
+	}
+}
