@@ -10,7 +10,7 @@ and prints, for each group, the spread of the files' mean log write latency
 against one execution's own noise. A between-file spread well above zero
 means that where a file's blocks lie matters, and that a measurement on one
 file per target carries a fixed placement error (docs/methodology.md,
-"Sequential writes get a file per round"). Needs fio; removes DIR first and
+"Sequential and random writes get a file per round"). Needs fio; removes DIR first and
 after.
 """
 import json

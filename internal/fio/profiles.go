@@ -58,9 +58,9 @@ var profiles = []Profile{
 				// ~40,000 random 4 KiB writes a second, four runs of 100
 				// rounds on one file per target read the container at
 				// +1.6% to +11.6%, 3.4 times the spread their intervals
-				// promised; with a file per round the same four read +2.8%
-				// to +5.4%, the spread promised, for 1.7 times the bytes
-				// per round.
+				// promised; four runs with a file per round read +2.8% to
+				// +5.4%, the spread promised, for 1.7 times the bytes per
+				// round.
 				FilePerRound: true,
 				Options:      []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
 				Clones:       4,
