@@ -157,10 +157,13 @@ type cycleOutcome struct {
 }
 
 // runCycle triggers one cycle and waits until the agent has published its
-// outcome. The agent publishes its metrics once per cycle run, after the
-// confirmation cycle a suspicion starts, so a change of
-// layerprobe_cycles_total means that the cycle and its confirmation are
-// over and layerprobe_fsync_regression is their verdict.
+// outcome and that of the confirmation cycle a suspicion starts. The agent
+// publishes its metrics as soon as a cycle is stored, so a change of
+// layerprobe_cycles_total says only that the triggered cycle is over; its
+// confirmation, if the detector became suspicious, follows it. The
+// verdict is final once no target's detector is confirming and no cycle
+// after the triggered one still runs (idle); layerprobe_fsync_regression
+// is read then.
 func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycleOutcome, error) {
 	fams, err := a.scrape(ctx)
 	if err != nil {
@@ -198,6 +201,31 @@ func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycl
 			return nil, fmt.Errorf("cycle not over within %s:\n%s", timeout, testharness.Tail(a.Log.String(), 20))
 		}
 	}
+	// The detector's phase turns confirming before the triggered cycle is
+	// stored and stays so until the confirmation's verdict, so there is no
+	// moment between the two cycles at which this wait would end early.
+	for {
+		idle, err := a.idle(ctx, lastID)
+		if err != nil {
+			return nil, err
+		}
+		if idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("confirmation not over within %s:\n%s", timeout, testharness.Tail(a.Log.String(), 20))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-a.Done():
+			return nil, fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if fams, err = a.scrape(ctx); err != nil {
+		return nil, err
+	}
 	out := &cycleOutcome{regression: fams.ByLabel("layerprobe_fsync_regression", "target")}
 	if err := a.getJSON(ctx, "/api/v1/cycles?limit=10", &listed); err != nil {
 		return nil, err
@@ -218,6 +246,32 @@ func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycl
 		return nil, fmt.Errorf("no triggered cycle after cycle %d: %+v", lastID, listed.Cycles)
 	}
 	return out, nil
+}
+
+// idle reports whether no target's detector is confirming a suspicion and
+// no cycle after cycle lastID still runs.
+func (a *benchAgent) idle(ctx context.Context, lastID int64) (bool, error) {
+	var engines api.EnginesResponse
+	if err := a.getJSON(ctx, "/api/v1/engines", &engines); err != nil {
+		return false, err
+	}
+	for _, e := range engines.Engines {
+		for _, d := range e.Detector {
+			if d.Phase == "confirming" {
+				return false, nil
+			}
+		}
+	}
+	var listed api.CyclesResponse
+	if err := a.getJSON(ctx, "/api/v1/cycles?limit=10", &listed); err != nil {
+		return false, err
+	}
+	for _, c := range listed.Cycles {
+		if c.ID > lastID && c.Result == "running" {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // events parses the detector events out of the agent's JSON log.
