@@ -389,7 +389,7 @@ func sharedFileWhy(dr driverResult, job string, med float64) string {
 // log scale of sharedSplit (positive is slower): latencies' ratio is
 // e^x − 1 of it, throughputs' 1 − e^−x.
 func shiftRatio(ratio, x float64, job string) float64 {
-	if measure.MetricDirection(headlineOf(job)) == measure.MetricDirection(measure.MetricIOPS) {
+	if measure.MetricDirection(headlineOf(job)) == stats.HigherIsBetter {
 		return -math.Expm1(-(-math.Log1p(-ratio) + x))
 	}
 	return math.Expm1(math.Log1p(ratio) + x)

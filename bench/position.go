@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
 // meanSE is a mean with its standard error.
@@ -38,7 +39,7 @@ type sharedSplit struct {
 func sharedFileSplit(runs []runDoc, job string) sharedSplit {
 	metric := headlineOf(job)
 	sign := 1.0
-	if measure.MetricDirection(metric) == measure.MetricDirection(measure.MetricIOPS) {
+	if measure.MetricDirection(metric) == stats.HigherIsBetter {
 		sign = -1
 	}
 	var bindFirst, hostFirst []float64
