@@ -140,13 +140,22 @@ func (a *benchAgent) trigger(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("trigger: still %s after 10 minutes", resp.Status)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-a.Done():
-			return fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
-		case <-time.After(500 * time.Millisecond):
+		if err := a.pause(ctx); err != nil {
+			return err
 		}
+	}
+}
+
+// pause waits half a second between polls, and fails when ctx ends or the
+// agent exits meanwhile.
+func (a *benchAgent) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.Done():
+		return fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
+	case <-time.After(500 * time.Millisecond):
+		return nil
 	}
 }
 
@@ -181,48 +190,33 @@ func (a *benchAgent) runCycle(ctx context.Context, timeout time.Duration) (*cycl
 	if err := a.trigger(ctx); err != nil {
 		return nil, err
 	}
+	// The detector's phase turns confirming before the triggered cycle is
+	// stored and stays so until the confirmation's verdict, so there is no
+	// moment between the two cycles at which this wait would end early.
 	deadline := time.Now().Add(timeout)
 	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-a.Done():
-			return nil, fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
-		case <-time.After(500 * time.Millisecond):
+		if err := a.pause(ctx); err != nil {
+			return nil, err
 		}
 		fams, err = a.scrape(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if fams.Sum("layerprobe_cycles_total") > before {
-			break
+			idle, err := a.idle(ctx, lastID)
+			if err != nil {
+				return nil, err
+			}
+			if idle {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("cycle not over within %s:\n%s", timeout, testharness.Tail(a.Log.String(), 20))
+			return nil, fmt.Errorf("cycle and its confirmation not over within %s:\n%s", timeout, testharness.Tail(a.Log.String(), 20))
 		}
 	}
-	// The detector's phase turns confirming before the triggered cycle is
-	// stored and stays so until the confirmation's verdict, so there is no
-	// moment between the two cycles at which this wait would end early.
-	for {
-		idle, err := a.idle(ctx, lastID)
-		if err != nil {
-			return nil, err
-		}
-		if idle {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("confirmation not over within %s:\n%s", timeout, testharness.Tail(a.Log.String(), 20))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-a.Done():
-			return nil, fmt.Errorf("agent exited:\n%s", testharness.Tail(a.Log.String(), 30))
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	// Read again once idle: the verdict is published just after the last
+	// cycle is stored.
 	if fams, err = a.scrape(ctx); err != nil {
 		return nil, err
 	}
