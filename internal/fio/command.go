@@ -31,8 +31,7 @@ const (
 )
 
 // FileName is the name of a job's file in its directory: the same name on
-// every target, so that host and bind, which share a directory, measure
-// the very same file.
+// every target, each target in a directory of its own.
 func FileName(w measure.Workload) string { return RoundFileName(w, 0) }
 
 // RoundFileName is the name of a job's file number k (Job.FilePerRound):

@@ -100,7 +100,7 @@ type Job struct {
 	// instead of over fio's runtime, which fio reports in whole
 	// milliseconds: an 8 MiB sequential execution at 800 MB/s lasts about
 	// 10 ms, so whole milliseconds would quantize its rate in steps of
-	// 10%, and the A/A target, which writes the host's own file, would
+	// 10%, and the A/A target, which writes the host's file system, would
 	// read exactly 0 in most rounds. Only for a job of one thread at
 	// queue depth 1 that only writes: one write is in flight at a time,
 	// so the summed latency is the execution's time less fio's own work

@@ -458,35 +458,18 @@ func (s *Session) layoutJob(ctx context.Context, js *jobState, file, round int, 
 				"target", t, "job", js.job.Workload, "file", fio.RoundFileName(js.job.Workload, file), "reason", f.Reason, "err", f.Message)
 		}
 	}
-	// bind measures the host's file: when the file system refused it (no
-	// space, an I/O error), bind misses the job too rather than have its own
-	// execution write a file in the host's directory with no host execution
-	// to pair with. A host without fio is no fault of the file: bind's fio
-	// (the probe container's) then writes the file as it starts.
-	if f := failed[measure.TargetHost]; f != nil && f.Reason != measure.ReasonFioMissing && js.broken[measure.TargetBind] == nil &&
-		slices.Contains(s.targets, measure.TargetBind) && s.sharesHostFile(measure.TargetBind) {
-		failed[measure.TargetBind] = f
-	}
 	return failed
 }
 
 // layout writes the job's file number file on target t: file 0 once per
-// measurement, the others before their rounds (fio.Job.FilePerRound). bind
-// shares the host's directory and with it the host's file: laying it out
-// again would only write the same bytes twice.
+// measurement, the others before their rounds (fio.Job.FilePerRound).
+// Every target lays out files of its own, bind too: one file measured by
+// two targets would be measured twice in a round, and a file's second
+// execution in a round need not read like its first (on btrfs, a fresh
+// file's second random-write execution read 13% slower).
 func (s *Session) layout(ctx context.Context, t measure.Target, job fio.Job, file int) (int64, *measure.Failure) {
-	if s.sharesHostFile(t) {
-		return 0, nil
-	}
 	res := s.execute(ctx, s.probe, t, job, fio.Layout, file)
 	return res.BytesWritten, res.Failure
-}
-
-// sharesHostFile reports whether target t measures the host's own files:
-// bind, when the host is measured too, is the host's directory mounted
-// into the container.
-func (s *Session) sharesHostFile(t measure.Target) bool {
-	return t == measure.TargetBind && slices.Contains(s.targets, measure.TargetHost)
 }
 
 // removeJobFiles removes the job files from every target. It
@@ -502,9 +485,6 @@ func (s *Session) removeJobFiles(ctx context.Context) {
 				s.logger.Error("remove job files", "target", t, "err", err)
 			}
 			continue
-		}
-		if s.sharesHostFile(t) {
-			continue // the host's files, removed above
 		}
 		dir := s.containerDir(t)
 		if r, err := s.eng.Exec(ctx, s.probe, []string{engine.ContainerHelper, "probe-helper", "clean", dir}); err != nil || r.ExitCode != 0 {

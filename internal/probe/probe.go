@@ -89,12 +89,18 @@ type Session struct {
 	hostCgroups []string
 	self        string // this binary, which joins them: probe-helper cgexec
 	scratch     string // scratch root
-	hostDir     string // <scratch>/<owner>: host target, and bind target through the mount
-	probe       *engine.Probe
-	targets     []measure.Target // host first, then the measurable non-host targets
-	imageRef    string
-	image       *probeimage.Image // the built probe image; nil for a user-named one
-	coldRef     string            // the cold image, imported on first use
+	ownerDir    string // <scratch>/<owner>: this process's, removed at Close
+	hostDir     string // <ownerDir>/host: the host target's files
+	// bindDir is <ownerDir>/bind, the bind target's files seen from the
+	// host (containerDir(bind) inside the probe container). bind has files
+	// of its own, as every other target: a file measured twice in a round
+	// reads differently the second time (docs/methodology.md).
+	bindDir  string
+	probe    *engine.Probe
+	targets  []measure.Target // host first, then the measurable non-host targets
+	imageRef string
+	image    *probeimage.Image // the built probe image; nil for a user-named one
+	coldRef  string            // the cold image, imported on first use
 }
 
 // Prepare sweeps leftovers of dead layerprobe processes, checks the engine
@@ -152,16 +158,19 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 	// is created, so they cannot skew this run or fill the disk.
 	s.sweep(ctx)
 
-	s.hostDir = filepath.Join(s.scratch, s.owner)
-	if err := os.MkdirAll(s.hostDir, 0o700); err != nil {
-		return nil, fail("scratch", err, "create %s: %v", s.hostDir, err)
-	}
 	ok := false
 	defer func() {
 		if !ok {
 			s.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	s.ownerDir = filepath.Join(s.scratch, s.owner)
+	s.hostDir, s.bindDir = filepath.Join(s.ownerDir, "host"), filepath.Join(s.ownerDir, "bind")
+	for _, d := range []string{s.hostDir, s.bindDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fail("scratch", err, "create %s: %v", d, err)
+		}
+	}
 
 	if err := s.prepareImage(ctx); err != nil {
 		return nil, err
@@ -322,14 +331,14 @@ func (s *Session) Close(ctx context.Context) {
 		}
 		s.probe = nil
 	}
-	if s.hostDir != "" {
-		if err := os.RemoveAll(s.hostDir); err != nil {
-			s.logger.Error("remove scratch directory", "dir", s.hostDir, "err", err)
+	if s.ownerDir != "" {
+		if err := os.RemoveAll(s.ownerDir); err != nil {
+			s.logger.Error("remove scratch directory", "dir", s.ownerDir, "err", err)
 		}
 		// The scratch root goes too once no other process uses it;
 		// Remove fails harmlessly while it is not empty.
 		_ = os.Remove(s.scratch)
-		s.hostDir = ""
+		s.ownerDir, s.hostDir, s.bindDir = "", "", ""
 	}
 	if !s.opts.KeepImage && s.opts.ProbeImage == "" {
 		// Removes the probe image this process imported (and leftovers of
@@ -401,7 +410,7 @@ func (s *Session) containerDir(target measure.Target) string {
 	case measure.TargetContainer:
 		return engine.ContainerLayer
 	case measure.TargetBind:
-		return path.Join(engine.ContainerBind, s.owner)
+		return path.Join(engine.ContainerBind, s.owner, "bind")
 	default:
 		return engine.ContainerVolume
 	}

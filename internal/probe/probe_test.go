@@ -60,8 +60,15 @@ func TestPrepare(t *testing.T) {
 	if s.FioVersion != enginetest.FioVersion || s.Info.Driver != "overlay2" {
 		t.Errorf("session: fio %q, driver %q", s.FioVersion, s.Info.Driver)
 	}
-	if fi, err := os.Stat(s.hostDir); err != nil || !fi.IsDir() || filepath.Dir(s.hostDir) != filepath.Join(s.Info.DataRoot, "layerprobe-scratch") {
-		t.Errorf("host directory %s: %v", s.hostDir, err)
+	// host and bind have directories of their own under this process's
+	// directory in the scratch root.
+	for _, d := range []string{s.hostDir, s.bindDir} {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || filepath.Dir(filepath.Dir(d)) != filepath.Join(s.Info.DataRoot, "layerprobe-scratch") {
+			t.Errorf("directory %s: %v", d, err)
+		}
+	}
+	if s.hostDir == s.bindDir {
+		t.Errorf("host and bind share %s", s.hostDir)
 	}
 	// Leftovers of killed processes go before anything is created.
 	calls := eng.Calls()
@@ -195,9 +202,9 @@ func fresh(t *testing.T) fio.Profile {
 
 // TestMeasureFixedRounds: every round runs one job on every target exactly
 // once; a job's second round reverses its first one's order; rounds are
-// numbered from first; the job files are laid out once per target (bind
-// shares the host's) and removed at the end; progress counts every
-// execution.
+// numbered from first; the job files are laid out once per target, bind
+// included (no two targets share a file), and removed at the end; progress
+// counts every execution.
 func TestMeasureFixedRounds(t *testing.T) {
 	s, eng := prepare(t, testOptions(t))
 	prof := smoke(t)
@@ -261,18 +268,15 @@ func TestMeasureFixedRounds(t *testing.T) {
 	for _, j := range prof.Jobs {
 		files[j.Workload] = map[string]bool{}
 		if j.FilePerRound {
-			wantLayouts += 2 * 4 // container and volume (bind shares the host's), every round
+			wantLayouts += 3 * 4 // container, volume and bind, every round
 		} else {
-			wantLayouts += 2
+			wantLayouts += 3
 		}
 	}
 	for _, j := range eng.Jobs() {
 		key := string(j.Target) + "/" + j.File
 		if j.Layout {
 			layouts++
-			if j.Target == measure.TargetBind {
-				t.Errorf("bind laid out %s: it shares the host's file", j.Workload)
-			}
 			if laidOut[key] {
 				t.Errorf("%s laid out twice", key)
 			}
@@ -281,7 +285,7 @@ func TestMeasureFixedRounds(t *testing.T) {
 		}
 		measured++
 		files[j.Workload][j.File] = true
-		if j.Target != measure.TargetBind && !laidOut[key] {
+		if !laidOut[key] {
 			t.Errorf("%s measured before it was laid out", key)
 		}
 	}
@@ -297,8 +301,8 @@ func TestMeasureFixedRounds(t *testing.T) {
 			t.Errorf("%s measured the files %v, want %d", j.Workload, files[j.Workload], want)
 		}
 	}
-	if out.LayoutBytes[measure.TargetHost] <= 0 || out.LayoutBytes[measure.TargetBind] != 0 {
-		t.Errorf("layout bytes %v: want the host's, none for bind", out.LayoutBytes)
+	if out.LayoutBytes[measure.TargetHost] <= 0 || out.LayoutBytes[measure.TargetBind] != out.LayoutBytes[measure.TargetContainer] {
+		t.Errorf("layout bytes %v: want the host's, and bind's as much as the container's", out.LayoutBytes)
 	}
 	var sum int64
 	for _, sm := range samples {
@@ -525,8 +529,8 @@ func TestMeasureRoundLayoutFailure(t *testing.T) {
 }
 
 // TestMeasureHostLayoutFailure: when the host's file of a job cannot be
-// laid out at the start, bind, which measures that very file, misses the
-// job too instead of writing a file of its own in the host's directory.
+// laid out, the host misses the job's rounds and nothing else does: bind
+// lays out and measures a file of its own, as every other target.
 func TestMeasureHostLayoutFailure(t *testing.T) {
 	opts := testOptions(t)
 	fake := opts.FioBinary
@@ -545,18 +549,22 @@ func TestMeasureHostLayoutFailure(t *testing.T) {
 			continue
 		}
 		fsyncs++
-		hostFile := sm.Target == measure.TargetHost || sm.Target == measure.TargetBind
-		if sm.OK() == hostFile || hostFile && sm.Failure.Reason != measure.ReasonNoSpace {
-			t.Errorf("round %d %s/fsync: ok %v, failure %+v; want only host and bind failed, out of space", sm.Round, sm.Target, sm.OK(), sm.Failure)
+		host := sm.Target == measure.TargetHost
+		if sm.OK() == host || host && sm.Failure.Reason != measure.ReasonNoSpace {
+			t.Errorf("round %d %s/fsync: ok %v, failure %+v; want only host failed, out of space", sm.Round, sm.Target, sm.OK(), sm.Failure)
 		}
 	}
 	if fsyncs == 0 {
 		t.Fatal("no fsync samples: nothing to test")
 	}
+	var bindLayout bool
 	for _, j := range eng.Jobs() {
-		if j.Target == measure.TargetBind && j.Workload == measure.Fsync {
-			t.Errorf("bind ran fsync (layout %v, file %s) without the host's file", j.Layout, j.File)
+		if j.Target == measure.TargetBind && j.Workload == measure.Fsync && j.Layout {
+			bindLayout = true
 		}
+	}
+	if !bindLayout {
+		t.Error("bind measured fsync without laying out a file of its own")
 	}
 }
 
