@@ -105,6 +105,12 @@ func TestUnitRunDocReproducesTheRun(t *testing.T) {
 		if err := checkRecorded(&back); err != nil {
 			t.Errorf("%s: %v", binary, err)
 		}
+		// Only this tree's binary lays out bind's files apart from the
+		// host's; the old binary's runs, like those recorded before the
+		// field, read as shared.
+		if back.BindOwnFiles != !old {
+			t.Errorf("%s: bind_own_files %v after a round trip", binary, back.BindOwnFiles)
+		}
 		if len(back.Reported) != 6 {
 			t.Errorf("%s: %d reported estimates, want 6 (container and bind, three jobs)", binary, len(back.Reported))
 		}

@@ -158,10 +158,12 @@ func biasGoals(dr driverResult) []goalCheck {
 						len(bind), 100*confidence, 100*ci.Coverage, pct(ci.Median))
 				case ci.Low > 0 || ci.High < 0:
 					c.why = fmt.Sprintf("The interval of the runs' median excludes 0: a systematic difference of %s between the bind "+
-						"mount and the host path for this job, not noise. The two arms share one file, so it is the path through the "+
-						"container (mount namespace, cgroup) or the arms' order within a round.", pct(ci.Median))
-					if v := sharedFileSplit(dr.Defaults, job).verdict(); v != "" {
-						c.why += " " + v
+						"mount and the host path for this job, not noise: the path through the container (mount namespace, cgroup), "+
+						"the arms' order within a round, or, where they had files of their own, where those lie.", pct(ci.Median))
+					for _, shared := range []bool{true, false} {
+						if v := orderSplitOf(dr.Defaults, job, shared).verdict(); v != "" {
+							c.why += " " + v
+						}
 					}
 				default:
 					c.why = fmt.Sprintf("The interval of the runs' median includes 0: the offset is within what %d runs can tell; "+
@@ -372,21 +374,23 @@ func writeGoals(w *mdWriter, r *results) {
 // execution on its file half the time, moves every target with files of
 // its own by minus half that execution's effect, in the default runs and
 // in the reference alike. "" when neither effect stands out from noise.
+// The default runs' median is corrected only when none of them had bind
+// on files of its own.
 func sharedFileWhy(dr driverResult, job string, med float64) string {
 	var out string
-	if sec := sharedFileSplit(dr.Defaults, job).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
+	if sec := orderSplitOf(dr.Defaults, job, true).Second(); sec.N > 0 && orderSplitOf(dr.Defaults, job, false).Arm().N == 0 && math.Abs(sec.Mean) > 2*sec.SE {
 		eff := -sec.Mean / 2
 		out += fmt.Sprintf(" The shared file moves the default runs' container estimate by %s ± %.1f pp (section 3, the shared file): "+
 			"without it their median would read about %s.", signedPP(eff), 50*sec.SE, pct(shiftRatio(med, -eff, job)))
 	}
-	if sec := sharedFileSplit(refRuns(dr.Reference), job).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
+	if sec := orderSplitOf(refRuns(dr.Reference), job, true).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
 		out += fmt.Sprintf(" The reference carries the same effect, %s ± %.1f pp on its container estimate.", signedPP(-sec.Mean/2), 50*sec.SE)
 	}
 	return out
 }
 
 // shiftRatio moves an overhead ratio (0.08 = 8% slower) by x on the signed
-// log scale of sharedSplit (positive is slower): latencies' ratio is
+// log scale of orderSplit (positive is slower): latencies' ratio is
 // e^x − 1 of it, throughputs' 1 − e^−x.
 func shiftRatio(ratio, x float64, job string) float64 {
 	if measure.MetricDirection(headlineOf(job)) == stats.HigherIsBetter {

@@ -39,7 +39,7 @@ func sharedRuns(rounds int, arm, second float64) []runDoc {
 	return []runDoc{d}
 }
 
-func TestUnitSharedFileSplit(t *testing.T) {
+func TestUnitOrderSplit(t *testing.T) {
 	near := func(name string, got meanSE, want float64) {
 		t.Helper()
 		if math.Abs(got.Mean-want) > 4*got.SE || !(got.SE > 0) {
@@ -47,7 +47,7 @@ func TestUnitSharedFileSplit(t *testing.T) {
 		}
 	}
 	// bind 2% slower, the file's second execution 3% faster.
-	s := sharedFileSplit(sharedRuns(2000, 1.02, 1/1.03), "fsync")
+	s := orderSplitOf(sharedRuns(2000, 1.02, 1/1.03), "fsync", true)
 	near("arm", s.Arm(), math.Log(1.02))
 	near("second", s.Second(), -math.Log(1.03))
 	near("bind first", s.BindFirst, math.Log(1.02)+math.Log(1.03))
@@ -56,7 +56,7 @@ func TestUnitSharedFileSplit(t *testing.T) {
 	}
 
 	// Only the order: the arm is within noise, and the verdict says so.
-	s = sharedFileSplit(sharedRuns(2000, 1, 1.10), "fsync")
+	s = orderSplitOf(sharedRuns(2000, 1, 1.10), "fsync", true)
 	near("second only", s.Second(), math.Log(1.10))
 	if v := s.verdict(); !strings.Contains(v, "nothing stands out") {
 		t.Errorf("order alone: verdict %q", v)
@@ -68,13 +68,28 @@ func TestUnitSharedFileSplit(t *testing.T) {
 		e := &runs[0].Executions[i]
 		e.Job, e.V[0] = "randwrite", 1/e.V[4]
 	}
-	near("randwrite arm", sharedFileSplit(runs, "randwrite").Arm(), math.Log(1.05))
+	near("randwrite arm", orderSplitOf(runs, "randwrite", true).Arm(), math.Log(1.05))
+
+	// Runs with bind on files of its own are split apart from shared
+	// ones and worded as a position, not a file's second execution.
+	own := sharedRuns(2000, 1.02, 1)
+	own[0].BindOwnFiles = true
+	mixed := append(sharedRuns(2000, 1, 1.10), own...)
+	if s := orderSplitOf(mixed, "fsync", true); s.BindFirst.N+s.HostFirst.N != 2000 {
+		t.Errorf("shared rounds of the mixed runs: %d, want 2000", s.BindFirst.N+s.HostFirst.N)
+	}
+	s = orderSplitOf(mixed, "fsync", false)
+	near("own files arm", s.Arm(), math.Log(1.02))
+	near("own files second", s.Second(), 0)
+	if v := s.verdict(); !strings.Contains(v, "on files of their own") || !strings.Contains(v, "belongs to the arm") {
+		t.Errorf("own files, bind 2%% slower: verdict %q", v)
+	}
 
 	// Too few rounds, no runs, a failed arm: no verdict, no panic.
-	if v := sharedFileSplit(sharedRuns(8, 1, 1), "fsync").verdict(); v != "" {
+	if v := orderSplitOf(sharedRuns(8, 1, 1), "fsync", true).verdict(); v != "" {
 		t.Errorf("8 rounds: verdict %q, want none", v)
 	}
-	if v := sharedFileSplit(nil, "fsync").verdict(); v != "" {
+	if v := orderSplitOf(nil, "fsync", true).verdict(); v != "" {
 		t.Errorf("no runs: verdict %q, want none", v)
 	}
 	failed := sharedRuns(50, 1, 1)
@@ -83,7 +98,7 @@ func TestUnitSharedFileSplit(t *testing.T) {
 			e.V, e.Err = nil, "timeout"
 		}
 	}
-	if s := sharedFileSplit(failed, "fsync"); s.BindFirst.N+s.HostFirst.N != 0 || s.verdict() != "" {
+	if s := orderSplitOf(failed, "fsync", true); s.BindFirst.N+s.HostFirst.N != 0 || s.verdict() != "" {
 		t.Errorf("host failed in every round: %+v", s)
 	}
 }

@@ -262,9 +262,10 @@ func writeBias(w *mdWriter, r *results) {
 }
 
 // writeSharedFile splits the A/A pair by which of host and bind ran first
-// on the file they share: what the arms differ by, and what a file's
-// second execution in a round does, which the targets with files of their
-// own never see.
+// in a round: what the arms differ by, and what running second does. Where
+// the two shared a file, running second is the file's second execution in
+// a round, which the targets with files of their own never see; where bind
+// had files of its own, it is the position alone.
 func writeSharedFile(w *mdWriter, r *results) {
 	var rows [][]string
 	cell := func(m meanSE) string { return fmt.Sprintf("%s ± %.1f", signedPP(m.Mean), 100*m.SE) }
@@ -273,29 +274,38 @@ func writeSharedFile(w *mdWriter, r *results) {
 			name string
 			runs []runDoc
 		}{{"default runs", dr.Defaults}, {"reference", refRuns(dr.Reference)}} {
-			for _, job := range jobs {
-				s := sharedFileSplit(m.runs, job)
-				if s.BindFirst.N < 2 || s.HostFirst.N < 2 {
-					continue
+			for _, shared := range []bool{true, false} {
+				for _, job := range jobs {
+					s := orderSplitOf(m.runs, job, shared)
+					if s.BindFirst.N < 2 || s.HostFirst.N < 2 {
+						continue
+					}
+					sec := s.Second()
+					files, eff := "own", "–"
+					if shared {
+						files, eff = "shared", fmt.Sprintf("%s ± %.1f", signedPP(-sec.Mean/2), 50*sec.SE)
+					}
+					rows = append(rows, []string{dr.Driver, m.name, files, job, fmt.Sprintf("%d / %d", s.BindFirst.N, s.HostFirst.N),
+						cell(s.BindFirst), cell(s.HostFirst), cell(s.Arm()), cell(sec), eff})
 				}
-				sec := s.Second()
-				rows = append(rows, []string{dr.Driver, m.name, job, fmt.Sprintf("%d / %d", s.BindFirst.N, s.HostFirst.N),
-					cell(s.BindFirst), cell(s.HostFirst), cell(s.Arm()), cell(sec), fmt.Sprintf("%s ± %.1f", signedPP(-sec.Mean/2), 50*sec.SE)})
 			}
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	w.p("**The shared file**: host and bind measure one file (bind is the host's directory), every other target a file " +
-		"of its own. Over the rounds of the default runs and of the reference, bind's overhead over host (mean of ln, in about percentage points, " +
-		"± one standard error; positive is slower) split by which of the two ran first on it: their mean is what the " +
-		"arms differ by whichever ran first, half their difference what the file's second execution in a round reads " +
-		"against its first. That part cancels between bind and host over the balanced orders, but host is the second " +
-		"execution half the time and a target with files of its own never is, so its estimate against host moves by " +
-		"minus half of it (last column). `python3 bench/aa_position.py` splits the default runs' rounds by position.")
-	w.table([]string{"driver", "measurement", "job", "rounds (bind first / host first)", "bind − host, bind first", "bind − host, host first",
-		"between the arms", "second execution on the file", "effect on targets with files of their own"}, rows)
+	w.p("**The shared file**: in runs measured before bind had files of its own (files: shared) host and bind measured " +
+		"one file (bind was the host's directory), every other target a file of its own; in later runs (files: own) bind " +
+		"lays out files of its own like the others. Over the rounds of the default runs and of the reference, bind's overhead over host " +
+		"(mean of ln, in about percentage points, ± one standard error; positive is slower) split by which of the two ran " +
+		"first in a round: their mean is what the arms differ by whichever ran first, half their difference what running " +
+		"second reads against running first. On a shared file that is the file's second execution in a round: it cancels " +
+		"between bind and host over the balanced orders, but host was the second execution half the time and a target " +
+		"with files of its own never was, so its estimate against host moved by minus half of it (last column). With " +
+		"files of their own it is the position alone, which the balanced orders cancel for every target. " +
+		"`python3 bench/aa_position.py` splits the default runs' rounds by position.")
+	w.table([]string{"driver", "measurement", "files", "job", "rounds (bind first / host first)", "bind − host, bind first", "bind − host, host first",
+		"between the arms", "running second vs first", "effect on targets with files of their own"}, rows)
 }
 
 // refRuns is the reference as a list of runs: none when not measured.

@@ -43,6 +43,11 @@ type runDoc struct {
 	// "target/job".
 	Reported   map[string]measure.Overhead `json:"reported"`
 	Executions []execution                 `json:"executions"`
+	// BindOwnFiles says bind measured files of its own. Runs recorded
+	// before bind had them, and the old binary's, lack the field: there
+	// host and bind measured one file, each once a round, and the
+	// shared-file split (position.go) applies to them.
+	BindOwnFiles bool `json:"bind_own_files,omitempty"`
 }
 
 // execution is one fio execution of a run, its figures in base units.
@@ -90,7 +95,10 @@ func (f *fnum) UnmarshalJSON(b []byte) error {
 func docOf(binary string, args []string, config string, env []string, run *report.Run) *runDoc {
 	d := &runDoc{Binary: binary, Args: args, Config: config, Env: env, Version: run.LayerprobeVersion,
 		SchemaVersion: run.SchemaVersion, Profile: run.Profile, StartedAt: run.StartedAt, Seconds: run.DurationSeconds,
-		BytesWritten: run.BytesWritten, Rounds: run.Rounds, Reported: map[string]measure.Overhead{}}
+		BytesWritten: run.BytesWritten, Rounds: run.Rounds, Reported: map[string]measure.Overhead{},
+		// The binary under test is this tree's: its probe lays out bind's
+		// files apart from the host's (internal/probe).
+		BindOwnFiles: binary == "new"}
 	if len(run.Engines) == 0 {
 		return d
 	}
