@@ -147,8 +147,10 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 		}
 		for k := range files {
 			for _, how := range []fio.Execution{fio.Steady, fio.Layout} {
-				allowed[strings.Join(fio.Command(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner), how, k), "\x00")] = true
-				for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner, "/lp/volume"} {
+				// host and bind each have a directory of their own under
+				// the agent's in the scratch root (bind's through the mount).
+				allowed[strings.Join(fio.Command(hostFio, job, filepath.Join(d.DataRoot, "layerprobe-scratch", owner, "host"), how, k), "\x00")] = true
+				for _, dir := range []string{"/lp/layer", "/lp/bind/" + owner + "/bind", "/lp/volume"} {
 					allowed[strings.Join(fio.Command("/lp/bin/fio", job, dir, how, k), "\x00")] = true
 				}
 			}
