@@ -266,9 +266,10 @@ func (d dockerAPI) do(t *testing.T, method, path string, v any) { d.Do(t, method
 
 func (d dockerAPI) labelled(t *testing.T) testharness.Labelled { return d.Labelled(t) }
 
-// jobFileRE matches the files fio lays out ("<job>.<jobnum>.<filenum>") and
-// the fake fio's file.
-var jobFileRE = regexp.MustCompile(`^(seqwrite|randwrite|fsync|fakefio)\.\d+\.\d+$`)
+// jobFileRE matches the job files the probe names (fio.RoundFileName:
+// "<job>.dat", then "<job>.<k>.dat" for a file per round) and the fake
+// fio's file ("<job>.<jobnum>.<filenum>", fio's own naming).
+var jobFileRE = regexp.MustCompile(`^((seqwrite|randwrite|fsync)(\.\d+)?\.dat|fakefio\.\d+\.\d+)$`)
 
 // jobFiles lists fio job files anywhere under root: the scratch directory,
 // probe containers' writable layers and volumes.
