@@ -5,6 +5,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -378,7 +379,8 @@ func writeGoals(w *mdWriter, r *results) {
 // on files of its own.
 func sharedFileWhy(dr driverResult, job string, med float64) string {
 	var out string
-	if sec := orderSplitOf(dr.Defaults, job, true).Second(); sec.N > 0 && orderSplitOf(dr.Defaults, job, false).Arm().N == 0 && math.Abs(sec.Mean) > 2*sec.SE {
+	if sec := orderSplitOf(dr.Defaults, job, true).Second(); sec.N > 0 && !slices.ContainsFunc(dr.Defaults, func(d runDoc) bool { return d.BindOwnFiles }) &&
+		math.Abs(sec.Mean) > 2*sec.SE {
 		eff := -sec.Mean / 2
 		out += fmt.Sprintf(" The shared file moves the default runs' container estimate by %s ± %.1f pp (section 3, the shared file): "+
 			"without it their median would read about %s.", signedPP(eff), 50*sec.SE, pct(shiftRatio(med, -eff, job)))

@@ -165,7 +165,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		}
 	}()
 	s.ownerDir = filepath.Join(s.scratch, s.owner)
-	s.hostDir, s.bindDir = filepath.Join(s.ownerDir, "host"), filepath.Join(s.ownerDir, "bind")
+	s.hostDir, s.bindDir = filepath.Join(s.ownerDir, hostSubdir), filepath.Join(s.ownerDir, bindSubdir)
 	for _, d := range []string{s.hostDir, s.bindDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fail("scratch", err, "create %s: %v", d, err)
@@ -405,12 +405,20 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 	return res
 }
 
+// hostSubdir and bindSubdir hold the host's and bind's files under this
+// process's directory in the scratch root; bind's is reached through the
+// bind mount from inside the probe container.
+const (
+	hostSubdir = "host"
+	bindSubdir = "bind"
+)
+
 func (s *Session) containerDir(target measure.Target) string {
 	switch target {
 	case measure.TargetContainer:
 		return engine.ContainerLayer
 	case measure.TargetBind:
-		return path.Join(engine.ContainerBind, s.owner, "bind")
+		return path.Join(engine.ContainerBind, s.owner, bindSubdir)
 	default:
 		return engine.ContainerVolume
 	}
