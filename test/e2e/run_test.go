@@ -146,11 +146,21 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 		t.Errorf("samples: %d, want %d", len(e.Samples), want)
 	}
 	// Every round holds each target exactly once per job, in some order.
-	seen := map[string]int{}
+	// A random-write execution may end within its ramp on a fast moment of
+	// the disk (README, limitations): the run records it as failed with
+	// reason no_io, and that record is what is checked. Any other failure
+	// fails the test.
+	seen, noIO := map[string]int{}, map[string]int{}
 	for _, s := range e.Samples {
+		key := string(s.Target) + "/" + string(s.Workload)
 		seen[string(s.Workload)+"/"+string(s.Target)]++
-		if !s.OK() {
-			t.Errorf("round %d %s/%s failed: %+v", s.Round, s.Target, s.Workload, s.Failure)
+		switch {
+		case s.OK():
+		case s.Workload == "randwrite" && s.Failure != nil && s.Failure.Reason == measure.ReasonNoIO && s.Failure.Message != "":
+			noIO[key]++
+			t.Logf("round %d %s recorded as failed, as documented: %s", s.Round, key, s.Failure.Message)
+		default:
+			t.Errorf("round %d %s failed: %+v", s.Round, key, s.Failure)
 		}
 	}
 	for _, j := range wantJobs {
@@ -171,7 +181,7 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 				t.Errorf("no result for %s/%s", tg, j)
 				continue
 			}
-			if r.RoundsOK != e2eRounds || r.RoundsFailed != 0 {
+			if r.RoundsOK+r.RoundsFailed != e2eRounds || r.RoundsFailed != noIO[tg+"/"+j] || r.RoundsOK == 0 {
 				t.Errorf("%s/%s: %d ok, %d failed", tg, j, r.RoundsOK, r.RoundsFailed)
 			}
 			for name, v := range map[string]float64{"iops": r.Raw.IOPS, "bandwidth": r.Raw.BandwidthBytes,
