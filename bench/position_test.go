@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // sharedRuns are runs of rounds fsync rounds over four targets in a random
@@ -115,5 +117,59 @@ func TestUnitShiftRatio(t *testing.T) {
 	}
 	if got := shiftRatio(0, math.Log(2), "randwrite"); math.Abs(got-0.5) > 1e-12 {
 		t.Errorf("randwrite slower by ln 2: %v, want 0.5", got)
+	}
+}
+
+// reportedRun is a run that reported these overhead ratios for job, with
+// a ±1 pp interval around each.
+func reportedRun(job string, ratios map[string]float64) runDoc {
+	d := runDoc{Reported: map[string]measure.Overhead{}}
+	for t, r := range ratios {
+		d.Reported[t+"/"+job] = measure.Overhead{Ratio: r, CILow: r - 0.01, CIHigh: r + 0.01, N: 10}
+	}
+	return d
+}
+
+func TestUnitArmToArmWhy(t *testing.T) {
+	// The reference's host arm read 5% fast: its container and bind both
+	// read +5% against it, the default runs +1% and +0% against theirs.
+	// Against bind the two agree within 1 pp, against host they are 4 pp
+	// apart: the text must say the miss lies in a host arm.
+	ref := reportedRun("fsync", map[string]float64{"container": 0.05, "bind": 0.04})
+	dr := driverResult{Driver: "overlay2", Reference: &ref}
+	for range 5 {
+		dr.Defaults = append(dr.Defaults, reportedRun("fsync", map[string]float64{"container": 0.01, "bind": 0.0}))
+	}
+	why := armToArmWhy(dr, "fsync", 0.01)
+	for _, want := range []string{"bind at +4.0% [+3.0%, +5.0%]", "container at +1.0 and the reference at +1.0", "0.0 pp apart", "lies in a host arm"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("armToArmWhy lacks %q:\n%s", want, why)
+		}
+	}
+	// The container itself differs (the reference's bind reads like its
+	// host): no host-arm verdict.
+	ref2 := reportedRun("randwrite", map[string]float64{"container": 0.10, "bind": 0.0})
+	dr2 := driverResult{Driver: "btrfs", Reference: &ref2, Defaults: []runDoc{reportedRun("randwrite", map[string]float64{"container": 0.0, "bind": 0.0})}}
+	if why := armToArmWhy(dr2, "randwrite", 0.0); !strings.Contains(why, "where against host they are 10.5 pp apart") || strings.Contains(why, "host arm") {
+		t.Errorf("a container-only difference:\n%s", why)
+	}
+	// No bind in the reference, or none in the runs: nothing to say.
+	noBind := reportedRun("fsync", map[string]float64{"container": 0.05})
+	if why := armToArmWhy(driverResult{Reference: &noBind, Defaults: dr.Defaults}, "fsync", 0.01); why != "" {
+		t.Errorf("without the reference's bind: %q", why)
+	}
+	if why := armToArmWhy(driverResult{Reference: &ref}, "fsync", 0.01); why != "" {
+		t.Errorf("without default runs: %q", why)
+	}
+}
+
+func TestUnitSignedLog(t *testing.T) {
+	for _, c := range []struct {
+		job   string
+		ratio float64
+	}{{"fsync", 0.1}, {"fsync", -0.2}, {"randwrite", 0.5}, {"seqwrite", -0.3}} {
+		if got := shiftRatio(0, signedLog(c.ratio, c.job), c.job); math.Abs(got-c.ratio) > 1e-12 {
+			t.Errorf("%s %v: shiftRatio(0, signedLog) = %v", c.job, c.ratio, got)
+		}
 	}
 }
