@@ -39,6 +39,19 @@ func (e est) halfWidthPP() float64 { return 50 * (e.High - e.Low) }
 // covers reports whether the interval holds x.
 func (e est) covers(x float64) bool { return e.Low <= x && x <= e.High }
 
+// agrees reports whether e and ref, two independent estimates, are within
+// each other's error: their difference is no more than the root of the sum
+// of the squares of their half-widths on the sides that face each other
+// (two 95% intervals combined as independent normal errors). Coverage of
+// ref's point takes the reference for the truth; this allows for its
+// error too, so a miss of the one and not the other is the reference's.
+func (e est) agrees(ref est) bool {
+	if d := ref.Ratio - e.Ratio; d >= 0 {
+		return d <= math.Hypot(e.High-e.Ratio, ref.Ratio-ref.Low)
+	}
+	return e.Ratio-ref.Ratio <= math.Hypot(e.Ratio-e.Low, ref.High-ref.Ratio)
+}
+
 func (e est) ok() bool { return !math.IsNaN(e.Ratio) && !math.IsNaN(e.Low) && !math.IsNaN(e.High) }
 
 // oldEstimate is the earlier method's statistic of a job's per-round log

@@ -138,6 +138,10 @@ func widening(es []est, truth func(i int) float64, q float64) float64 {
 // coverageCounts are the coverage checks of one driver and job.
 type coverageCounts struct {
 	aa, ref share
+	// joint counts the runs whose container estimate agrees with the
+	// reference's within both intervals (est.agrees): ref takes the
+	// reference for the truth, joint allows for its own error.
+	joint share
 	// aaEst, refEst are the intervals behind them; refPoint is the
 	// reference's point estimate.
 	aaEst, refEst []est
@@ -157,9 +161,23 @@ func coverageOf(dr driverResult, job string) coverageCounts {
 	c.refPoint = re.Ratio
 	for _, e := range estimates(dr.Defaults, "container", job) {
 		c.ref.add(e.covers(re.Ratio))
+		c.joint.add(e.agrees(re))
 		c.refEst = append(c.refEst, e)
 	}
 	return c
+}
+
+// pooledJoint adds the joint agreement with the reference (coverageCounts'
+// joint) of every driver and job.
+func pooledJoint(r *results) share {
+	var k, n int
+	for _, dr := range r.Drivers {
+		for _, job := range jobs {
+			c := coverageOf(dr, job)
+			k, n = k+c.joint.K, n+c.joint.N
+		}
+	}
+	return shareOf(k, n)
 }
 
 // pooledCoverage adds the coverage checks of every driver and job.

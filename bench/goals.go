@@ -234,7 +234,9 @@ func coverageGoals(r *results) []goalCheck {
 				c.why = fmt.Sprintf("%d of %d intervals missed. For 93%% to hold they would have to be %.2f× as wide about "+
 					"their estimates (the 93%% quantile of each miss's distance over its half-width on that side)", v.s.N-v.s.K, v.s.N, v.widen)
 				if strings.Contains(v.name, "reference") {
-					c.why += "; the reference's own error adds to the misses, as it is taken for the truth"
+					c.why += fmt.Sprintf("; the reference's own error adds to the misses, as it is taken for the truth: allowing for it "+
+						"(a run agrees with the reference when their difference is within the root of the sum of the squares of "+
+						"their half-widths), %s agree", pooledJoint(r))
 				}
 				c.why += ". The per-job figures are in section 4."
 			default:

@@ -173,3 +173,42 @@ func TestUnitSignedLog(t *testing.T) {
 		}
 	}
 }
+
+func TestUnitAgrees(t *testing.T) {
+	// Two independent, unbiased estimates with true 95% intervals agree
+	// about 95% of the time, whatever their widths; coverage of the
+	// reference's point by the first interval alone is far lower when the
+	// reference is the less precise.
+	rng := rand.New(rand.NewPCG(3, 5))
+	rate := func(bias float64) (agree, cover float64) {
+		const n = 4000
+		var a, c int
+		for range n {
+			e := 0.02 * rng.NormFloat64()
+			r := bias + 0.04*rng.NormFloat64()
+			run := est{Ratio: e, Low: e - 1.96*0.02, High: e + 1.96*0.02}
+			ref := est{Ratio: r, Low: r - 1.96*0.04, High: r + 1.96*0.04}
+			if run.agrees(ref) {
+				a++
+			}
+			if run.covers(ref.Ratio) {
+				c++
+			}
+		}
+		return float64(a) / n, float64(c) / n
+	}
+	if agree, cover := rate(0); agree < 0.93 || agree > 0.97 || cover > 0.7 { // cover: about 62%
+		t.Errorf("unbiased: agree %.3f (want about 0.95), cover %.3f (want well below)", agree, cover)
+	}
+	if agree, _ := rate(0.2); agree > 0.2 {
+		t.Errorf("a bias of 4.5 joint σ: agree %.3f, want rarely", agree)
+	}
+	// Asymmetric intervals: the sides that face each other count.
+	run := est{Ratio: 0, Low: -0.01, High: 0.03}
+	if !run.agrees(est{Ratio: 0.05, Low: 0.01, High: 0.06}) { // hypot(0.03, 0.04) = 0.05
+		t.Error("difference 0.05 within hypot(0.03, 0.04) should agree")
+	}
+	if run.agrees(est{Ratio: -0.05, Low: -0.06, High: -0.01}) { // hypot(0.01, 0.04) < 0.05
+		t.Error("difference 0.05 beyond hypot(0.01, 0.04) should not agree")
+	}
+}
