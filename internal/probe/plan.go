@@ -35,7 +35,9 @@ type Plan struct {
 	// measurement after MinRounds.
 	Precision float64
 	// MaxBytes bounds what the measurement writes, layout included; 0 is
-	// no bound. A round that would cross it is not started.
+	// no bound. A round that would cross it by its job's last round's
+	// bytes (roundCost) is not started; a round that writes more than its
+	// predecessor can still cross it by part of a round.
 	MaxBytes int64
 	// MaxDuration bounds how long the adaptive rounds go on; 0 is no
 	// bound. A round that would end after it is not started (its length
