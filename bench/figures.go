@@ -167,29 +167,25 @@ func coverageOf(dr driverResult, job string) coverageCounts {
 	return c
 }
 
-// pooledJoint adds the joint agreement with the reference (coverageCounts'
-// joint) of every driver and job.
-func pooledJoint(r *results) share {
-	var k, n int
-	for _, dr := range r.Drivers {
-		for _, job := range jobs {
-			c := coverageOf(dr, job)
-			k, n = k+c.joint.K, n+c.joint.N
-		}
-	}
-	return shareOf(k, n)
+// pooled are the coverage checks of every driver and job added up.
+type pooled struct {
+	aa, ref, joint    share
+	runs              int
+	aaWiden, refWiden float64
 }
 
 // pooledCoverage adds the coverage checks of every driver and job.
-func pooledCoverage(r *results) (aa, ref share, runs int, aaWiden, refWiden float64) {
+func pooledCoverage(r *results) pooled {
+	var p pooled
 	var aaEst, refEst []est
 	var refTruth []float64
 	for _, dr := range r.Drivers {
-		runs += len(dr.Defaults)
+		p.runs += len(dr.Defaults)
 		for _, job := range jobs {
 			c := coverageOf(dr, job)
-			aa.K, aa.N = aa.K+c.aa.K, aa.N+c.aa.N
-			ref.K, ref.N = ref.K+c.ref.K, ref.N+c.ref.N
+			p.aa.K, p.aa.N = p.aa.K+c.aa.K, p.aa.N+c.aa.N
+			p.ref.K, p.ref.N = p.ref.K+c.ref.K, p.ref.N+c.ref.N
+			p.joint.K, p.joint.N = p.joint.K+c.joint.K, p.joint.N+c.joint.N
 			aaEst = append(aaEst, c.aaEst...)
 			refEst = append(refEst, c.refEst...)
 			for range c.refEst {
@@ -197,10 +193,10 @@ func pooledCoverage(r *results) (aa, ref share, runs int, aaWiden, refWiden floa
 			}
 		}
 	}
-	aa, ref = shareOf(aa.K, aa.N), shareOf(ref.K, ref.N)
-	aaWiden = widening(aaEst, func(int) float64 { return 0 }, goalCoverage)
-	refWiden = widening(refEst, func(i int) float64 { return refTruth[i] }, goalCoverage)
-	return aa, ref, runs, aaWiden, refWiden
+	p.aa, p.ref, p.joint = shareOf(p.aa.K, p.aa.N), shareOf(p.ref.K, p.ref.N), shareOf(p.joint.K, p.joint.N)
+	p.aaWiden = widening(aaEst, func(int) float64 { return 0 }, goalCoverage)
+	p.refWiden = widening(refEst, func(i int) float64 { return refTruth[i] }, goalCoverage)
+	return p
 }
 
 // agentWindow is the agent's published window in rounds of each job.

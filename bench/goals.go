@@ -212,7 +212,8 @@ func biasGoals(dr driverResult) []goalCheck {
 
 // coverageGoals: goal 3, pooled over every driver and job.
 func coverageGoals(r *results) []goalCheck {
-	aa, ref, runs, aaW, refW := pooledCoverage(r)
+	p := pooledCoverage(r)
+	aa, ref, runs, aaW, refW := p.aa, p.ref, p.runs, p.aaWiden, p.refWiden
 	var out []goalCheck
 	for _, v := range []struct {
 		name  string
@@ -236,7 +237,7 @@ func coverageGoals(r *results) []goalCheck {
 				if strings.Contains(v.name, "reference") {
 					c.why += fmt.Sprintf("; the reference's own error adds to the misses, as it is taken for the truth: allowing for it "+
 						"(a run agrees with the reference when their difference is within the root of the sum of the squares of "+
-						"their half-widths), %s agree", pooledJoint(r))
+						"their half-widths), %s agree", p.joint)
 				}
 				c.why += ". The per-job figures are in section 4."
 			default:
@@ -445,8 +446,9 @@ func signedLog(ratio float64, job string) float64 {
 // log scale of orderSplit (positive is slower): latencies' ratio is
 // e^x − 1 of it, throughputs' 1 − e^−x.
 func shiftRatio(ratio, x float64, job string) float64 {
+	y := signedLog(ratio, job) + x
 	if measure.MetricDirection(headlineOf(job)) == stats.HigherIsBetter {
-		return -math.Expm1(-(-math.Log1p(-ratio) + x))
+		return -math.Expm1(-y)
 	}
-	return math.Expm1(math.Log1p(ratio) + x)
+	return math.Expm1(y)
 }

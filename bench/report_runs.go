@@ -325,7 +325,8 @@ func insideWord(ok bool) string {
 
 func writeCoverage(w *mdWriter, s settings, r *results) {
 	w.p("## 4. Coverage: do the 95%% intervals hold 95%% of the time?")
-	aa, ref, runs, aaW, refW := pooledCoverage(r)
+	p := pooledCoverage(r)
+	aa, ref, runs, aaW, refW := p.aa, p.ref, p.runs, p.aaWiden, p.refWiden
 	if aa.N == 0 && ref.N == 0 {
 		w.p("Not measured in this run.")
 		return
@@ -356,7 +357,7 @@ func writeCoverage(w *mdWriter, s settings, r *results) {
 			panels = append(panels, pn)
 		}
 	}
-	rows = append(rows, []string{"all", "all", aa.String(), ref.String(), pooledJoint(r).String(), fmt.Sprintf("%.2f / %.2f", aaW, refW)})
+	rows = append(rows, []string{"all", "all", aa.String(), ref.String(), p.joint.String(), fmt.Sprintf("%.2f / %.2f", aaW, refW)})
 	w.table([]string{"driver", "job", "A/A: bind covers 0", "reference: container covers its estimate",
 		"container and reference agree within both errors", "widening (A/A / reference)"}, rows)
 	w.p("%d runs in all.", runs)

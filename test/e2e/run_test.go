@@ -153,7 +153,7 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 	seen, noIO := map[string]int{}, map[string]int{}
 	for _, s := range e.Samples {
 		key := string(s.Target) + "/" + string(s.Workload)
-		seen[string(s.Workload)+"/"+string(s.Target)]++
+		seen[key]++
 		switch {
 		case s.OK():
 		case s.Workload == "randwrite" && s.Failure != nil && s.Failure.Reason == measure.ReasonNoIO && s.Failure.Message != "":
@@ -165,8 +165,8 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 	}
 	for _, j := range wantJobs {
 		for _, tg := range wantTargets {
-			if seen[j+"/"+tg] != e2eRounds {
-				t.Errorf("%s/%s ran %d times, want %d", tg, j, seen[j+"/"+tg], e2eRounds)
+			if seen[tg+"/"+j] != e2eRounds {
+				t.Errorf("%s/%s ran %d times, want %d", tg, j, seen[tg+"/"+j], e2eRounds)
 			}
 		}
 	}
