@@ -322,8 +322,8 @@ func TestRealFio(t *testing.T) {
 	for _, job := range p.Jobs {
 		t.Run(string(job.Workload), func(t *testing.T) {
 			dir := t.TempDir()
-			if lay := run(t, job, dir, Layout); lay.BytesWritten != job.FileBytes {
-				t.Errorf("layout wrote %d bytes, want %d", lay.BytesWritten, job.FileBytes)
+			if lay := run(t, job, dir, Layout); lay.BytesWritten != job.FileBytes || lay.BytesWritten > job.MaxWriteBytes(Layout) {
+				t.Errorf("layout wrote %d bytes, want %d (bound %d)", lay.BytesWritten, job.FileBytes, job.MaxWriteBytes(Layout))
 			}
 			res := run(t, job, dir, Steady)
 			ops := map[string]measure.Op{"write": res.Write}
@@ -335,17 +335,72 @@ func TestRealFio(t *testing.T) {
 					t.Errorf("%s: %+v, want IOPS, IOs, p99 > 0 and a histogram", name, op)
 				}
 			}
-			if !strings.HasPrefix(res.FioVersion, "fio-") || res.Runtime <= 0 || res.BytesWritten <= 0 || res.BytesWritten > job.IOBytes {
-				t.Errorf("FioVersion=%q Runtime=%v BytesWritten=%d (cap %d)", res.FioVersion, res.Runtime, res.BytesWritten, job.IOBytes)
+			// The probe keeps a byte budget by MaxWriteBytes: real fio must
+			// never write more.
+			if !strings.HasPrefix(res.FioVersion, "fio-") || res.Runtime <= 0 || res.BytesWritten <= 0 || res.BytesWritten > job.MaxWriteBytes(Steady) {
+				t.Errorf("FioVersion=%q Runtime=%v BytesWritten=%d (bound %d)", res.FioVersion, res.Runtime, res.BytesWritten, job.MaxWriteBytes(Steady))
 			}
 			if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != FileName(job.Workload) {
 				t.Errorf("after a steady execution %s holds %v, want only %s", dir, entries, FileName(job.Workload))
 			}
 			fresh := t.TempDir()
-			run(t, job, fresh, Fresh)
+			if res := run(t, job, fresh, Fresh); res.BytesWritten > job.MaxWriteBytes(Fresh) {
+				t.Errorf("fresh execution wrote %d bytes, bound %d", res.BytesWritten, job.MaxWriteBytes(Fresh))
+			}
 			if entries, _ := os.ReadDir(fresh); len(entries) != 0 {
 				t.Errorf("fio left files in %s (unlink=1): %v", fresh, entries)
 			}
 		})
+	}
+}
+
+// TestMaxWriteBytes: what an execution and a round can write, from the
+// jobs' caps and files.
+func TestMaxWriteBytes(t *testing.T) {
+	const m = 1 << 20
+	randrw := Job{Workload: measure.Fsync, Options: []string{"rw=randrw"}, FileBytes: 8 * m, Runtime: time.Second, IOBytes: 32 * m}
+	write := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}, FileBytes: 16 * m, Runtime: time.Second, IOBytes: 16 * m, Clones: 4}
+	sized := Job{Workload: measure.SeqWrite, Options: []string{"rw=write", "size=4G"}, FileBytes: 4096 * m}
+	tiny := Job{Workload: measure.RandWrite, Options: []string{"rw=randwrite"}, FileBytes: m, Runtime: time.Second, IOBytes: 1, Clones: 2}
+	for _, c := range []struct {
+		name string
+		job  Job
+		how  Execution
+		want int64
+	}{
+		{"steady: the byte cap", randrw, Steady, 32 * m},
+		{"fresh reader: the cap and the file fio lays out", randrw, Fresh, 40 * m},
+		{"fresh writer: the cap alone", write, Fresh, 16 * m},
+		{"layout: the file", write, Layout, 16 * m},
+		{"no runtime: the file its size writes", sized, Fresh, 4096 * m},
+		{"a cap below a block: a block per clone", tiny, Steady, 2 * 4096},
+	} {
+		if got := c.job.MaxWriteBytes(c.how); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+
+	for _, c := range []struct {
+		profile string
+		targets int
+		want    int64
+		w       measure.Workload
+	}{
+		// randwrite's cap and its round's file (16+16 MiB) ties fsync's
+		// 32 MiB cap; the first job wins a tie.
+		{"quick", 4, 4 * 32 * m, measure.RandWrite},
+		{"quick", 3, 3 * 32 * m, measure.RandWrite},
+		{"long", 4, 4 * (16<<30 + 16*m), measure.RandWrite},
+		// seed's fsync job reads: fio lays out its 8 GiB and writes up
+		// to as much again.
+		{"seed", 4, 4 * 2 * 8192 * m, measure.Fsync},
+	} {
+		p, err := LookupProfile(c.profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, w := p.MaxRoundBytes(c.targets); got != c.want || w != c.w {
+			t.Errorf("%s on %d targets: %d (%s), want %d (%s)", c.profile, c.targets, got, w, c.want, c.w)
+		}
 	}
 }

@@ -116,3 +116,46 @@ func (j Job) clones() int { return max(j.Clones, 1) }
 // ioSize is fio's io_size for one clone of a bounded job: IOBytes shared
 // among the clones, at least one 4 KiB block.
 func (j Job) ioSize() int64 { return max(j.IOBytes/int64(j.clones()), 4096) }
+
+// MaxWriteBytes is the most one execution of the job can write, as Parse
+// counts it in BytesWritten: a bounded job's byte cap over all its clones,
+// which fio's io_size enforces with the ramp's I/O included; an unbounded
+// job's file, which its own size options make fio write at most once; and
+// for a fresh execution of a job that reads, the file fio lays out first.
+// A layout writes the file once.
+func (j Job) MaxWriteBytes(how Execution) int64 {
+	if how == Layout {
+		return max(j.FileBytes, 0)
+	}
+	n := max(j.FileBytes, 0)
+	if j.Runtime > 0 {
+		n = j.ioSize() * int64(j.clones())
+	}
+	if how == Fresh && jobReads(j) {
+		n += max(j.FileBytes, 0)
+	}
+	return n
+}
+
+// MaxRoundBytes is the most one round of the profile's costliest job can
+// write on the given number of targets (its executions and, for a file per
+// round, the round's layout), and that job's workload. A byte budget below
+// it may stop a measurement before that job's first round.
+func (p Profile) MaxRoundBytes(targets int) (int64, measure.Workload) {
+	how := Fresh
+	if p.Steady {
+		how = Steady
+	}
+	var most int64
+	var w measure.Workload
+	for _, j := range p.Jobs {
+		n := j.MaxWriteBytes(how)
+		if p.Steady && j.FilePerRound {
+			n += j.MaxWriteBytes(Layout)
+		}
+		if n *= int64(targets); n > most {
+			most, w = n, j.Workload
+		}
+	}
+	return most, w
+}

@@ -35,9 +35,17 @@ type Plan struct {
 	// measurement after MinRounds.
 	Precision float64
 	// MaxBytes bounds what the measurement writes, layout included; 0 is
-	// no bound. A round that would cross it by its job's last round's
-	// bytes (roundCost) is not started; a round that writes more than its
-	// predecessor can still cross it by part of a round.
+	// no bound. Beyond the minimum rounds, a round is started only when
+	// the most it can write (roundBound: its executions' byte caps on
+	// every target, and its files) fits in what is left, so the budget is
+	// a hard cap. A round the measurement must make (MinRounds, or every
+	// one of fixed Rounds) is started when its estimate (roundCost: the
+	// job's last round) fits: without the minimum rounds there is no
+	// interval, and their worst case can exceed a budget they fit in
+	// (the agent's 2 minimum rounds of quick's jobs at their caps, with
+	// their files, come to 672 MiB on 4 targets, against a 512 MiB
+	// budget). So a budget smaller than what the minimum rounds need can
+	// still be crossed by part of a round.
 	MaxBytes int64
 	// MaxDuration bounds how long the adaptive rounds go on; 0 is no
 	// bound. A round that would end after it is not started (its length
@@ -111,6 +119,7 @@ type jobState struct {
 	rounds      int
 	order       []measure.Target // the last round's order, which the next one reverses
 	lastBytes   int64            // bytes of the job's last round, the cost estimate of the next
+	execBound   int64            // the most one execution can write (fio.Job.MaxWriteBytes)
 	layoutBytes int64            // bytes of the job's last layout over the targets, what a file per round adds to a round
 	lastTime    time.Duration
 	halfWidth   float64
@@ -137,9 +146,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if plan.Rounds > 0 {
 		maxRounds = plan.Rounds
 	}
+	how := fio.Fresh
+	if prof.Steady {
+		how = fio.Steady
+	}
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
-		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{}}
+		js := &jobState{job: j, execBound: j.MaxWriteBytes(how), halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{}}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
 				js.samples = append(js.samples, sm)
@@ -163,9 +176,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		progress(p)
 	}
 
-	how := fio.Fresh
 	if prof.Steady {
-		how = fio.Steady
 		defer s.removeJobFiles(ctx)
 		for _, js := range jobs {
 			maps.Copy(js.broken, s.layoutJob(ctx, js, 0, 0, report, &out))
@@ -239,6 +250,10 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 // next picks the job whose round comes next, or says why none does.
 func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, StopReason) {
 	fits := func(js *jobState) bool {
+		return plan.MaxBytes <= 0 || spent+s.roundBound(js) <= plan.MaxBytes
+	}
+	// A minimum round goes by its estimate (Plan.MaxBytes says why).
+	fitsMin := func(js *jobState) bool {
 		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
 	}
 	inTime := func(js *jobState) bool {
@@ -257,7 +272,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	minRounds = min(minRounds, maxRounds)
 	for _, js := range order {
 		if js.rounds < minRounds {
-			if !fits(js) {
+			if !fitsMin(js) {
 				return nil, StopBytes
 			}
 			return js, ""
@@ -324,6 +339,19 @@ func (s *Session) roundCost(js *jobState) int64 {
 		cost += js.layoutBytes
 	}
 	return cost
+}
+
+// roundBound is the most the job's next round can write: every target's
+// execution at its byte cap and, for a file per round after the first,
+// every target's file laid out again; never less than roundCost, so that a
+// job writing more than its caps say (a fake engine in tests) is still
+// bounded by what it wrote.
+func (s *Session) roundBound(js *jobState) int64 {
+	per := js.execBound
+	if js.job.FilePerRound && js.rounds > 0 {
+		per += js.job.MaxWriteBytes(fio.Layout)
+	}
+	return max(per*int64(len(s.targets)), s.roundCost(js))
 }
 
 // shareCost is what the job's next round costs as the larger of its share

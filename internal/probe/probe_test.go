@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -421,6 +422,68 @@ func TestMeasureAdaptive(t *testing.T) {
 			t.Errorf("stop %q after %d rounds, want precision after the minimum %d", out.Stop, out.Rounds, len(prof.Jobs))
 		}
 	})
+}
+
+// TestMeasureByteBudgetIsAHardCap: executions that write little in one
+// round and up to their byte cap in the next still keep the budget once the
+// minimum rounds are done: a round starts only when its worst case fits.
+// An estimate from the job's last round would start rounds that cross it.
+func TestMeasureByteBudgetIsAHardCap(t *testing.T) {
+	job := fio.Job{Workload: measure.Fsync, Options: []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1"},
+		FileBytes: 2 << 20, Runtime: 100 * time.Millisecond, IOBytes: 8 << 20, Timeout: time.Minute}
+	prof := fio.Profile{Name: "capped", Steady: true, MinRounds: 2, Jobs: []fio.Job{job}}
+	const budget = 200 << 20
+	over := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		s, eng := prepare(t, testOptions(t))
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var mu sync.Mutex
+		// The host's fake fio writes 800 KiB an execution; the container
+		// targets write that or, in a third of the executions, the whole
+		// 8 MiB cap (a device briefly fast enough to reach it).
+		eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+			if j.Layout {
+				return nil
+			}
+			mu.Lock()
+			full, slow := rng.IntN(3) == 0, 1+0.3*rng.Float64()
+			mu.Unlock()
+			out := enginetest.FioOutput(j.Workload, slow)
+			if full {
+				out = withWriteBytes(t, out, job.IOBytes)
+			}
+			return &engine.ExecResult{Stdout: out}
+		})
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-9, MaxBytes: budget}, 1, rand.New(rand.NewPCG(seed, 8)), nil)
+		if out.Stop != StopBytes || out.Rounds <= 2 {
+			t.Errorf("seed %d: stop %q after %d rounds; want bytes after more than the minimum", seed, out.Stop, out.Rounds)
+		}
+		if out.BytesWritten > budget {
+			over++
+			t.Errorf("seed %d: %d bytes written, budget %d", seed, out.BytesWritten, budget)
+		}
+		// The cap leaves at most one worst-case round unspent.
+		if worst := int64(len(s.Targets())) * job.IOBytes; budget-out.BytesWritten > worst {
+			t.Errorf("seed %d: stopped %d bytes short of the budget, more than a worst-case round (%d)", seed, budget-out.BytesWritten, worst)
+		}
+	}
+}
+
+// withWriteBytes rewrites a fake fio output so that its write direction
+// moved n bytes.
+func withWriteBytes(t *testing.T, out []byte, n int64) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	w := doc["jobs"].([]any)[0].(map[string]any)["write"].(map[string]any)
+	w["io_bytes"], w["io_kbytes"], w["total_ios"] = n, n/1024, n/4096
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestMeasureRecordsFailures: a failed job is a sample with its reason and

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
@@ -150,10 +151,24 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 	// the disk (README, limitations): the run records it as failed with
 	// reason no_io, and that record is what is checked. Any other failure
 	// fails the test.
+	// No execution writes more than its job's bound, by which the probe
+	// keeps its byte budgets (fio.Job.MaxWriteBytes), on real fio in
+	// every target.
+	prof, err := fio.LookupProfile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := map[measure.Workload]int64{}
+	for _, j := range prof.Jobs {
+		bound[j.Workload] = j.MaxWriteBytes(fio.Steady)
+	}
 	seen, noIO := map[string]int{}, map[string]int{}
 	for _, s := range e.Samples {
 		key := string(s.Target) + "/" + string(s.Workload)
 		seen[key]++
+		if s.BytesWritten > bound[s.Workload] {
+			t.Errorf("round %d %s wrote %d bytes, more than its bound %d", s.Round, key, s.BytesWritten, bound[s.Workload])
+		}
 		switch {
 		case s.OK():
 		case s.Workload == "randwrite" && s.Failure != nil && s.Failure.Reason == measure.ReasonNoIO && s.Failure.Message != "":
