@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/layerprobe/layerprobe/internal/config"
@@ -70,5 +72,32 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if flag.String() != sub.String() || !regexp.MustCompile(`^layerprobe \S+ \(.*go1\.\d+.*\)\n$`).MatchString(flag.String()) {
 		t.Errorf("--version %q, version %q; want the same version line", flag.String(), sub.String())
+	}
+}
+
+// TestRunRefusesABudgetBelowOneRound: a byte budget that cannot hold one
+// round of the profile's costliest job is a usage error naming the flag and
+// what would do, before anything is measured; --max-bytes 0 lifts it.
+func TestRunRefusesABudgetBelowOneRound(t *testing.T) {
+	run := func(args ...string) error {
+		cmd := newRootCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"run"}, args...))
+		return cmd.Execute()
+	}
+	err := run("--profile", "long")
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--max-bytes") || !strings.Contains(err.Error(), "at least that") ||
+		!strings.Contains(err.Error(), "65600MiB") {
+		t.Errorf("run --profile long with the default budget: %v, want a usage error naming --max-bytes and 65600MiB", err)
+	}
+	// Past the budget check, the unknown engine is what stops it.
+	if err := run("--profile", "long", "--max-bytes", "0", "--engine", "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("run --profile long --max-bytes 0: %v, want the engine error", err)
+	}
+	if err := run("--engine", "nope"); err == nil || strings.Contains(err.Error(), "max-bytes") {
+		t.Errorf("run with the defaults: %v, want no budget error", err)
 	}
 }

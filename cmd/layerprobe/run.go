@@ -90,6 +90,9 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 			if err := cfg.Validate(); err != nil {
 				return usageError{fmt.Errorf("flags: %w", err)}
 			}
+			if err := cfg.RoundFits(cfg.MaxBytes); err != nil {
+				return usageError{fmt.Errorf("--max-bytes (max_bytes) %w", err)}
+			}
 			return runRun(cmd.Context(), cfg, o, g.logger, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}

@@ -100,6 +100,9 @@ func New(o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if err := o.Config.RoundFits(o.Config.Agent.CycleMaxBytes); err != nil {
+		return nil, fmt.Errorf("agent: agent.cycle_max_bytes %w", err)
+	}
 	if o.JobTimeout > 0 {
 		for i := range prof.Jobs {
 			prof.Jobs[i].Timeout = o.JobTimeout

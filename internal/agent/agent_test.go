@@ -704,3 +704,19 @@ func TestColdRetriesAfterBackoff(t *testing.T) {
 		t.Errorf("busy_io_pressure skips = %v, want 2", n)
 	}
 }
+
+// TestNewRefusesACycleBudgetBelowOneRound: a cycle budget that cannot hold
+// one round of the profile's costliest job is refused at start, naming the
+// setting, rather than skipping that job every cycle.
+func TestNewRefusesACycleBudgetBelowOneRound(t *testing.T) {
+	cfg := config.Default()
+	cfg.Profile = "long"
+	_, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "agent.cycle_max_bytes") || !strings.Contains(err.Error(), `profile "long"`) {
+		t.Errorf("New with profile long and a 512 MiB cycle budget: %v", err)
+	}
+	cfg.Agent.CycleMaxBytes = 0
+	if _, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}); err != nil {
+		t.Errorf("New without a cycle budget: %v", err)
+	}
+}

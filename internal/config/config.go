@@ -12,7 +12,7 @@ import (
 // Config is the whole configuration file. Every field has a default (see
 // Default); a file only needs the keys it changes.
 type Config struct {
-	// Profile is the built-in fio profile: "quick" or "seed".
+	// Profile is the built-in fio profile (fio.ProfileNames).
 	Profile string `yaml:"profile"`
 	// Rounds is a fixed number of rounds of every job per `layerprobe
 	// run`; 0 means the profile's default, which for the default profile
@@ -23,7 +23,8 @@ type Config struct {
 	// percentage points), at which an adaptive `layerprobe run` stops.
 	Precision float64 `yaml:"precision"`
 	// MaxBytes bounds what one `layerprobe run` writes per engine, file
-	// layout included.
+	// layout included (probe.Plan.MaxBytes says how; RoundFits, what it
+	// must at least hold).
 	MaxBytes ByteSize `yaml:"max_bytes"`
 	// MaxDuration bounds how long an adaptive `layerprobe run` adds rounds
 	// per engine.

@@ -414,3 +414,36 @@ func fmtDuration(d time.Duration) string {
 	}
 	return s
 }
+
+// RoundFits says whether a byte budget (max_bytes for `run`,
+// agent.cycle_max_bytes for a cycle) can hold one round of the profile's
+// costliest job on every configured target and host. The probe keeps a
+// budget by the most a round can write, so a smaller one would end the
+// measurement before that job's first round: say so up front instead.
+// nil when it fits, when there is no cap, or when the profile is unknown
+// (Validate reports that).
+func (c *Config) RoundFits(budget ByteSize) error {
+	p, err := fio.LookupProfile(c.Profile)
+	if budget <= 0 || err != nil {
+		return nil
+	}
+	targets := len(c.Targets) + 1
+	need, w := p.MaxRoundBytes(targets)
+	if int64(budget) >= need {
+		return nil
+	}
+	return fmt.Errorf("%s is less than one round of profile %q can write (its %s job on %d targets: up to %s), "+
+		"so the measurement would stop before that job's first round; want 0 (no cap) or at least that",
+		budget, p.Name, w, targets, atLeast(need))
+}
+
+// atLeast spells n so that it parses back to n or more: the human form
+// when it is exact, whole MiB rounded up otherwise (64.06GiB would parse
+// to less than 64 GiB and 64 MiB).
+func atLeast(n int64) string {
+	s := ByteSize(n).String()
+	if b, err := ParseByteSize(s); err == nil && int64(b) >= n {
+		return s
+	}
+	return fmt.Sprintf("%dMiB", (n+int64(MiB)-1)/int64(MiB))
+}

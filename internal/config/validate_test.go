@@ -186,3 +186,39 @@ func TestFmtDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundFits: a budget must hold one round of the profile's costliest
+// job on host and every target; 0 is no cap.
+func TestRoundFits(t *testing.T) {
+	c := Default()
+	if err := c.RoundFits(c.MaxBytes); err != nil {
+		t.Errorf("default run budget: %v", err)
+	}
+	if err := c.RoundFits(c.Agent.CycleMaxBytes); err != nil {
+		t.Errorf("default cycle budget: %v", err)
+	}
+	// quick's costliest round on 4 targets: 128 MiB.
+	if err := c.RoundFits(128 * MiB); err != nil {
+		t.Errorf("128 MiB: %v", err)
+	}
+	if err := c.RoundFits(128*MiB - 1); err == nil || !strings.Contains(err.Error(), "128MiB") {
+		t.Errorf("a byte short of quick's round: %v, want an error naming 128MiB", err)
+	}
+	c.Profile = "long"
+	if err := c.RoundFits(0); err != nil {
+		t.Errorf("long without a cap: %v", err)
+	}
+	err := c.RoundFits(c.MaxBytes)
+	if err == nil || !strings.Contains(err.Error(), `profile "long"`) || !strings.Contains(err.Error(), "randwrite job on 4 targets: up to 65600MiB") {
+		t.Errorf("long within 2.5 GiB: %v", err)
+	}
+	// Fewer targets, a smaller round.
+	c.Targets = c.Targets[:1]
+	if err := c.RoundFits(c.MaxBytes); err == nil || !strings.Contains(err.Error(), "on 2 targets: up to 32800MiB") {
+		t.Errorf("long on host and one target: %v", err)
+	}
+	c.Profile = "no such"
+	if err := c.RoundFits(1); err != nil {
+		t.Errorf("an unknown profile is Validate's to report: %v", err)
+	}
+}
