@@ -90,7 +90,7 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 		c.figure = fmt.Sprintf("median %s, max %s over %d runs", gib(int64(stats.Median(bytes))), gib(int64(mx)), n)
 		c.status = judge(mx <= goalRunBytes)
 		if c.status == statusMissed {
-			c.why = "A round the run must make (the profile's minimum) starts when the job's last round would fit again, an estimate, and can overshoot by part of a round; so could every round of runs measured before the rounds beyond the minimum were held to their byte caps (a hard cap)."
+			c.why = "These runs kept `--max-bytes` by estimate: a round started when the job's last round would fit again, and one that wrote more than its predecessor overshot by part of a round. The probe now lowers a round's byte caps to what is left when its worst case would not fit (a hard cap)."
 		}
 	}
 	return append(out, c)

@@ -35,17 +35,15 @@ type Plan struct {
 	// measurement after MinRounds.
 	Precision float64
 	// MaxBytes bounds what the measurement writes, layout included; 0 is
-	// no bound. Beyond the minimum rounds, a round is started only when
-	// the most it can write (roundBound: its executions' byte caps on
-	// every target, and its files) fits in what is left, so the budget is
-	// a hard cap. A round the measurement must make (MinRounds, or every
-	// one of fixed Rounds) is started when its estimate (roundCost: the
-	// job's last round) fits: without the minimum rounds there is no
-	// interval, and their worst case can exceed a budget they fit in
-	// (the agent's 2 minimum rounds of quick's jobs at their caps, with
-	// their files, come to 672 MiB on 4 targets, against a 512 MiB
-	// budget). So a budget smaller than what the minimum rounds need can
-	// still be crossed by part of a round.
+	// no bound. A round is started when its estimate (roundCost: the
+	// job's last round) fits in what is left, and a steady job's round
+	// whose worst case would not (every target's execution at its byte
+	// cap, and its files) runs with every execution's cap lowered to its
+	// share of what is left (roundJob), so the budget is a hard cap.
+	// Starting rounds only when their worst case fits would keep it too,
+	// but gives up rounds: an fsync execution is ended by its time limit
+	// far below its cap (on the benchmark's disk, agent cycles under that
+	// rule made 5 fsync rounds where they had made 9).
 	MaxBytes int64
 	// MaxDuration bounds how long the adaptive rounds go on; 0 is no
 	// bound. A round that would end after it is not started (its length
@@ -119,7 +117,6 @@ type jobState struct {
 	rounds      int
 	order       []measure.Target // the last round's order, which the next one reverses
 	lastBytes   int64            // bytes of the job's last round, the cost estimate of the next
-	execBound   int64            // the most one execution can write (fio.Job.MaxWriteBytes)
 	layoutBytes int64            // bytes of the job's last layout over the targets, what a file per round adds to a round
 	lastTime    time.Duration
 	halfWidth   float64
@@ -152,7 +149,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	}
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
-		js := &jobState{job: j, execBound: j.MaxWriteBytes(how), halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{}}
+		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{}}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
 				js.samples = append(js.samples, sm)
@@ -194,6 +191,14 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			out.Stop = stop
 			break
 		}
+		job := js.job
+		if plan.MaxBytes > 0 && how == fio.Steady {
+			var ok bool
+			if job, ok = s.roundJob(js, plan.MaxBytes-out.BytesWritten); !ok {
+				out.Stop = StopBytes
+				break
+			}
+		}
 		roundStart := time.Now()
 		var roundBytes int64
 		mark := len(out.Samples)
@@ -216,7 +221,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 				sm = measure.Sample{Round: round, Order: i + 1, Target: t, StartedAt: time.Now().UTC(),
 					JobResult: measure.JobResult{Workload: js.job.Workload, Failure: f}}
 			} else {
-				sm = s.runJob(ctx, s.probe, round, i+1, t, js.job, how, file)
+				sm = s.runJob(ctx, s.probe, round, i+1, t, job, how, file)
 			}
 			out.Samples = append(out.Samples, sm)
 			js.samples = append(js.samples, sm)
@@ -250,10 +255,6 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 // next picks the job whose round comes next, or says why none does.
 func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, StopReason) {
 	fits := func(js *jobState) bool {
-		return plan.MaxBytes <= 0 || spent+s.roundBound(js) <= plan.MaxBytes
-	}
-	// A minimum round goes by its estimate (Plan.MaxBytes says why).
-	fitsMin := func(js *jobState) bool {
 		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
 	}
 	inTime := func(js *jobState) bool {
@@ -272,7 +273,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	minRounds = min(minRounds, maxRounds)
 	for _, js := range order {
 		if js.rounds < minRounds {
-			if !fitsMin(js) {
+			if !fits(js) {
 				return nil, StopBytes
 			}
 			return js, ""
@@ -341,17 +342,31 @@ func (s *Session) roundCost(js *jobState) int64 {
 	return cost
 }
 
-// roundBound is the most the job's next round can write: every target's
-// execution at its byte cap and, for a file per round after the first,
-// every target's file laid out again; never less than roundCost, so that a
-// job writing more than its caps say (a fake engine in tests) is still
-// bounded by what it wrote.
-func (s *Session) roundBound(js *jobState) int64 {
-	per := js.execBound
-	if js.job.FilePerRound && js.rounds > 0 {
-		per += js.job.MaxWriteBytes(fio.Layout)
+// roundJob is the steady job as its next round runs it with left bytes of
+// the budget: as it is when every target's execution at its byte cap, and
+// the round's files, fit; otherwise with the cap of every execution
+// lowered to its share of what the files leave. The round was started
+// because its estimate fits, so the lowered cap is about what an execution
+// of the job's last round wrote: it ends only one that would write more
+// (a moment of the device fast enough to reach the cap). Every target of
+// the round runs with the same cap, so the round's pairs stay alike. ok is
+// false when not even one block per clone would fit.
+func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
+	job = js.job
+	targets := int64(len(s.targets))
+	files := int64(0)
+	if job.FilePerRound && js.rounds > 0 {
+		files = job.MaxWriteBytes(fio.Layout) * targets
 	}
-	return max(per*int64(len(s.targets)), s.roundCost(js))
+	if job.MaxWriteBytes(fio.Steady)*targets+files <= left {
+		return job, true
+	}
+	share := (left - files) / targets
+	if share < 4096*int64(max(job.Clones, 1)) {
+		return job, false
+	}
+	job.IOBytes = share
+	return job, job.MaxWriteBytes(fio.Steady) <= share
 }
 
 // shareCost is what the job's next round costs as the larger of its share

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,9 @@ type Job struct {
 	Mode     measure.Mode // of the container it ran in
 	Layout   bool         // the job's file being laid out, not a measurement
 	File     string       // the job's file (fio's --filename), empty for a fresh file
+	// IOSize is fio's --io_size, the byte cap of each of the job's
+	// clones (0: none given).
+	IOSize int64
 }
 
 // Engine is the fake engine. The zero value is not usable: use New.
@@ -269,6 +273,7 @@ func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engi
 		name, layout := strings.CutSuffix(argValue(argv, "--name"), "-layout")
 		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(name), Mode: spec.Mode, Layout: layout,
 			File: argValue(argv, "--filename")}
+		job.IOSize, _ = strconv.ParseInt(argValue(argv, "--io_size"), 10, 64)
 		f.jobs = append(f.jobs, job)
 		slow := f.slow[job.Target]
 		f.mu.Unlock()
