@@ -417,9 +417,11 @@ func fmtDuration(d time.Duration) string {
 
 // RoundFits says whether a byte budget (max_bytes for `run`,
 // agent.cycle_max_bytes for a cycle) can hold one round of the profile's
-// costliest job on every configured target and host. The probe keeps a
-// budget by the most a round can write, so a smaller one would end the
-// measurement before that job's first round: say so up front instead.
+// costliest job on every configured target and host, at its byte caps
+// and with its files. The probe starts a job's first round only when its
+// caps on every target fit, and later rounds run with caps lowered to what
+// is left, so a smaller budget leaves that job without the rounds an
+// interval needs: say so up front instead.
 // nil when it fits, when there is no cap, or when the profile is unknown
 // (Validate reports that).
 func (c *Config) RoundFits(budget ByteSize) error {
@@ -433,7 +435,7 @@ func (c *Config) RoundFits(budget ByteSize) error {
 		return nil
 	}
 	return fmt.Errorf("%s is less than one round of profile %q can write (its %s job on %d targets: up to %s), "+
-		"so the measurement would stop before that job's first round; want 0 (no cap) or at least that",
+		"too little for that job's rounds; want 0 (no cap) or at least that",
 		budget, p.Name, w, targets, atLeast(need))
 }
 
