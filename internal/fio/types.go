@@ -137,6 +137,17 @@ func (j Job) MaxWriteBytes(how Execution) int64 {
 	return n
 }
 
+// MaxRoundBytes is the most one round of the job can write on the given
+// number of targets: every target's execution, and with a file per round
+// the round's file on every target.
+func (j Job) MaxRoundBytes(how Execution, targets int, withFile bool) int64 {
+	n := j.MaxWriteBytes(how)
+	if withFile {
+		n += j.MaxWriteBytes(Layout)
+	}
+	return n * int64(targets)
+}
+
 // MaxRoundBytes is the most one round of the profile's costliest job can
 // write on the given number of targets (its executions and, for a file per
 // round, the round's layout), and that job's workload. A byte budget below
@@ -149,11 +160,7 @@ func (p Profile) MaxRoundBytes(targets int) (int64, measure.Workload) {
 	var most int64
 	var w measure.Workload
 	for _, j := range p.Jobs {
-		n := j.MaxWriteBytes(how)
-		if p.Steady && j.FilePerRound {
-			n += j.MaxWriteBytes(Layout)
-		}
-		if n *= int64(targets); n > most {
+		if n := j.MaxRoundBytes(how, targets, p.Steady && j.FilePerRound); n > most {
 			most, w = n, j.Workload
 		}
 	}

@@ -350,23 +350,21 @@ func (s *Session) roundCost(js *jobState) int64 {
 // of the job's last round wrote: it ends only one that would write more
 // (a moment of the device fast enough to reach the cap). Every target of
 // the round runs with the same cap, so the round's pairs stay alike. ok is
-// false when not even one block per clone would fit.
+// false when not even fio's smallest cap (a block per clone) would fit.
 func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job = js.job
-	targets := int64(len(s.targets))
-	files := int64(0)
-	if job.FilePerRound && js.rounds > 0 {
-		files = job.MaxWriteBytes(fio.Layout) * targets
-	}
-	if job.MaxWriteBytes(fio.Steady)*targets+files <= left {
+	targets := len(s.targets)
+	withFile := job.FilePerRound && js.rounds > 0
+	if job.MaxRoundBytes(fio.Steady, targets, withFile) <= left {
 		return job, true
 	}
-	share := (left - files) / targets
-	if share < 4096*int64(max(job.Clones, 1)) {
-		return job, false
+	var files int64
+	if withFile {
+		files = job.MaxWriteBytes(fio.Layout) * int64(targets)
 	}
-	job.IOBytes = share
-	return job, job.MaxWriteBytes(fio.Steady) <= share
+	job.IOBytes = (left - files) / int64(targets)
+	// fio's cap has a floor (a block per clone) the share may be below.
+	return job, job.MaxRoundBytes(fio.Steady, targets, withFile) <= left
 }
 
 // shareCost is what the job's next round costs as the larger of its share
