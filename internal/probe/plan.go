@@ -43,7 +43,7 @@ type Plan struct {
 	// Starting rounds only when their worst case fits would keep it too,
 	// but gives up rounds: an fsync execution is ended by its time limit
 	// far below its cap (on the benchmark's disk, agent cycles under that
-	// rule made 5 fsync rounds where they had made 9).
+	// rule made 5 fsync rounds a cycle, under this one 8).
 	MaxBytes int64
 	// MaxDuration bounds how long the adaptive rounds go on; 0 is no
 	// bound. A round that would end after it is not started (its length
