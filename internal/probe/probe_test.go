@@ -440,8 +440,8 @@ func TestMeasureByteBudgetIsAHardCap(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		var mu sync.Mutex
 		// The host's fake fio writes 800 KiB an execution; the container
-		// targets write that or, in a third of the executions, the whole
-		// 8 MiB cap (a device briefly fast enough to reach it).
+		// targets write that or, in a third of the executions, their whole
+		// cap, fio's --io_size (a device briefly fast enough to reach it).
 		eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
 			if j.Layout {
 				return nil
@@ -451,7 +451,7 @@ func TestMeasureByteBudgetIsAHardCap(t *testing.T) {
 			mu.Unlock()
 			out := enginetest.FioOutput(j.Workload, slow)
 			if full {
-				out = withWriteBytes(t, out, min(job.IOBytes, j.IOSize))
+				out = withWriteBytes(t, out, j.IOSize)
 			}
 			return &engine.ExecResult{Stdout: out}
 		})
@@ -464,8 +464,8 @@ func TestMeasureByteBudgetIsAHardCap(t *testing.T) {
 		}
 		// Rounds go on while their estimate fits: what is left is less
 		// than a round of full executions.
-		if full := int64(len(s.Targets())) * job.IOBytes; budget-out.BytesWritten > full {
-			t.Errorf("seed %d: stopped %d bytes short of the budget, more than a round at the caps (%d)", seed, budget-out.BytesWritten, full)
+		if atCaps := int64(len(s.Targets())) * job.IOBytes; budget-out.BytesWritten > atCaps {
+			t.Errorf("seed %d: stopped %d bytes short of the budget, more than a round at the caps (%d)", seed, budget-out.BytesWritten, atCaps)
 		}
 	}
 }
