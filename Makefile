@@ -66,7 +66,8 @@ unit:
 # power, footprint): about 12 hours on a shared 2-core machine (most of it
 # the default runs and the agent's detection cycles) and hundreds of GiB
 # written, root, not part of `make test`. BENCH_COVERAGE_RUNS,
-# BENCH_OLD_DEFAULT_RUNS, BENCH_UNPERTURBED_CYCLES and BENCH_ONLY shrink it. Writes docs/benchmarks.md, docs/bench/*.png
+# BENCH_OLD_DEFAULT_RUNS, BENCH_REFERENCE_RUNS, BENCH_UNPERTURBED_CYCLES and
+# BENCH_ONLY shrink it. Writes docs/benchmarks.md, docs/bench/*.png
 # and docs/bench/results.json (BENCH_OUT moves them). bench-smoke runs every
 # section with tiny sizes into a temporary directory; bench-report
 # regenerates the page from docs/bench/results.json.

@@ -99,6 +99,90 @@ func recomputed(d *runDoc, target, job string, maxRound int) (est, bool) {
 	return est{}, false
 }
 
+// combined is several runs' estimates of one target and job made one.
+type combined struct {
+	est
+	// Runs is how many runs it combines; Tau the spread of the runs'
+	// true values about their mean that their own intervals do not
+	// explain (signed log scale: 0.02 is about 2 pp), 0 when they agree.
+	Runs int
+	Tau  float64
+}
+
+// combineRuns makes one estimate of independent runs' estimates of one
+// job, each with its own interval: a random-effects mean on the signed log
+// scale (signedLog), with the DerSimonian–Laird between-run variance and
+// the Hartung–Knapp interval with its modification that keeps it no
+// narrower than the runs' intervals combined (Röver, Knapp & Friede, BMC
+// Med Res Methodol 2015): a t interval on runs−1 degrees of freedom. Why
+// not pool the rounds: one run's rounds share its minutes on the disk and
+// what it laid out, so an error fixed within a run would pass for
+// precision; between runs it shows as spread and widens the interval.
+// Each run's standard error is its interval's width on the signed log
+// scale over 2 z. Runs without an estimate are left out; one run is
+// returned as it is.
+func combineRuns(each []est, job string) (combined, bool) {
+	var theta, se []float64
+	var kept []est
+	n := 0
+	for _, e := range each {
+		if !e.ok() {
+			continue
+		}
+		lo, hi := signedLog(e.Low, job), signedLog(e.High, job)
+		if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+			continue
+		}
+		kept = append(kept, e)
+		theta = append(theta, signedLog(e.Ratio, job))
+		// A degenerate interval would weigh without limit: floor it at
+		// 0.01 pp.
+		se = append(se, math.Max((hi-lo)/(2*zOf(confidence)), 1e-4))
+		n += e.N
+	}
+	k := len(theta)
+	switch k {
+	case 0:
+		return combined{}, false
+	case 1:
+		return combined{est: kept[0], Runs: 1}, true
+	}
+	var sw, sw2, swt float64
+	for i := range theta {
+		w := 1 / (se[i] * se[i])
+		sw, sw2, swt = sw+w, sw2+w*w, swt+w*theta[i]
+	}
+	fixed := swt / sw
+	var q float64
+	for i := range theta {
+		q += (theta[i] - fixed) * (theta[i] - fixed) / (se[i] * se[i])
+	}
+	tau2 := math.Max(0, (q-float64(k-1))/(sw-sw2/sw))
+	var rw, rwt float64
+	for i := range theta {
+		w := 1 / (se[i]*se[i] + tau2)
+		rw, rwt = rw+w, rwt+w*theta[i]
+	}
+	mean := rwt / rw
+	var hk float64
+	for i := range theta {
+		hk += (theta[i] - mean) * (theta[i] - mean) / (se[i]*se[i] + tau2)
+	}
+	hk /= float64(k - 1)
+	half := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(1-(1-confidence)/2) * math.Sqrt(math.Max(1, hk)/rw)
+	return combined{est: est{Ratio: shiftRatio(0, mean, job), Low: shiftRatio(0, mean-half, job), High: shiftRatio(0, mean+half, job), N: n},
+		Runs: k, Tau: math.Sqrt(tau2)}, true
+}
+
+// zOf is the standard normal quantile of a two-sided interval.
+func zOf(level float64) float64 { return distuv.UnitNormal.Quantile(1 - (1-level)/2) }
+
+// referenceOf is a driver's reference estimate of a target and job: its
+// runs combined (combineRuns).
+func referenceOf(dr driverResult, target, job string) (combined, bool) {
+	return combineRuns(estimates(dr.References, target, job), job)
+}
+
 // checkRecorded compares what a run reported with what its recorded
 // executions give, the earlier method's statistic included: the report
 // rests on the recorded executions, so they must reproduce the run.

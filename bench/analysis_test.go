@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,138 @@ func TestUnitReducedSizes(t *testing.T) {
 	z.UnperturbedCycles = 15
 	if !reduced(&z, fullSizes()) {
 		t.Error("15 unperturbed cycles of 100 do not count as reduced")
+	}
+}
+
+func TestUnitReducedReferenceRuns(t *testing.T) {
+	z := fullSizes()
+	z.ReferenceRuns = 1
+	if !reduced(&z, fullSizes()) {
+		t.Error("1 reference run of 6 does not count as reduced")
+	}
+}
+
+// runEst is a run's estimate with a symmetric interval on the signed log
+// scale: true value mu plus noise of standard error se.
+func runEst(mu, se float64, rng *rand.Rand, job string) est {
+	x := mu + se*rng.NormFloat64()
+	h := zOf(confidence) * se
+	return est{Ratio: shiftRatio(0, x, job), Low: shiftRatio(0, x-h, job), High: shiftRatio(0, x+h, job), N: 8}
+}
+
+// The combined interval covers the truth about as often as it promises,
+// both when the runs agree and when each run carries an error of its own
+// that its interval does not show (which pooling the rounds would hide),
+// and it is wider in the second case.
+func TestUnitCombineRunsCoverage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, c := range []struct {
+		name    string
+		tau     float64 // per-run error the runs' intervals do not show
+		runs    int
+		atLeast float64
+	}{{"runs agree", 0, 6, 0.93}, {"an error fixed within each run", 0.04, 6, 0.92}, {"two runs", 0.02, 2, 0.92}} {
+		for _, job := range []string{"fsync", "randwrite"} {
+			const trials = 4000
+			truth, covered := 0.05, 0
+			var width float64
+			for range trials {
+				var each []est
+				for range c.runs {
+					each = append(each, runEst(truth+c.tau*rng.NormFloat64(), 0.03, rng, job))
+				}
+				got, ok := combineRuns(each, job)
+				if !ok || got.Runs != c.runs {
+					t.Fatalf("%s %s: combined %d runs (ok %v), want %d", c.name, job, got.Runs, ok, c.runs)
+				}
+				if got.covers(shiftRatio(0, truth, job)) {
+					covered++
+				}
+				width += signedLog(got.High, job) - signedLog(got.Low, job)
+			}
+			cov := float64(covered) / trials
+			t.Logf("%s, %s: coverage %.3f, mean width %.3f", c.name, job, cov, width/trials)
+			if cov < c.atLeast {
+				t.Errorf("%s, %s: coverage %.3f, want ≥ %.2f", c.name, job, cov, c.atLeast)
+			}
+		}
+	}
+	// A run-fixed error the intervals do not show: pooling as if the runs
+	// agreed (the fixed-effect interval) would cover far less often.
+	var fixedCovered, trials = 0, 2000
+	for range trials {
+		var sw, swt float64
+		for range 6 {
+			e := runEst(0.05+0.04*rng.NormFloat64(), 0.03, rng, "fsync")
+			se := (signedLog(e.High, "fsync") - signedLog(e.Low, "fsync")) / (2 * zOf(confidence))
+			sw, swt = sw+1/(se*se), swt+signedLog(e.Ratio, "fsync")/(se*se)
+		}
+		if math.Abs(swt/sw-0.05) <= zOf(confidence)/math.Sqrt(sw) {
+			fixedCovered++
+		}
+	}
+	if got := float64(fixedCovered) / float64(trials); got > 0.85 {
+		t.Errorf("the fixed-effect interval covers %.3f with a per-run error: the case does not test what combineRuns adds", got)
+	}
+}
+
+func TestUnitCombineRunsEdges(t *testing.T) {
+	nan := math.NaN()
+	if _, ok := combineRuns(nil, "fsync"); ok {
+		t.Error("no runs gave an estimate")
+	}
+	if _, ok := combineRuns([]est{{Ratio: nan, Low: nan, High: nan}}, "fsync"); ok {
+		t.Error("a run without an estimate (NaN) gave one")
+	}
+	one := est{Ratio: 0.04, Low: 0.01, High: 0.08, N: 8}
+	got, ok := combineRuns([]est{{Ratio: nan, Low: nan, High: nan}, one}, "fsync")
+	if !ok || got.est != one || got.Runs != 1 {
+		t.Errorf("one run beside a NaN one: %+v %v, want that run as it is", got, ok)
+	}
+	// Equal runs: the mean is theirs, no spread between them, and the
+	// interval is no narrower than the runs' own combined.
+	got, ok = combineRuns([]est{one, one, one}, "fsync")
+	if !ok || got.Runs != 3 || got.Tau != 0 || math.Abs(got.Ratio-one.Ratio) > 1e-12 || !got.ok() {
+		t.Fatalf("three equal runs: %+v %v", got, ok)
+	}
+	se := (math.Log1p(one.High) - math.Log1p(one.Low)) / (2 * zOf(confidence))
+	if w := math.Log1p(got.High) - math.Log1p(got.Low); w < 2*zOf(confidence)*se/math.Sqrt(3)-1e-9 {
+		t.Errorf("three equal runs: width %.4f narrower than their fixed-effect width %.4f", w, 2*zOf(confidence)*se/math.Sqrt(3))
+	}
+	// Runs that disagree beyond their intervals: spread, and an interval
+	// wider than any one run's.
+	got, _ = combineRuns([]est{{Ratio: 0, Low: -0.01, High: 0.01}, {Ratio: 0.1, Low: 0.09, High: 0.11}, {Ratio: 0.05, Low: 0.04, High: 0.06}}, "fsync")
+	if got.Tau < 0.03 || got.halfWidthPP() < 2 {
+		t.Errorf("disagreeing runs: tau %.3f, half-width %.1f pp, want the spread to show", got.Tau, got.halfWidthPP())
+	}
+	// A degenerate interval does not take all the weight or give NaN.
+	got, ok = combineRuns([]est{{Ratio: 0.02, Low: 0.02, High: 0.02}, one}, "fsync")
+	if !ok || !got.ok() || got.Ratio < 0.02 || got.Ratio > 0.04 {
+		t.Errorf("a zero-width run beside another: %+v %v", got, ok)
+	}
+	// Throughputs: a ratio beyond -100% on the signed scale is skipped.
+	if got, ok := combineRuns([]est{{Ratio: 0.5, Low: 0.2, High: 1.2}, one}, "randwrite"); !ok || got.Runs != 1 {
+		t.Errorf("a throughput interval past 100%%: %+v %v, want the other run alone", got, ok)
+	}
+}
+
+func TestUnitResultsVersion2Reference(t *testing.T) {
+	path := t.TempDir() + "/results.json"
+	old := `{"version": 2, "drivers": [{"driver": "overlay2", "reference": {"profile": "long", "rounds": 24}}, {"driver": "btrfs"}]}`
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version != resultsVersion || len(r.Drivers[0].References) != 1 || r.Drivers[0].References[0].Rounds != 24 ||
+		r.Drivers[0].Reference != nil || len(r.Drivers[1].References) != 0 {
+		t.Errorf("version 2's reference read as %+v", r.Drivers)
+	}
+	if err := os.WriteFile(path, []byte(`{"version": 1}`), 0o644); err == nil {
+		if _, err := readResults(path); err == nil || !strings.Contains(err.Error(), "results version 1") {
+			t.Errorf("version 1: %v", err)
+		}
 	}
 }

@@ -157,8 +157,8 @@ func TestBench(t *testing.T) {
 		})
 		section("reference-"+driver, func(t *testing.T) error {
 			dr := res.driver(driver)
-			dr.Reference = nil
-			return start(t).measureReference(ctx, dr)
+			dr.References = nil
+			return start(t).measureReference(ctx, dr, s.referenceRuns, save)
 		})
 		section("defaults-"+driver, func(t *testing.T) error {
 			dr := res.driver(driver)

@@ -154,14 +154,14 @@ func coverageOf(dr driverResult, job string) coverageCounts {
 		c.aa.add(e.covers(0))
 		c.aaEst = append(c.aaEst, e)
 	}
-	re, ok := estimateOf(dr.Reference, "container", job)
+	re, ok := referenceOf(dr, "container", job)
 	if !ok {
 		return c
 	}
 	c.refPoint = re.Ratio
 	for _, e := range estimates(dr.Defaults, "container", job) {
 		c.ref.add(e.covers(re.Ratio))
-		c.joint.add(e.agrees(re))
+		c.joint.add(e.agrees(re.est))
 		c.refEst = append(c.refEst, e)
 	}
 	return c

@@ -177,7 +177,7 @@ func biasGoals(dr driverResult) []goalCheck {
 	}
 	for _, job := range jobs {
 		c := goalCheck{goal: fmt.Sprintf("2. container %s inside the reference's interval", headlineOf(job)), scope: dr.Driver}
-		ref, okRef := estimateOf(dr.Reference, "container", job)
+		ref, okRef := referenceOf(dr, "container", job)
 		cont := estimates(dr.Defaults, "container", job)
 		if !okRef || len(cont) == 0 {
 			c.status, c.figure = statusNotMeasured, "–"
@@ -199,9 +199,10 @@ func biasGoals(dr driverResult) []goalCheck {
 				off = med - ref.Low
 			}
 			c.why = fmt.Sprintf("The default runs' median lies %+.1f pp outside the reference's interval (±%.1f pp from %d rounds of the "+
-				"long profile). The reference is one run of the same jobs at another length: a difference that grows with the "+
+				"long profile in %s). The reference measures the same jobs at another length: a difference that grows with the "+
 				"execution's length is a start-up or steady-state effect the short executions carry; one that does not is the "+
-				"file placement both sides of one measurement share (see methodology.md, Limits).", 100*off, ref.halfWidthPP(), ref.N)
+				"file placement both sides of one measurement share (see methodology.md, Limits).", 100*off, ref.halfWidthPP(), ref.N,
+				runsWord(ref.Runs))
 			c.why += sharedFileWhy(dr, job, med)
 			c.why += armToArmWhy(dr, job, med)
 		}
@@ -389,7 +390,7 @@ func sharedFileWhy(dr driverResult, job string, med float64) string {
 		out += fmt.Sprintf(" The shared file moves the default runs' container estimate by %s ± %.1f pp (section 3, the shared file): "+
 			"without it their median would read about %s.", signedPP(eff), 50*sec.SE, pct(shiftRatio(med, -eff, job)))
 	}
-	if sec := orderSplitOf(refRuns(dr.Reference), job, true).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
+	if sec := orderSplitOf(dr.References, job, true).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
 		out += fmt.Sprintf(" The reference carries the same effect, %s ± %.1f pp on its container estimate.", signedPP(-sec.Mean/2), 50*sec.SE)
 	}
 	return out
@@ -403,8 +404,8 @@ func sharedFileWhy(dr driverResult, job string, med float64) string {
 // against host, the miss lies in a host arm, not in the container's
 // figure.
 func armToArmWhy(dr driverResult, job string, med float64) string {
-	refC, okC := estimateOf(dr.Reference, "container", job)
-	refB, okB := estimateOf(dr.Reference, "bind", job)
+	refC, okC := referenceOf(dr, "container", job)
+	refB, okB := referenceOf(dr, "bind", job)
 	if !okC || !okB {
 		return ""
 	}
@@ -427,7 +428,11 @@ func armToArmWhy(dr driverResult, job string, med float64) string {
 		"where against host they are %.1f pp apart.", pct(refB.Ratio), pct(refB.Low), pct(refB.High), signedPP(runs), signedPP(ref),
 		100*apart, 100*againstHost)
 	if apart < againstHost/2 {
-		out += " Most of the difference lies in a host arm (the reference is one run, its host arm's error is its own), not in the container's figure."
+		out += " Most of the difference lies in a host arm"
+		if refC.Runs == 1 {
+			out += " (the reference is one run, its host arm's error is its own)"
+		}
+		out += ", not in the container's figure."
 	}
 	return out
 }
@@ -451,4 +456,12 @@ func shiftRatio(ratio, x float64, job string) float64 {
 		return -math.Expm1(-y)
 	}
 	return math.Expm1(y)
+}
+
+// runsWord is "1 run" or "6 runs".
+func runsWord(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }

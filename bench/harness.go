@@ -39,6 +39,9 @@ type settings struct {
 	// unperturbedCycles is how many agent cycles the false-alarm count is
 	// over, after the detector's learning.
 	unperturbedCycles int
+	// referenceRuns is how many runs of the long profile each driver's
+	// reference combines.
+	referenceRuns int
 }
 
 // drivers are the storage drivers the per-driver sections measure.
@@ -94,15 +97,18 @@ func loadSettings() (settings, error) {
 		s.oldRev = defaultOldRev
 	}
 	full := fullSizes()
-	s.oldDefaultRuns, s.unperturbedCycles, s.defaultRuns = full.OldDefaultRuns, full.UnperturbedCycles, full.CoverageRuns
+	s.oldDefaultRuns, s.unperturbedCycles, s.defaultRuns, s.referenceRuns = full.OldDefaultRuns, full.UnperturbedCycles, full.CoverageRuns, full.ReferenceRuns
 	if s.short {
-		s.oldDefaultRuns, s.unperturbedCycles = 1, 3
+		s.oldDefaultRuns, s.unperturbedCycles, s.referenceRuns = 1, 3, 2
 		s.defaultRuns = map[string]int{"overlay2": 2, "btrfs": 2}
 	}
 	if s.oldDefaultRuns, err = envInt("BENCH_OLD_DEFAULT_RUNS", s.oldDefaultRuns, 0); err != nil {
 		return s, err
 	}
 	if s.unperturbedCycles, err = envInt("BENCH_UNPERTURBED_CYCLES", s.unperturbedCycles, 1); err != nil {
+		return s, err
+	}
+	if s.referenceRuns, err = envInt("BENCH_REFERENCE_RUNS", s.referenceRuns, 1); err != nil {
 		return s, err
 	}
 	if err := parseRuns(os.Getenv("BENCH_COVERAGE_RUNS"), s.defaultRuns); err != nil {
@@ -113,12 +119,13 @@ func loadSettings() (settings, error) {
 
 // fullSizes are a full run's sizes: BENCH_COVERAGE_RUNS and so on unset.
 func fullSizes() runSizes {
-	return runSizes{CoverageRuns: map[string]int{"overlay2": 40, "btrfs": 12}, OldDefaultRuns: 5, UnperturbedCycles: 100}
+	return runSizes{CoverageRuns: map[string]int{"overlay2": 40, "btrfs": 12}, OldDefaultRuns: 5, UnperturbedCycles: 100, ReferenceRuns: 6}
 }
 
 // sizes records the settings' sizes for the results.
 func (s settings) sizes() *runSizes {
-	z := &runSizes{CoverageRuns: s.defaultRuns, OldDefaultRuns: s.oldDefaultRuns, UnperturbedCycles: s.unperturbedCycles}
+	z := &runSizes{CoverageRuns: s.defaultRuns, OldDefaultRuns: s.oldDefaultRuns, UnperturbedCycles: s.unperturbedCycles,
+		ReferenceRuns: s.referenceRuns}
 	for k := range s.only {
 		z.Only = append(z.Only, k)
 	}

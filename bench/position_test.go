@@ -136,7 +136,7 @@ func TestUnitArmToArmWhy(t *testing.T) {
 	// Against bind the two agree within 1 pp, against host they are 4 pp
 	// apart: the text must say the miss lies in a host arm.
 	ref := reportedRun("fsync", map[string]float64{"container": 0.05, "bind": 0.04})
-	dr := driverResult{Driver: "overlay2", Reference: &ref}
+	dr := driverResult{Driver: "overlay2", References: []runDoc{ref}}
 	for range 5 {
 		dr.Defaults = append(dr.Defaults, reportedRun("fsync", map[string]float64{"container": 0.01, "bind": 0.0}))
 	}
@@ -149,16 +149,16 @@ func TestUnitArmToArmWhy(t *testing.T) {
 	// The container itself differs (the reference's bind reads like its
 	// host): no host-arm verdict.
 	ref2 := reportedRun("randwrite", map[string]float64{"container": 0.10, "bind": 0.0})
-	dr2 := driverResult{Driver: "btrfs", Reference: &ref2, Defaults: []runDoc{reportedRun("randwrite", map[string]float64{"container": 0.0, "bind": 0.0})}}
+	dr2 := driverResult{Driver: "btrfs", References: []runDoc{ref2}, Defaults: []runDoc{reportedRun("randwrite", map[string]float64{"container": 0.0, "bind": 0.0})}}
 	if why := armToArmWhy(dr2, "randwrite", 0.0); !strings.Contains(why, "where against host they are 10.5 pp apart") || strings.Contains(why, "host arm") {
 		t.Errorf("a container-only difference:\n%s", why)
 	}
 	// No bind in the reference, or none in the runs: nothing to say.
 	noBind := reportedRun("fsync", map[string]float64{"container": 0.05})
-	if why := armToArmWhy(driverResult{Reference: &noBind, Defaults: dr.Defaults}, "fsync", 0.01); why != "" {
+	if why := armToArmWhy(driverResult{References: []runDoc{noBind}, Defaults: dr.Defaults}, "fsync", 0.01); why != "" {
 		t.Errorf("without the reference's bind: %q", why)
 	}
-	if why := armToArmWhy(driverResult{Reference: &ref}, "fsync", 0.01); why != "" {
+	if why := armToArmWhy(driverResult{References: []runDoc{ref}}, "fsync", 0.01); why != "" {
 		t.Errorf("without default runs: %q", why)
 	}
 }

@@ -178,8 +178,8 @@ func writeHeader(w *mdWriter, r *results) {
 		w.p("> **Reduced run** (first `%s make bench`%s): %s, with the sizes in those commands (the ones of sections not "+
 			"selected do not apply). Sections not measured are missing below, and the goals are judged on these "+
 			"smaller samples. The full run, `make bench` with no such variables (about 12 hours), measures every "+
-			"section with default runs %s, %d earlier-method default runs per driver and %d unperturbed agent cycles.",
-			sizesEnv(z), also, sel, fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.UnperturbedCycles)
+			"section with default runs %s, %d earlier-method default runs and %d reference runs per driver and %d unperturbed agent cycles.",
+			sizesEnv(z), also, sel, fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.ReferenceRuns, full.UnperturbedCycles)
 	}
 	if len(r.Errors) > 0 {
 		w.line("> **Some measurements failed**; their sections are incomplete:")
@@ -206,13 +206,16 @@ func reduced(z *runSizes, full runSizes) bool {
 			return true
 		}
 	}
-	return z.OldDefaultRuns < full.OldDefaultRuns || z.UnperturbedCycles < full.UnperturbedCycles
+	return z.OldDefaultRuns < full.OldDefaultRuns || z.UnperturbedCycles < full.UnperturbedCycles || z.ReferenceRuns < full.ReferenceRuns
 }
 
 // sizesEnv is the environment that asks make bench for these sizes.
 func sizesEnv(z *runSizes) string {
 	env := fmt.Sprintf("BENCH_COVERAGE_RUNS=%s BENCH_OLD_DEFAULT_RUNS=%d BENCH_UNPERTURBED_CYCLES=%d",
 		envRuns(z.CoverageRuns), z.OldDefaultRuns, z.UnperturbedCycles)
+	if z.ReferenceRuns > 0 {
+		env += fmt.Sprintf(" BENCH_REFERENCE_RUNS=%d", z.ReferenceRuns)
+	}
 	if len(z.Only) > 0 {
 		env = "BENCH_ONLY=" + strings.Join(z.Only, ",") + " " + env
 	}
@@ -308,7 +311,7 @@ func writeReproduce(w *mdWriter, r *results) {
 		"from the results file alone. `BENCH_ONLY=old,unbounded,reference,defaults,detection,footprint` (or " +
 		"`old-btrfs` and so on, one driver) runs some sections only and replaces their figures in the existing " +
 		"results file. `BENCH_COVERAGE_RUNS` (`40`, or `overlay2=40,btrfs=12`), `BENCH_OLD_DEFAULT_RUNS`, " +
-		"`BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes.")
+		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes.")
 	var rows [][]string
 	for _, name := range sectionNames() {
 		if v, ok := r.SectionSeconds[name]; ok {

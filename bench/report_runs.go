@@ -210,7 +210,7 @@ func writeBias(w *mdWriter, r *results) {
 					fmt.Sprintf("[%s, %s]", pct(ci.Low), pct(ci.High)), pct(quantile(bind, 0.25)) + " – " + pct(quantile(bind, 0.75)),
 					yesNo(math.Abs(100*ci.Median) <= goalBiasPP)})
 			}
-			ref, ok := estimateOf(dr.Reference, "container", job)
+			ref, ok := referenceOf(dr, "container", job)
 			if !ok {
 				continue
 			}
@@ -231,10 +231,10 @@ func writeBias(w *mdWriter, r *results) {
 				oldMed = fmt.Sprintf("%s (%s)", pct(om), insideWord(ref.covers(om)))
 			}
 			refBind := "–"
-			if rb, ok := estimateOf(dr.Reference, "bind", job); ok {
-				refBind = estCell(rb)
+			if rb, ok := referenceOf(dr, "bind", job); ok {
+				refBind = estCell(rb.est)
 			}
-			refRows = append(refRows, []string{dr.Driver, job, estCell(ref), refBind, pct(med), insideWord(ref.covers(med)),
+			refRows = append(refRows, []string{dr.Driver, job, estCell(ref.est), refBind, pct(med), insideWord(ref.covers(med)),
 				fmt.Sprintf("%d of %d", inside, len(cont)), oldMed})
 		}
 	}
@@ -248,17 +248,57 @@ func writeBias(w *mdWriter, r *results) {
 	w.table([]string{"driver", "job", "runs", "median bind estimate", "its 95% interval", "IQR over runs", "within ±1 pp"}, aaRows)
 	var refCmd string
 	for _, dr := range r.Drivers {
-		if dr.Reference != nil {
-			refCmd = runsCommand(dr.Reference)
+		if len(dr.References) > 0 {
+			refCmd = runsCommand(&dr.References[0])
 			break
 		}
 	}
 	w.p("**Reference**: %s with targets container and bind, per driver: the default profile's random-write and fsync "+
 		"jobs with 5 s executions after a 1 s ramp and its sequential job on a 256 MiB file written once (32 times the "+
-		"default's), each on files of its own per round, an independent and slow measurement of the same overheads. Does "+
-		"the default runs' container estimate lie inside the reference's interval?", refCmd)
+		"default's), each on files of its own per round, an independent and slow measurement of the same overheads. Where "+
+		"it is several runs, one estimate of them all: their random-effects mean with the Hartung–Knapp interval (a t "+
+		"interval over the runs, never narrower than their own intervals combined), so that an error "+
+		"fixed within one run shows as spread between runs instead of passing for the truth. Does the default runs' "+
+		"container estimate lie inside the reference's interval?", refCmd)
 	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
+	writeReferenceRuns(w, r)
 	writeSharedFile(w, r)
+}
+
+// writeReferenceRuns lists each reference run's estimates beside their
+// combination: how far one run alone could be from the others.
+func writeReferenceRuns(w *mdWriter, r *results) {
+	var rows [][]string
+	for _, dr := range r.Drivers {
+		if len(dr.References) < 2 {
+			continue
+		}
+		for _, target := range []string{"container", "bind"} {
+			for _, job := range jobs {
+				c, ok := referenceOf(dr, target, job)
+				if !ok {
+					continue
+				}
+				var each []string
+				for i := range dr.References {
+					if e, ok := estimateOf(&dr.References[i], target, job); ok {
+						each = append(each, pct(e.Ratio))
+					} else {
+						each = append(each, "–")
+					}
+				}
+				rows = append(rows, []string{dr.Driver, target, job, strings.Join(each, ", "), fmt.Sprintf("%.1f pp", 100*c.Tau),
+					estCell(c.est)})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w.p("**The reference's runs**: each run's estimate in the order they ran, the spread between runs that their own " +
+		"intervals do not explain (DerSimonian–Laird τ on the log scale, about percentage points; 0 when they agree), and " +
+		"their combination, the reference above.")
+	w.table([]string{"driver", "target", "job", "each run", "spread between runs (τ)", "combined"}, rows)
 }
 
 // writeSharedFile splits the A/A pair by which of host and bind ran first
@@ -273,7 +313,7 @@ func writeSharedFile(w *mdWriter, r *results) {
 		for _, m := range []struct {
 			name string
 			runs []runDoc
-		}{{"default runs", dr.Defaults}, {"reference", refRuns(dr.Reference)}} {
+		}{{"default runs", dr.Defaults}, {"reference", dr.References}} {
 			for _, shared := range []bool{true, false} {
 				for _, job := range jobs {
 					s := orderSplitOf(m.runs, job, shared)
@@ -306,14 +346,6 @@ func writeSharedFile(w *mdWriter, r *results) {
 		"`python3 bench/aa_position.py` splits the default runs' rounds by position.")
 	w.table([]string{"driver", "measurement", "files", "job", "rounds (bind first / host first)", "bind − host, bind first", "bind − host, host first",
 		"between the arms", "running second vs first", "effect on targets with files of their own"}, rows)
-}
-
-// refRuns is the reference as a list of runs: none when not measured.
-func refRuns(d *runDoc) []runDoc {
-	if d == nil {
-		return nil
-	}
-	return []runDoc{*d}
 }
 
 func insideWord(ok bool) string {
@@ -351,7 +383,7 @@ func writeCoverage(w *mdWriter, s settings, r *results) {
 				fmt.Sprintf("%.2f / %.2f", widening(c.aaEst, func(int) float64 { return 0 }, goalCoverage),
 					widening(c.refEst, func(int) float64 { return c.refPoint }, goalCoverage))})
 			pn := intervalPanel{title: dr.Driver + " " + job, container: c.refEst, bind: c.aaEst, ref: math.NaN()}
-			if re, ok := estimateOf(dr.Reference, "container", job); ok {
+			if re, ok := referenceOf(dr, "container", job); ok {
 				pn.ref, pn.refLow, pn.refHigh = re.Ratio, re.Low, re.High
 			}
 			panels = append(panels, pn)

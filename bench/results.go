@@ -16,8 +16,10 @@ import (
 
 // resultsVersion is the version of results.json's layout. Version 2: the
 // earlier method's runs next to the adaptive method's, per driver; runs
-// kept as runDoc (executions without latency histograms).
-const resultsVersion = 2
+// kept as runDoc (executions without latency histograms). Version 3: the
+// reference is a list of runs (references); a version 2 file's single
+// reference reads as a list of one.
+const resultsVersion = 3
 
 // results is everything one benchmark run measured: raw figures only, so
 // that the report and its plots can be regenerated from the file alone.
@@ -75,6 +77,9 @@ type runSizes struct {
 	CoverageRuns      map[string]int `json:"coverage_runs"`
 	OldDefaultRuns    int            `json:"old_default_runs"`
 	UnperturbedCycles int            `json:"unperturbed_cycles"`
+	// ReferenceRuns is the runs per driver's reference; 0 in the runs
+	// made when the reference was one run.
+	ReferenceRuns int `json:"reference_runs,omitempty"`
 	// Only is BENCH_ONLY, empty for every section.
 	Only []string `json:"only,omitempty"`
 }
@@ -102,9 +107,15 @@ type driverResult struct {
 	// and a large budget (targets container and bind): its first k rounds
 	// of a job are what a run stopped there gives.
 	Unbounded *runDoc `json:"unbounded,omitempty"`
-	// Reference is the long profile: the default's jobs with 5 s
-	// executions (seqwrite: a 256 MiB file written once), every job on
-	// files of its own per round, the independent reference.
+	// References are runs of the long profile: the default's jobs with
+	// 5 s executions (seqwrite: a 256 MiB file written once), every job
+	// on files of its own per round, the independent reference. Several
+	// runs, so that what stays fixed within one run (its files' places,
+	// the disk's state in its minutes) shows as spread between them
+	// instead of being taken for the truth (referenceOf).
+	References []runDoc `json:"references,omitempty"`
+	// Reference is a version 2 file's single reference run; readResults
+	// moves it into References.
 	Reference *runDoc `json:"reference,omitempty"`
 	// Defaults are runs of the adaptive method at its default settings.
 	Defaults []runDoc `json:"defaults,omitempty"`
@@ -265,8 +276,17 @@ func readResults(path string) (*results, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", path, err)
 	}
-	if r.Version != resultsVersion {
-		return nil, fmt.Errorf("%s: results version %d, want %d", path, r.Version, resultsVersion)
+	switch r.Version {
+	case resultsVersion:
+	case 2:
+		for i := range r.Drivers {
+			if dr := &r.Drivers[i]; dr.Reference != nil {
+				dr.References, dr.Reference = []runDoc{*dr.Reference}, nil
+			}
+		}
+		r.Version = resultsVersion
+	default:
+		return nil, fmt.Errorf("%s: results version %d, want %d (or 2)", path, r.Version, resultsVersion)
 	}
 	return &r, nil
 }
