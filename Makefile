@@ -53,13 +53,17 @@ lint:
 # daemons (overlay2, btrfs on a loop file, vfs) with real fio. Needs root.
 # End-to-end tests that only need engines of their own are marked
 # t.Parallel and run four at a time after the sequential ones (which
-# include every test whose assertions depend on the disk's timing).
+# include every test whose assertions depend on the disk's timing). Then
+# the unit tests of the benchmark's own statistics (bench/, build tag bench;
+# `make bench` itself is not part of it).
 test: deps lint
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -parallel 4 ./...
+	$(GO) test -race -count=1 -tags bench -run '^TestUnit' ./bench
 
-# Unit tests only (no root, no daemons).
+# Unit tests only (no root, no daemons), the benchmark's arithmetic too.
 unit:
 	$(GO) test -race -short ./...
+	$(GO) test -race -tags bench -run '^TestUnit' ./bench
 
 # Benchmarks of layerprobe itself (precision for the bytes written next to
 # the earlier method, bias and coverage against a long reference, detection
