@@ -102,42 +102,39 @@ func recomputed(d *runDoc, target, job string, maxRound int) (est, bool) {
 // combined is several runs' estimates of one target and job made one.
 type combined struct {
 	est
-	// Runs is how many runs it combines; Tau the spread of the runs'
-	// true values about their mean that their own intervals do not
-	// explain (signed log scale: 0.02 is about 2 pp), 0 when they agree.
+	// Runs is how many runs it combines; SD the standard deviation of
+	// their estimates on the signed log scale (0.02 is about 2 pp): one
+	// run's error, what it could be off by alone.
 	Runs int
-	Tau  float64
+	SD   float64
 }
 
 // combineRuns makes one estimate of independent runs' estimates of one
-// job, each with its own interval: a random-effects mean on the signed log
-// scale (signedLog), with the DerSimonian–Laird between-run variance and
-// the Hartung–Knapp interval with its modification that keeps it no
-// narrower than the runs' intervals combined (Röver, Knapp & Friede, BMC
-// Med Res Methodol 2015): a t interval on runs−1 degrees of freedom. Why
-// not pool the rounds: one run's rounds share its minutes on the disk and
-// what it laid out, so an error fixed within a run would pass for
-// precision; between runs it shows as spread and widens the interval.
-// Each run's standard error is its interval's width on the signed log
-// scale over 2 z. Runs without an estimate are left out; one run is
-// returned as it is.
+// job: the runs as replicates. The mean of their estimates on the signed
+// log scale (signedLog), with a t interval on runs−1 degrees of freedom
+// from their spread. Why not pool the rounds: one run's rounds share its
+// minutes on the disk and what it laid out, so an error fixed within a
+// run would pass for precision; between runs it is part of the spread
+// the interval rests on. Why not weigh the runs by their own intervals:
+// a short run's interval (8 rounds: the order statistics' interval, 99%
+// wide) says less about its error than the other runs do. Runs without
+// an estimate are left out; one run is returned as it is; runs that all
+// read the same value get their own intervals combined instead of a
+// width of 0.
 func combineRuns(each []est, job string) (combined, bool) {
-	var theta, se []float64
+	var theta []float64
 	var kept []est
 	n := 0
 	for _, e := range each {
 		if !e.ok() {
 			continue
 		}
-		lo, hi := signedLog(e.Low, job), signedLog(e.High, job)
-		if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		x := signedLog(e.Ratio, job)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
 			continue
 		}
 		kept = append(kept, e)
-		theta = append(theta, signedLog(e.Ratio, job))
-		// A degenerate interval would weigh without limit: floor it at
-		// 0.01 pp.
-		se = append(se, math.Max((hi-lo)/(2*zOf(confidence)), 1e-4))
+		theta = append(theta, x)
 		n += e.N
 	}
 	k := len(theta)
@@ -147,31 +144,19 @@ func combineRuns(each []est, job string) (combined, bool) {
 	case 1:
 		return combined{est: kept[0], Runs: 1}, true
 	}
-	var sw, sw2, swt float64
-	for i := range theta {
-		w := 1 / (se[i] * se[i])
-		sw, sw2, swt = sw+w, sw2+w*w, swt+w*theta[i]
+	mean, sd := stat.MeanStdDev(theta, nil)
+	se := sd / math.Sqrt(float64(k))
+	if sd == 0 {
+		var v float64
+		for _, e := range kept {
+			h := (signedLog(e.High, job) - signedLog(e.Low, job)) / (2 * zOf(confidence))
+			v += h * h
+		}
+		se = math.Sqrt(v) / float64(k)
 	}
-	fixed := swt / sw
-	var q float64
-	for i := range theta {
-		q += (theta[i] - fixed) * (theta[i] - fixed) / (se[i] * se[i])
-	}
-	tau2 := math.Max(0, (q-float64(k-1))/(sw-sw2/sw))
-	var rw, rwt float64
-	for i := range theta {
-		w := 1 / (se[i]*se[i] + tau2)
-		rw, rwt = rw+w, rwt+w*theta[i]
-	}
-	mean := rwt / rw
-	var hk float64
-	for i := range theta {
-		hk += (theta[i] - mean) * (theta[i] - mean) / (se[i]*se[i] + tau2)
-	}
-	hk /= float64(k - 1)
-	half := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(1-(1-confidence)/2) * math.Sqrt(math.Max(1, hk)/rw)
+	half := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(1-(1-confidence)/2) * se
 	return combined{est: est{Ratio: shiftRatio(0, mean, job), Low: shiftRatio(0, mean-half, job), High: shiftRatio(0, mean+half, job), N: n},
-		Runs: k, Tau: math.Sqrt(tau2)}, true
+		Runs: k, SD: sd}, true
 }
 
 // zOf is the standard normal quantile of a two-sided interval.

@@ -256,9 +256,9 @@ func writeBias(w *mdWriter, r *results) {
 	w.p("**Reference**: %s with targets container and bind, per driver: the default profile's random-write and fsync "+
 		"jobs with 5 s executions after a 1 s ramp and its sequential job on a 256 MiB file written once (32 times the "+
 		"default's), each on files of its own per round, an independent and slow measurement of the same overheads. Where "+
-		"it is several runs, one estimate of them all: their random-effects mean with the Hartung–Knapp interval (a t "+
-		"interval over the runs, never narrower than their own intervals combined), so that an error "+
-		"fixed within one run shows as spread between runs instead of passing for the truth. Does the default runs' "+
+		"it is several runs, one estimate of them all, the runs as replicates: the mean of their estimates (on the log "+
+		"scale) with a t interval from their spread, so that an error fixed within one run is part of the interval "+
+		"instead of passing for the truth. Does the default runs' "+
 		"container estimate lie inside the reference's interval?", refCmd)
 	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
 	writeReferenceRuns(w, r)
@@ -280,25 +280,27 @@ func writeReferenceRuns(w *mdWriter, r *results) {
 					continue
 				}
 				var each []string
+				var hw []float64
 				for i := range dr.References {
 					if e, ok := estimateOf(&dr.References[i], target, job); ok {
 						each = append(each, pct(e.Ratio))
+						hw = append(hw, e.halfWidthPP())
 					} else {
 						each = append(each, "–")
 					}
 				}
-				rows = append(rows, []string{dr.Driver, target, job, strings.Join(each, ", "), fmt.Sprintf("%.1f pp", 100*c.Tau),
-					estCell(c.est)})
+				rows = append(rows, []string{dr.Driver, target, job, strings.Join(each, ", "), fmt.Sprintf("%.1f pp", 100*c.SD),
+					fmt.Sprintf("±%.1f pp", quantile(hw, 0.5)), estCell(c.est)})
 			}
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	w.p("**The reference's runs**: each run's estimate in the order they ran, the spread between runs that their own " +
-		"intervals do not explain (DerSimonian–Laird τ on the log scale, about percentage points; 0 when they agree), and " +
-		"their combination, the reference above.")
-	w.table([]string{"driver", "target", "job", "each run", "spread between runs (τ)", "combined"}, rows)
+	w.p("**The reference's runs**: each run's estimate in the order they ran, their standard deviation (on the log " +
+		"scale, about percentage points: what one run alone could be off by), the median half-width of one run's own " +
+		"95%% interval, and their combination, the reference above.")
+	w.table([]string{"driver", "target", "job", "each run", "SD between runs", "one run's half-width (median)", "combined"}, rows)
 }
 
 // writeSharedFile splits the A/A pair by which of host and bind ran first
