@@ -1,7 +1,8 @@
 """Does the way an arm starts fio cost fsync latency, apart from the files?
 
-Usage: python3 bench/arms.py DIR SECONDS [LAYERPROBE_BIN]
-(as root, with dockerd running; LAYERPROBE_BIN defaults to bin/layerprobe)
+Usage: python3 bench/arms.py DIR SECONDS [LAYERPROBE_BIN] [ARMS]
+(as root, with dockerd running; LAYERPROBE_BIN defaults to bin/layerprobe,
+ARMS, comma-separated, to H0,HB,HA,E)
 
 The host arm runs fio natively in the probe container's CPU cgroups; every
 other arm runs it through `docker exec` inside the container, in its mount
@@ -16,8 +17,17 @@ fresh random order, until SECONDS have passed:
   HA  fio natively in every cgroup v1 hierarchy of the container: no
       namespace, no seccomp, no `docker exec`
   E   `docker exec` fio inside the container, on a bind mount of DIR
+  N   fio natively in H0's cgroups but inside the container's mount
+      namespace (nsenter --mount), on the same bind mount: E without the
+      seccomp filter, no-new-privileges and `docker exec`
+  EU  `docker exec` fio in a second container like the first but with
+      seccomp unconfined and without no-new-privileges, on its own bind
+      mount of DIR: E without the seccomp filter
 
-Four preconditioned 8 MiB files in DIR/rot serve all arms: every round a
+E against EU is the seccomp filter's cost, N against H0 the mount
+namespace's and the bind mount's.
+
+One preconditioned 8 MiB file per arm in DIR/rot serves all arms: every round a
 fresh random permutation gives each arm one of them, so that where a file
 lies cannot pass for an arm's effect (with one file per arm it did, by 2-3
 points either way). It prints, for mean fsync latency and fsync p99, each
@@ -41,9 +51,11 @@ import time
 from math import comb
 
 root, budget = os.path.abspath(sys.argv[1]), float(sys.argv[2])
-lp_bin = os.path.abspath(sys.argv[3] if len(sys.argv) > 3 else "bin/layerprobe")
+lp_bin = os.path.abspath(sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else "bin/layerprobe")
 IMAGE, NAME = "layerprobe-arms:local", "layerprobe-arms"
-ARMS = ["H0", "HB", "HA", "E"]
+ARMS = sys.argv[4].split(",") if len(sys.argv) > 4 else ["H0", "HB", "HA", "E"]
+if ARMS[0] != "H0" or not set(ARMS) <= {"H0", "HB", "HA", "E", "N", "EU"}:
+    sys.exit("ARMS: H0 first, then any of HB, HA, E, N, EU")
 FIO = ["--output-format=json+", "--eta=never", "--kb_base=1024", "--thread"]
 
 
@@ -129,23 +141,29 @@ def pct(x):
 
 def main():
     build_image()
-    subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+    subprocess.run(["docker", "rm", "-f", NAME, NAME + "-u"], capture_output=True)
     rot = root + "/rot"
     os.makedirs(rot, exist_ok=True)
     cid = subprocess.run(["docker", "run", "-d", "--name", NAME, "--network", "none", "--security-opt",
                           "no-new-privileges", "-v", rot + ":/x", IMAGE], check=True, capture_output=True,
                          text=True).stdout.strip()
+    ucid = None
     try:
+        if "EU" in ARMS:
+            ucid = subprocess.run(["docker", "run", "-d", "--name", NAME + "-u", "--network", "none", "--security-opt",
+                                   "seccomp=unconfined", "-v", rot + ":/x", IMAGE], check=True, capture_output=True,
+                                  text=True).stdout.strip()
         pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", cid], check=True,
                                  capture_output=True, text=True).stdout)
         groups = cgroups(pid)
 
-        def native(arm, argv):
+        def native(arm, argv, prog=("fio",)):
             def join():
                 for d in groups[arm]:
                     with open(d + "/cgroup.procs", "w") as fh:
                         fh.write(str(os.getpid()))
-            return subprocess.run(["fio"] + argv, preexec_fn=join, capture_output=True, text=True, check=True).stdout
+            return subprocess.run(list(prog) + argv, preexec_fn=join, capture_output=True, text=True,
+                                  check=True).stdout
 
         files = ["f%d" % i for i in range(len(ARMS))]
         for f in files:
@@ -158,16 +176,18 @@ def main():
             rec = {"files": dict(zip(ARMS, perm))}
             for a in order:
                 f = rec["files"][a]
-                if a == "E":
-                    out = subprocess.run(["docker", "exec", cid, "/lp/bin/fio"] + job("/x", f), capture_output=True,
-                                         text=True, check=True).stdout
+                if a in ("E", "EU"):
+                    out = subprocess.run(["docker", "exec", cid if a == "E" else ucid, "/lp/bin/fio"] + job("/x", f),
+                                         capture_output=True, text=True, check=True).stdout
+                elif a == "N":
+                    out = native("H0", job("/x", f), ("nsenter", "--target", str(pid), "--mount", "/lp/bin/fio"))
                 else:
                     out = native(a, job(rot, f))
                 j = json.loads(out[out.index("{"):])["jobs"][0]
                 rec[a] = {"mean": j["sync"]["lat_ns"]["mean"], "p99": j["sync"]["lat_ns"]["percentile"]["99.000000"]}
             recs.append(rec)
     finally:
-        subprocess.run(["docker", "rm", "-f", NAME], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", NAME, NAME + "-u"], capture_output=True)
         shutil.rmtree(rot, ignore_errors=True)
     rng = random.Random(1)
     for m, what in (("mean", "mean fsync latency"), ("p99", "fsync p99")):

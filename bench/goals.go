@@ -159,8 +159,10 @@ func biasGoals(dr driverResult) []goalCheck {
 						len(bind), 100*confidence, 100*ci.Coverage, pct(ci.Median))
 				case ci.Low > 0 || ci.High < 0:
 					c.why = fmt.Sprintf("The interval of the runs' median excludes 0: a systematic difference of %s between the bind "+
-						"mount and the host path for this job, not noise: the path through the container (mount namespace, cgroup), "+
-						"the arms' order within a round, or, where they had files of their own, where those lie.", pct(ci.Median))
+						"mount and the host path for this job, not noise: where the arms' files lie (in runs before the layout order "+
+						"was random, host always laid out first: methodology.md, Placement), the arms' order within a round, or the "+
+						"path through the container (mount namespace, cgroups, seccomp, `docker exec`), though none of those cost "+
+						"more than about 2.5 points apart from the files in bench/arms.py.", pct(ci.Median))
 					for _, shared := range []bool{true, false} {
 						if v := orderSplitOf(dr.Defaults, job, shared).verdict(); v != "" {
 							c.why += " " + v

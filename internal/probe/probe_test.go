@@ -302,6 +302,26 @@ func TestMeasureFixedRounds(t *testing.T) {
 			t.Errorf("%s measured the files %v, want %d", j.Workload, files[j.Workload], want)
 		}
 	}
+	// The targets lay out each file in a random order, so that no target
+	// is always laid out after another (layoutJob).
+	layoutOrders := map[string][]string{}
+	for _, j := range eng.Jobs() {
+		if j.Layout {
+			k := string(j.Workload) + "/" + j.File
+			layoutOrders[k] = append(layoutOrders[k], string(j.Target))
+		}
+	}
+	firsts := map[string]bool{}
+	for k, order := range layoutOrders {
+		if len(order) != 3 {
+			t.Errorf("%s laid out on %v, want container, volume and bind", k, order)
+			continue
+		}
+		firsts[order[0]] = true
+	}
+	if len(firsts) < 2 {
+		t.Errorf("over %d layouts the same target was always laid out first: %v", len(layoutOrders), firsts)
+	}
 	if out.LayoutBytes[measure.TargetHost] <= 0 || out.LayoutBytes[measure.TargetBind] != out.LayoutBytes[measure.TargetContainer] {
 		t.Errorf("layout bytes %v: want the host's, and bind's as much as the container's", out.LayoutBytes)
 	}
