@@ -67,7 +67,7 @@ unit:
 
 # Benchmarks of layerprobe itself (precision for the bytes written next to
 # the earlier method, bias and coverage against a long reference, detection
-# power, footprint): about 12 hours on a shared 2-core machine (most of it
+# power, footprint): about 6½ hours on a shared 2-core machine (most of it
 # the default runs and the agent's detection cycles) and hundreds of GiB
 # written, root, not part of `make test`. BENCH_COVERAGE_RUNS,
 # BENCH_OLD_DEFAULT_RUNS, BENCH_REFERENCE_RUNS, BENCH_UNPERTURBED_CYCLES and

@@ -7,7 +7,7 @@
 //
 // Everything but this file sits behind the `bench` build tag, so the
 // ordinary test command (`go test ./...`) neither builds nor runs it: a
-// full run takes about 12 hours on a shared 2-core machine and writes
+// full run takes about 6½ hours on a shared 2-core machine and writes
 // hundreds of GiB. `make bench` runs it and writes docs/benchmarks.md,
 // its plots and the raw results (docs/bench/results.json);
 // `make bench-smoke` runs every section with tiny sizes into a temporary

@@ -177,7 +177,7 @@ func writeHeader(w *mdWriter, r *results) {
 		}
 		w.p("> **Reduced run** (first `%s make bench`%s): %s, with the sizes in those commands (the ones of sections not "+
 			"selected do not apply). Sections not measured are missing below, and the goals are judged on these "+
-			"smaller samples. The full run, `make bench` with no such variables (about 12 hours), measures every "+
+			"smaller samples. The full run, `make bench` with no such variables (about 6½ hours), measures every "+
 			"section with default runs %s, %d earlier-method default runs and %d reference runs per driver and %d unperturbed agent cycles.",
 			sizesEnv(z), also, sel, fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.ReferenceRuns, full.UnperturbedCycles)
 	}
