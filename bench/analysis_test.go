@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -293,6 +294,69 @@ func TestUnitSettings(t *testing.T) {
 		if s.selects(name) != want {
 			t.Errorf("BENCH_ONLY=defaults,btrfs,detection selects %s: %v, want %v", name, !want, want)
 		}
+	}
+}
+
+func TestUnitInterleave(t *testing.T) {
+	if got := interleave(40, 6); !slices.Equal(got, []int{4, 11, 17, 24, 31, 37}) {
+		t.Errorf("interleave(40, 6) = %v, want the reference runs spread evenly: [4 11 17 24 31 37]", got)
+	}
+	if got := interleave(40, 0); len(got) != 0 {
+		t.Errorf("interleave(40, 0) = %v, want none", got)
+	}
+	for _, c := range [][2]int{{1, 6}, {2, 2}, {3, 7}, {12, 6}, {5, 1}} {
+		got := interleave(c[0], c[1])
+		if len(got) != c[1] || !slices.IsSorted(got) || got[0] < 1 || got[len(got)-1] > c[0] {
+			t.Errorf("interleave(%d, %d) = %v: want %d sorted places among default runs 1..%d", c[0], c[1], got, c[1], c[0])
+		}
+	}
+	// The reference's runs sample the default runs' hours: their mean
+	// place is the default runs' mean place.
+	got := interleave(12, 6)
+	mean := 0.0
+	for _, v := range got {
+		mean += float64(v - 1) // starts before run v: after v-1 default runs
+	}
+	if mean /= float64(len(got)); math.Abs(mean-6) > 0.5 {
+		t.Errorf("interleave(12, 6) = %v: mean place %.2f, want about 6 (the middle of the default runs)", got, mean)
+	}
+}
+
+func TestUnitReferenceTiming(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	at := func(min ...int) []runDoc {
+		var out []runDoc
+		for _, m := range min {
+			out = append(out, runDoc{StartedAt: t0.Add(time.Duration(m) * time.Minute), Seconds: 120})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		refs, defaults []runDoc
+		want           string
+	}{
+		{at(10, 30), at(0, 5, 20, 40), "overlay2: reference 2 runs 27 Nov 03:10–03:32 UTC, default 4 runs 27 Nov 03:00–03:42 UTC, interleaved"},
+		{at(100), at(0, 5), "the reference 1 h 33 min after them"},
+		{at(0), at(100, 200), "the reference 1 h 38 min before them"},
+		{at(0, 300), at(100), "overlapping in part"},
+		{nil, at(0), ""},
+	} {
+		got := referenceTiming(driverResult{Driver: "overlay2", References: c.refs, Defaults: c.defaults})
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("referenceTiming: %q, want it to contain %q", got, c.want)
+		}
+	}
+}
+
+func TestUnitForgetSection(t *testing.T) {
+	r := &results{Errors: []string{"reference-btrfs+defaults-btrfs: 1 of 12 default runs failed", "defaults-overlay2: x", "detection: y"},
+		SectionSeconds: map[string]float64{"reference-btrfs+defaults-btrfs": 1, "reference-btrfs": 2, "defaults-overlay2": 3}}
+	r.forget("reference-btrfs")
+	if !slices.Equal(r.Errors, []string{"defaults-overlay2: x", "detection: y"}) {
+		t.Errorf("errors after forgetting reference-btrfs: %q", r.Errors)
+	}
+	if _, ok := r.SectionSeconds["reference-btrfs+defaults-btrfs"]; ok || len(r.SectionSeconds) != 1 {
+		t.Errorf("wall times after forgetting reference-btrfs: %v, want defaults-overlay2's only", r.SectionSeconds)
 	}
 }
 

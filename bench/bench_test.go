@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,13 +90,17 @@ func TestBench(t *testing.T) {
 	}
 
 	section := func(name string, f func(t *testing.T) error) {
-		if !s.selects(name) {
+		// name joins with "+" the sections run together as one.
+		parts := strings.Split(name, "+")
+		if !slices.ContainsFunc(parts, s.selects) {
 			return
 		}
-		if rr != nil {
-			rr.Sections = append(rr.Sections, name)
+		for _, part := range parts {
+			if rr != nil {
+				rr.Sections = append(rr.Sections, part)
+			}
+			res.forget(part)
 		}
-		res.dropErrors(name)
 		start := time.Now()
 		t.Run(name, func(t *testing.T) {
 			if err := f(t); err != nil {
@@ -155,15 +161,27 @@ func TestBench(t *testing.T) {
 			dr.Unbounded = nil
 			return start(t).measureUnbounded(ctx, dr)
 		})
-		section("reference-"+driver, func(t *testing.T) error {
+		refName, defName := "reference-"+driver, "defaults-"+driver
+		if s.selects(refName) && s.selects(defName) {
+			// One section: the reference's runs among the default runs
+			// (interleave), so that drift of the disk between two
+			// sections does not pass for a bias.
+			section(refName+"+"+defName, func(t *testing.T) error {
+				dr := res.driver(driver)
+				dr.References, dr.Defaults = nil, nil
+				return start(t).measureDefaults(ctx, dr, s.defaultRuns[driver], s.referenceRuns, save)
+			})
+			continue
+		}
+		section(refName, func(t *testing.T) error {
 			dr := res.driver(driver)
 			dr.References = nil
 			return start(t).measureReference(ctx, dr, s.referenceRuns, save)
 		})
-		section("defaults-"+driver, func(t *testing.T) error {
+		section(defName, func(t *testing.T) error {
 			dr := res.driver(driver)
 			dr.Defaults = nil
-			return start(t).measureDefaults(ctx, dr, s.defaultRuns[driver], save)
+			return start(t).measureDefaults(ctx, dr, s.defaultRuns[driver], 0, save)
 		})
 	}
 	section("detection", func(t *testing.T) error {

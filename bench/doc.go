@@ -1,7 +1,8 @@
 // Package bench measures layerprobe itself against the goals of its
 // measurement method: precision for the bytes written next to the earlier
 // method (BENCH_OLD_REV, built from git), bias and interval coverage of
-// the default runs against a long reference, the detection power and
+// the default runs against a long reference (its runs interleaved with
+// the default runs), the detection power and
 // false alarms of its fsync regression detector (live and replayed), and
 // the agent's footprint, on real private dockerd daemons with real fio.
 //

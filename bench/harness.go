@@ -47,13 +47,16 @@ type settings struct {
 // drivers are the storage drivers the per-driver sections measure.
 var drivers = []string{"overlay2", "btrfs"}
 
-// sectionNames lists every section in the order they run.
+// sectionNames lists every section in the order they run, and the pair
+// that runs as one section when both are selected.
 func sectionNames() []string {
 	var out []string
 	for _, d := range drivers {
 		for _, kind := range sectionKinds {
 			out = append(out, kind+"-"+d)
 		}
+		// The two run as one when both are selected (interleave).
+		out = append(out, "reference-"+d+"+defaults-"+d)
 	}
 	return append(out, "detection", "footprint")
 }

@@ -310,7 +310,9 @@ func writeReproduce(w *mdWriter, r *results) {
 		"sizes into a temporary directory, to check the harness. `make bench-report` regenerates this page " +
 		"from the results file alone. `BENCH_ONLY=old,unbounded,reference,defaults,detection,footprint` (or " +
 		"`old-btrfs` and so on, one driver) runs some sections only and replaces their figures in the existing " +
-		"results file. `BENCH_COVERAGE_RUNS` (`40`, or `overlay2=40,btrfs=12`), `BENCH_OLD_DEFAULT_RUNS`, " +
+		"results file. When both are selected, a driver's reference runs are spread among its default runs in one " +
+		"section (`reference-overlay2+defaults-overlay2`), so that the two see the same hours of the disk. " +
+		"`BENCH_COVERAGE_RUNS` (`40`, or `overlay2=40,btrfs=12`), `BENCH_OLD_DEFAULT_RUNS`, " +
 		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes.")
 	var rows [][]string
 	for _, name := range sectionNames() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"gonum.org/v1/gonum/stat"
 
@@ -261,9 +262,62 @@ func writeBias(w *mdWriter, r *results) {
 		"instead of passing for the truth. Does the default runs' "+
 		"container estimate lie inside the reference's interval?", refCmd)
 	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
+	var when []string
+	for _, dr := range r.Drivers {
+		if s := referenceTiming(dr); s != "" {
+			when = append(when, s)
+		}
+	}
+	if len(when) > 0 {
+		w.p("When they ran (a shared disk drifts over hours, so a reference measured apart from the default runs "+
+			"compares different hours as well as different methods): %s.", strings.Join(when, "; "))
+	}
 	writeReferenceRuns(w, r)
 	writeSharedFile(w, r)
 }
+
+// referenceTiming says when a driver's reference and default runs ran:
+// interleaved, or one after the other and how far apart.
+func referenceTiming(dr driverResult) string {
+	span := func(runs []runDoc) (first, last time.Time) {
+		for _, d := range runs {
+			end := d.StartedAt.Add(time.Duration(d.Seconds * float64(time.Second)))
+			if first.IsZero() || d.StartedAt.Before(first) {
+				first = d.StartedAt
+			}
+			if end.After(last) {
+				last = end
+			}
+		}
+		return first, last
+	}
+	rf, rl := span(dr.References)
+	df, dl := span(dr.Defaults)
+	if rf.IsZero() || df.IsZero() {
+		return ""
+	}
+	between := func(a, b time.Time) string {
+		a, b = a.UTC(), b.UTC()
+		if a.YearDay() == b.YearDay() {
+			return a.Format("2 Jan 15:04") + "–" + b.Format("15:04") + " UTC"
+		}
+		return a.Format("2 Jan 15:04") + " – " + b.Format("2 Jan 15:04") + " UTC"
+	}
+	runs := fmt.Sprintf("reference %s %s, default %s %s", runsWord(len(dr.References)), between(rf, rl),
+		runsWord(len(dr.Defaults)), between(df, dl))
+	switch {
+	case rf.After(df) && rl.Before(dl):
+		return fmt.Sprintf("%s: %s, interleaved", dr.Driver, runs)
+	case !rf.Before(dl):
+		return fmt.Sprintf("%s: %s, the reference %s after them", dr.Driver, runs, roughDur(rf.Sub(dl)))
+	case !df.Before(rl):
+		return fmt.Sprintf("%s: %s, the reference %s before them", dr.Driver, runs, roughDur(df.Sub(rl)))
+	}
+	return fmt.Sprintf("%s: %s, overlapping in part", dr.Driver, runs)
+}
+
+// roughDur is a gap between sections, to the minute.
+func roughDur(d time.Duration) string { return dur(d.Round(time.Minute).Seconds()) }
 
 // writeReferenceRuns lists each reference run's estimates beside their
 // combination: how far one run alone could be from the others.

@@ -5,6 +5,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -133,9 +134,16 @@ func (r *results) driver(name string) *driverResult {
 	return r.driver(name)
 }
 
-// dropErrors removes the errors a section recorded, before it runs again.
-func (r *results) dropErrors(section string) {
-	r.Errors = slices.DeleteFunc(r.Errors, func(e string) bool { return strings.HasPrefix(e, section+": ") })
+// forget removes what a section recorded besides its figures, its errors
+// and its wall time, before it runs again; also where it ran together with
+// another section ("reference-btrfs+defaults-btrfs").
+func (r *results) forget(section string) {
+	names := func(key string) bool { return slices.Contains(strings.Split(key, "+"), section) }
+	r.Errors = slices.DeleteFunc(r.Errors, func(e string) bool {
+		key, _, _ := strings.Cut(e, ": ")
+		return names(key)
+	})
+	maps.DeleteFunc(r.SectionSeconds, func(key string, _ float64) bool { return names(key) })
 }
 
 // machine describes where the figures were measured.
