@@ -262,8 +262,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	}
 	// The fewest-rounds job first, so that the jobs' rounds alternate;
 	// ties in random order, so no job always runs first.
-	order := slices.Clone(jobs)
-	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	order := shuffled(rng, jobs)
 	slices.SortStableFunc(order, func(a, b *jobState) int { return a.rounds - b.rounds })
 
 	minRounds := plan.MinRounds
@@ -381,6 +380,13 @@ func (s *Session) shareCost(js *jobState, plan Plan) float64 {
 	return b
 }
 
+// shuffled is a copy of xs in a random order drawn from rng.
+func shuffled[T any](rng *rand.Rand, xs []T) []T {
+	out := slices.Clone(xs)
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
 // roundOrder is the order of the job's next round: a fresh random order,
 // or the reverse of the job's previous one every second round.
 func (s *Session) roundOrder(js *jobState, rng *rand.Rand) []measure.Target {
@@ -389,8 +395,7 @@ func (s *Session) roundOrder(js *jobState, rng *rand.Rand) []measure.Target {
 		order = slices.Clone(js.order)
 		slices.Reverse(order)
 	} else {
-		order = slices.Clone(s.targets)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order = shuffled(rng, s.targets)
 	}
 	js.order = order
 	return order
@@ -491,8 +496,7 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 func (s *Session) layoutJob(ctx context.Context, js *jobState, file, round int, rng *rand.Rand, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
 	failed := map[measure.Target]*measure.Failure{}
 	js.layoutBytes = 0
-	order := slices.Clone(s.targets)
-	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	order := shuffled(rng, s.targets)
 	for _, t := range order {
 		if ctx.Err() != nil {
 			break
