@@ -2,7 +2,9 @@
 """Noise per byte of fio execution shapes, container writable layer against host.
 
 The figures behind the sequential job's size in docs/methodology.md
-("Larger sequential executions"). For every shape, each round runs the
+("Larger sequential executions"), and (rw against rwl, run together)
+whether a random-write execution's length moves the container's figure
+("Short executions, bounded by time and bytes"). For every shape, each round runs the
 shape four times in ABBA order (host and container, random which first)
 and records the log ratio container/host of the bandwidth (the mean of
 the two executions of each arm). The report is the robust sigma
@@ -13,7 +15,8 @@ Usage (root, a running dockerd, fio on the host):
 
     IMAGE=<image with fio on PATH> python3 bench/shapes.py 30 fit8 fit24 now
 
-IMAGE must have fio on its PATH; the container idles in fio's null
+OUT=<file> also writes every round's log ratio and MiB as JSON. IMAGE must
+have fio on its PATH; the container idles in fio's null
 engine. Host files go to /var/lib/layerprobe-shapes (removed at the end), which
 must be on the data root's file system; the container's to its /tmp (the
 writable layer).
@@ -42,6 +45,7 @@ SHAPES = {
     "rw": (16, 16, False, 250),  # quick's random-write job
     "rw8": (16, 8, False, 250),
     "rw8n": (16, 8, False, 250),  # no ramp
+    "rwl": (16, 16384, False, 5000),  # the long profile's random-write job: 5 s after a 1 s ramp
 }
 
 
@@ -51,7 +55,9 @@ def argv(shape, d):
          "--name=" + shape, "--size=%d" % (fmib * MIB), "--ioengine=libaio", "--direct=1", "--iodepth=1"]
     if shape.startswith("rw"):
         a += ["--rw=randwrite", "--bs=4k", "--numjobs=4", "--group_reporting=1"]
-        if not shape.endswith("n"):
+        if shape == "rwl":
+            a += ["--ramp_time=1s"]
+        elif not shape.endswith("n"):
             a += ["--ramp_time=20ms"]
         cap //= 4
     else:
@@ -107,6 +113,11 @@ def main():
     finally:
         subprocess.run(["docker", "rm", "-f", CT], capture_output=True)
         shutil.rmtree(HOSTDIR, ignore_errors=True)
+    if os.environ.get("OUT"):
+        # Every round's (log ratio, MiB), for comparisons between shapes
+        # round by round.
+        with open(os.environ["OUT"], "w") as f:
+            json.dump(res, f)
     print("shape     rounds  median  sigma  MiB/round  sigma*sqrt(MiB)")
     for s in sorted(res):
         lr = [x[0] for x in res[s]]
