@@ -134,9 +134,9 @@ func (r *results) driver(name string) *driverResult {
 	return r.driver(name)
 }
 
-// forget removes what a section recorded besides its figures, its errors
-// and its wall time, before it runs again; also where it ran together with
-// another section ("reference-btrfs+defaults-btrfs").
+// forget removes a section's errors and wall time (its figures are reset
+// by the section itself) before it runs again, also those recorded where
+// it ran together with another section ("reference-btrfs+defaults-btrfs").
 func (r *results) forget(section string) {
 	names := func(key string) bool { return slices.Contains(strings.Split(key, "+"), section) }
 	r.Errors = slices.DeleteFunc(r.Errors, func(e string) bool {

@@ -178,7 +178,8 @@ func interleave(n, refs int) []int {
 // times, with refs reference runs spread among them (interleave; 0 for
 // none); save is called after every run, so that hours of runs survive a
 // later failure. A failed run is recorded and the next one starts; three
-// default runs failed in a row end the section.
+// default runs failed in a row end the section, reference runs not yet
+// started included.
 func (r runner) measureDefaults(ctx context.Context, dr *driverResult, n, refs int, save func()) error {
 	var errs, refErrs []string
 	failedInRow := 0
