@@ -341,7 +341,7 @@ func TestUnitReferenceTiming(t *testing.T) {
 		{at(0, 300), at(100), "overlapping in part"},
 		{nil, at(0), ""},
 	} {
-		got := referenceTiming(driverResult{Driver: "overlay2", References: c.refs, Defaults: c.defaults})
+		got, _ := referenceTiming(driverResult{Driver: "overlay2", References: c.refs, Defaults: c.defaults})
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("referenceTiming: %q, want it to contain %q", got, c.want)
 		}

@@ -205,7 +205,7 @@ func biasGoals(dr driverResult) []goalCheck {
 				"execution's length is a start-up or steady-state effect the short executions carry; one that does not is the "+
 				"file placement both sides of one measurement share (see methodology.md, Limits).", 100*off, ref.halfWidthPP(), ref.N,
 				runsWord(ref.Runs))
-			if t := referenceTiming(dr); t != "" && !strings.HasSuffix(t, ", interleaved") {
+			if t, apart := referenceTiming(dr); apart {
 				c.why += " The two ran apart (" + t + "): what the disk did in between is part of the difference; " +
 					"with both sections selected the reference's runs are interleaved with the default runs."
 			}

@@ -264,7 +264,7 @@ func writeBias(w *mdWriter, r *results) {
 	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
 	var when []string
 	for _, dr := range r.Drivers {
-		if s := referenceTiming(dr); s != "" {
+		if s, _ := referenceTiming(dr); s != "" {
 			when = append(when, s)
 		}
 	}
@@ -277,8 +277,9 @@ func writeBias(w *mdWriter, r *results) {
 }
 
 // referenceTiming says when a driver's reference and default runs ran:
-// interleaved, or one after the other and how far apart.
-func referenceTiming(dr driverResult) string {
+// interleaved (then apart is false), or one after the other and how far
+// apart. Empty when either is missing.
+func referenceTiming(dr driverResult) (text string, apart bool) {
 	span := func(runs []runDoc) (first, last time.Time) {
 		for _, d := range runs {
 			end := d.StartedAt.Add(time.Duration(d.Seconds * float64(time.Second)))
@@ -294,7 +295,7 @@ func referenceTiming(dr driverResult) string {
 	rf, rl := span(dr.References)
 	df, dl := span(dr.Defaults)
 	if rf.IsZero() || df.IsZero() {
-		return ""
+		return "", false
 	}
 	between := func(a, b time.Time) string {
 		a, b = a.UTC(), b.UTC()
@@ -307,13 +308,13 @@ func referenceTiming(dr driverResult) string {
 		runsWord(len(dr.Defaults)), between(df, dl))
 	switch {
 	case rf.After(df) && rl.Before(dl):
-		return fmt.Sprintf("%s: %s, interleaved", dr.Driver, runs)
+		return fmt.Sprintf("%s: %s, interleaved", dr.Driver, runs), false
 	case !rf.Before(dl):
-		return fmt.Sprintf("%s: %s, the reference %s after them", dr.Driver, runs, roughDur(rf.Sub(dl)))
+		return fmt.Sprintf("%s: %s, the reference %s after them", dr.Driver, runs, roughDur(rf.Sub(dl))), true
 	case !df.Before(rl):
-		return fmt.Sprintf("%s: %s, the reference %s before them", dr.Driver, runs, roughDur(df.Sub(rl)))
+		return fmt.Sprintf("%s: %s, the reference %s before them", dr.Driver, runs, roughDur(df.Sub(rl))), true
 	}
-	return fmt.Sprintf("%s: %s, overlapping in part", dr.Driver, runs)
+	return fmt.Sprintf("%s: %s, overlapping in part", dr.Driver, runs), true
 }
 
 // roughDur is a gap between sections, to the minute.

@@ -169,7 +169,7 @@ func (r runner) reference(ctx context.Context, dr *driverResult, i, n int, save 
 func interleave(n, refs int) []int {
 	out := make([]int, refs)
 	for j := range out {
-		out[j] = int(float64(n)*(float64(j)+0.5)/float64(refs)) + 1
+		out[j] = n*(2*j+1)/(2*refs) + 1
 	}
 	return out
 }
