@@ -297,12 +297,15 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 			capped = true
 			continue
 		}
-		if !fits(js) {
-			blocked = true
-			continue
-		}
+		// Time first: a round that would end after the time budget does
+		// not run whatever bytes are left, so a run whose time is spent
+		// stops on time even where a round would not fit the bytes either.
 		if !inTime(js) {
 			late = true
+			continue
+		}
+		if !fits(js) {
+			blocked = true
 			continue
 		}
 		score := (hw / plan.Precision) / s.shareCost(js, plan)

@@ -906,3 +906,29 @@ func TestHostArgvJoinsTheProbesCgroups(t *testing.T) {
 		t.Errorf("hostArgv = %q, want %q", got, want)
 	}
 }
+
+// TestNextStopsOnTimeOnceTheTimeIsSpent: after the minimum rounds, with
+// the time budget spent, the stop reason is time even when a job's next
+// round would not fit the bytes left either; in time, that job stops the
+// run on bytes.
+func TestNextStopsOnTimeOnceTheTimeIsSpent(t *testing.T) {
+	s := &Session{targets: []measure.Target{measure.TargetHost, measure.TargetContainer}}
+	jobs := func(lastBytes ...int64) []*jobState {
+		var out []*jobState
+		for _, b := range lastBytes {
+			out = append(out, &jobState{rounds: 6, lastBytes: b, lastTime: time.Second, halfWidth: 0.5})
+		}
+		return out
+	}
+	const budget, spent = 1 << 30, 1<<30 - 100<<20 // 100 MiB left
+	rng := rand.New(rand.NewPCG(1, 1))
+	late := Plan{MinRounds: 6, Precision: 0.03, MaxBytes: budget, MaxDuration: time.Second}
+	if js, why := s.next(jobs(10<<20, 200<<20), late, 100, spent, time.Minute, rng); js != nil || why != StopTime {
+		t.Errorf("time spent, one job over the bytes left: next %v, stop %q; want none, time", js, why)
+	}
+	inTime := late
+	inTime.MaxDuration = time.Hour
+	if js, why := s.next(jobs(200<<20, 300<<20), inTime, 100, spent, time.Minute, rng); js != nil || why != StopBytes {
+		t.Errorf("in time, every job over the bytes left: next %v, stop %q; want none, bytes", js, why)
+	}
+}
