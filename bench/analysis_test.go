@@ -334,16 +334,21 @@ func TestUnitReferenceTiming(t *testing.T) {
 	for _, c := range []struct {
 		refs, defaults []runDoc
 		want           string
+		apart          bool
 	}{
-		{at(10, 30), at(0, 5, 20, 40), "overlay2: reference 2 runs 27 Nov 03:10–03:32 UTC, default 4 runs 27 Nov 03:00–03:42 UTC, interleaved"},
-		{at(100), at(0, 5), "the reference 1 h 33 min after them"},
-		{at(0), at(100, 200), "the reference 1 h 38 min before them"},
-		{at(0, 300), at(100), "overlapping in part"},
-		{nil, at(0), ""},
+		{at(10, 30), at(0, 5, 20, 40), "overlay2: reference 2 runs 27 Nov 03:10–03:32 UTC, default 4 runs 27 Nov 03:00–03:42 UTC, interleaved", false},
+		{at(100), at(0, 5), "the reference 1 h 33 min after them", true},
+		{at(0), at(100, 200), "the reference 1 h 38 min before them", true},
+		{at(0, 300), at(100), "the reference before and after them", true},
+		{at(0, 150), at(100, 200), "overlapping in part", true},
+		{nil, at(0), "", false},
 	} {
-		got, _ := referenceTiming(driverResult{Driver: "overlay2", References: c.refs, Defaults: c.defaults})
+		got, apart := referenceTiming(driverResult{Driver: "overlay2", References: c.refs, Defaults: c.defaults})
 		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("referenceTiming: %q, want it to contain %q", got, c.want)
+		}
+		if apart != c.apart {
+			t.Errorf("referenceTiming %q: apart %v, want %v", got, apart, c.apart)
 		}
 	}
 }

@@ -313,6 +313,10 @@ func referenceTiming(dr driverResult) (text string, apart bool) {
 		return fmt.Sprintf("%s: %s, the reference %s after them", dr.Driver, runs, roughDur(rf.Sub(dl))), true
 	case !df.Before(rl):
 		return fmt.Sprintf("%s: %s, the reference %s before them", dr.Driver, runs, roughDur(df.Sub(rl))), true
+	case !rf.After(df) && !rl.Before(dl):
+		// Runs on both sides of the default runs, none among them: the
+		// reference's hours bracket theirs without sampling them.
+		return fmt.Sprintf("%s: %s, the reference before and after them", dr.Driver, runs), true
 	}
 	return fmt.Sprintf("%s: %s, overlapping in part", dr.Driver, runs), true
 }
