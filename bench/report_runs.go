@@ -314,8 +314,9 @@ func referenceTiming(dr driverResult) (text string, apart bool) {
 	case !df.Before(rl):
 		return fmt.Sprintf("%s: %s, the reference %s before them", dr.Driver, runs, roughDur(df.Sub(rl))), true
 	case !rf.After(df) && !rl.Before(dl):
-		// Runs on both sides of the default runs, none among them: the
-		// reference's hours bracket theirs without sampling them.
+		// The reference began before the default runs and ended after
+		// them; the spans alone cannot tell whether any ran among them,
+		// so this is not counted as interleaved.
 		return fmt.Sprintf("%s: %s, the reference before and after them", dr.Driver, runs), true
 	}
 	return fmt.Sprintf("%s: %s, overlapping in part", dr.Driver, runs), true

@@ -4,7 +4,7 @@
 The figures behind the sequential job's size in docs/methodology.md
 ("Larger sequential executions"), and (rw against rwl, run together)
 whether a random-write execution's length moves the container's figure
-("Short executions, bounded by time and bytes"). For every shape, each round runs the
+("Sequential and random writes get a file per round"). For every shape, each round runs the
 shape four times in ABBA order (host and container, random which first)
 and records the log ratio container/host of the bandwidth (the mean of
 the two executions of each arm). The report is the robust sigma
