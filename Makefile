@@ -67,8 +67,9 @@ unit:
 
 # Benchmarks of layerprobe itself (precision for the bytes written next to
 # the earlier method, bias and coverage against a long reference, detection
-# power, footprint): about 6½ hours on a shared 2-core machine (most of it
-# the default runs and the agent's detection cycles) and hundreds of GiB
+# power, footprint, a default run on every engine and driver): about 7 hours
+# on a shared 2-core machine (most of it the default runs and the agent's
+# detection cycles) and hundreds of GiB
 # written, root, not part of `make test`. BENCH_COVERAGE_RUNS,
 # BENCH_OLD_DEFAULT_RUNS, BENCH_REFERENCE_RUNS, BENCH_UNPERTURBED_CYCLES and
 # BENCH_ONLY shrink it. Writes docs/benchmarks.md, docs/bench/*.png

@@ -19,11 +19,6 @@ import (
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 )
 
-// btrfsLoopMiB sizes the btrfs loop file: the seed profile lays out 8 GiB
-// files, and the free-space guard keeps 5% (at least 1 GiB) free. Sparse:
-// only what is written takes space on the root file system.
-const btrfsLoopMiB = 24 << 10
-
 // TestBench measures everything and writes the report. See the Makefile's
 // bench targets and package doc for the environment it reads.
 func TestBench(t *testing.T) {
@@ -204,6 +199,11 @@ func TestBench(t *testing.T) {
 			}
 			res.Footprint = b
 		}
+		return err
+	})
+	section("engines", func(t *testing.T) error {
+		runs, err := measureEngines(ctx, t, p, s.bin, work, lockFile, s.short)
+		res.Engines = runs
 		return err
 	})
 

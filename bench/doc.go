@@ -3,12 +3,13 @@
 // method (BENCH_OLD_REV, built from git), bias and interval coverage of
 // the default runs against a long reference (its runs interleaved with
 // the default runs), the detection power and
-// false alarms of its fsync regression detector (live and replayed), and
-// the agent's footprint, on real private dockerd daemons with real fio.
+// false alarms of its fsync regression detector (live and replayed), the
+// agent's footprint, and one default run on every engine and storage
+// driver the machine can run, on real private daemons with real fio.
 //
 // Everything but this file sits behind the `bench` build tag, so the
 // ordinary test command (`go test ./...`) neither builds nor runs it: a
-// full run takes about 6½ hours on a shared 2-core machine and writes
+// full run takes about 7 hours on a shared 2-core machine and writes
 // hundreds of GiB. `make bench` runs it and writes docs/benchmarks.md,
 // its plots and the raw results (docs/bench/results.json);
 // `make bench-smoke` runs every section with tiny sizes into a temporary

@@ -44,6 +44,12 @@ type settings struct {
 	referenceRuns int
 }
 
+// btrfsLoopMiB sizes the loop files of btrfs (and of the engines section's
+// xfs): the seed profile lays out 8 GiB files, and the free-space guard
+// keeps 5% (at least 1 GiB) free. Sparse: only what is written takes space
+// on the root file system.
+const btrfsLoopMiB = 24 << 10
+
 // drivers are the storage drivers the per-driver sections measure.
 var drivers = []string{"overlay2", "btrfs"}
 
@@ -58,7 +64,7 @@ func sectionNames() []string {
 		// The two run as one when both are selected (interleave).
 		out = append(out, "reference-"+d+"+defaults-"+d)
 	}
-	return append(out, "detection", "footprint")
+	return append(out, "detection", "footprint", "engines")
 }
 
 // sectionKinds are the per-driver sections.
@@ -229,17 +235,46 @@ type lpRun struct {
 	timeout                      time.Duration
 }
 
+// lpOutput is what one run printed: its document, and how it ended.
+type lpOutput struct {
+	doc      *report.Run
+	recorded []string // the arguments as results.json records them
+	config   string
+	stderr   string // its last lines
+	// exitErr is the process's error (its exit status) when it still
+	// printed a document.
+	exitErr error
+}
+
 // run executes it and keeps its document. A run whose engine could not be
 // measured exits 1 and still prints its document: that is an error here,
 // with the document's message.
 func (r lpRun) run(ctx context.Context) (*runDoc, error) {
+	o, err := r.execute(ctx)
+	if err != nil {
+		return nil, err
+	}
+	what := "layerprobe " + strings.Join(r.args, " ")
+	if e := o.doc.Engines[0].Error; e != nil {
+		return nil, fmt.Errorf("%s: engine error %s: %s", what, e.Code, e.Message)
+	}
+	d := docOf(r.binary, o.recorded, r.config, r.env, o.doc)
+	if o.exitErr != nil {
+		return d, fmt.Errorf("%s: %w; stderr: %s", what, o.exitErr, o.stderr)
+	}
+	return d, nil
+}
+
+// execute runs it and reads its document of one engine; an error means
+// there is none.
+func (r lpRun) execute(ctx context.Context) (lpOutput, error) {
 	if err := os.MkdirAll(r.workDir, 0o700); err != nil {
-		return nil, fmt.Errorf("work dir: %w", err)
+		return lpOutput{}, fmt.Errorf("work dir: %w", err)
 	}
 	const cfgName = "run-config.yml"
 	cfg := filepath.Join(r.workDir, cfgName)
 	if err := os.WriteFile(cfg, []byte(r.config), 0o600); err != nil {
-		return nil, fmt.Errorf("write config: %w", err)
+		return lpOutput{}, fmt.Errorf("write config: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -252,25 +287,19 @@ func (r lpRun) run(ctx context.Context) (*runDoc, error) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 30 * time.Second
 	runErr := cmd.Run()
+	stderr := testharness.Tail(errb.String(), 10)
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("%s: no result within %s: %w; stderr: %s", what, r.timeout, ctx.Err(), testharness.Tail(errb.String(), 10))
+		return lpOutput{}, fmt.Errorf("%s: no result within %s: %w; stderr: %s", what, r.timeout, ctx.Err(), stderr)
 	}
 	var doc report.Run
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		return nil, fmt.Errorf("%s: %v; output not JSON: %w; stderr: %s", what, runErr, err, testharness.Tail(errb.String(), 10))
+		return lpOutput{}, fmt.Errorf("%s: %v; output not JSON: %w; stderr: %s", what, runErr, err, stderr)
 	}
 	if len(doc.Engines) != 1 {
-		return nil, fmt.Errorf("%s: %d engines in the document, want 1", what, len(doc.Engines))
+		return lpOutput{}, fmt.Errorf("%s: %d engines in the document, want 1", what, len(doc.Engines))
 	}
-	if e := doc.Engines[0].Error; e != nil {
-		return nil, fmt.Errorf("%s: engine error %s: %s", what, e.Code, e.Message)
-	}
-	recorded := append([]string{"run", "--config", cfgName}, args[3:]...)
-	d := docOf(r.binary, recorded, r.config, r.env, &doc)
-	if runErr != nil {
-		return d, fmt.Errorf("%s: %w; stderr: %s", what, runErr, testharness.Tail(errb.String(), 10))
-	}
-	return d, nil
+	return lpOutput{doc: &doc, recorded: append([]string{"run", "--config", cfgName}, args[3:]...), config: r.config,
+		stderr: stderr, exitErr: runErr}, nil
 }
 
 // lpBaseEnv points layerprobe at one private daemon with the benchmark's

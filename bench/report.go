@@ -31,6 +31,7 @@ func writeReport(s settings, r *results) error {
 	writeCoverage(w, s, r)
 	writeDetection(w, s, r)
 	writeFootprint(w, s, r)
+	writeEngines(w, r)
 	writeReproduce(w, r)
 	if err := os.WriteFile(s.reportPath(), []byte(w.String()), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)
@@ -137,7 +138,8 @@ func writeHeader(w *mdWriter, r *results) {
 		"overhead estimate of `layerprobe run` and of an agent cycle is for the bytes it writes, next to the "+
 		"earlier method (revision `%s`); whether it is biased (the `bind` A/A control, and a long, independent "+
 		"reference); whether its 95%% intervals cover as often as they promise; how fast the fsync regression "+
-		"detector confirms a real slowdown and how often it raises a false alarm; and what the agent costs to run. "+
+		"detector confirms a real slowdown and how often it raises a false alarm; what the agent costs to run; and "+
+		"what a default run reads on each engine and storage driver here. "+
 		"Everything on this page was measured %s of `make bench` on the machine described below, "+
 		"started %s and lasting %s%s, while other work ran on the machine. The raw figures are in "+
 		"[bench/results.json](bench/results.json).",
@@ -177,7 +179,7 @@ func writeHeader(w *mdWriter, r *results) {
 		}
 		w.p("> **Reduced run** (first `%s make bench`%s): %s, with the sizes in those commands (the ones of sections not "+
 			"selected do not apply). Sections not measured are missing below, and the goals are judged on these "+
-			"smaller samples. The full run, `make bench` with no such variables (about 6½ hours), measures every "+
+			"smaller samples. The full run, `make bench` with no such variables (about 7 hours), measures every "+
 			"section with default runs %s, %d earlier-method default runs and %d reference runs per driver and %d unperturbed agent cycles.",
 			sizesEnv(z), also, sel, fmtRuns(full.CoverageRuns), full.OldDefaultRuns, full.ReferenceRuns, full.UnperturbedCycles)
 	}
@@ -308,7 +310,7 @@ func writeReproduce(w *mdWriter, r *results) {
 		"`docs/bench/results.json` (a checkpoint after every section). Every run's exact command line and " +
 		"configuration are in that file (`args`, `config`). `make bench-smoke` runs every section with tiny " +
 		"sizes into a temporary directory, to check the harness. `make bench-report` regenerates this page " +
-		"from the results file alone. `BENCH_ONLY=old,unbounded,reference,defaults,detection,footprint` (or " +
+		"from the results file alone. `BENCH_ONLY=old,unbounded,reference,defaults,detection,footprint,engines` (or " +
 		"`old-btrfs` and so on, one driver) runs some sections only and replaces their figures in the existing " +
 		"results file. When both are selected, a driver's reference runs are spread among its default runs in one " +
 		"section (`reference-overlay2+defaults-overlay2`), so that the two see the same hours of the disk. " +

@@ -50,6 +50,8 @@ type results struct {
 	// Footprint is bench/footprint.go's footprintResult, kept as it was
 	// written so this file does not depend on its layout.
 	Footprint json.RawMessage `json:"footprint,omitempty"`
+	// Engines is one default run per engine and storage driver.
+	Engines []engineRun `json:"engines,omitempty"`
 	// Carried are sections copied unchanged from an earlier results file
 	// instead of being measured in this run; the report says so.
 	Carried []carried `json:"carried,omitempty"`

@@ -1,0 +1,251 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/report"
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+)
+
+// engineCase is one engine and storage driver of the engines section.
+type engineCase struct {
+	name, label string
+	opts        testdaemon.Options
+}
+
+// engineCases are what the engines section measures, one after another,
+// each on a private daemon of its own: every engine and driver this machine
+// can run (README, "Engines and storage drivers").
+var engineCases = []engineCase{
+	{"overlay2-ext4", "Docker, overlay2 on ext4", testdaemon.Options{Driver: "overlay2"}},
+	{"btrfs", "Docker, btrfs driver on btrfs (loop file)", testdaemon.Options{Driver: "btrfs", SizeMiB: btrfsLoopMiB}},
+	{"overlay2-xfs", "Docker, overlay2 on xfs (reflink, loop file)", testdaemon.Options{Driver: "overlay2", Backing: "xfs", SizeMiB: btrfsLoopMiB}},
+	{"fuse-overlayfs", "Docker, fuse-overlayfs on ext4", testdaemon.Options{Driver: "fuse-overlayfs"}},
+	{"podman-overlay", "Podman, overlay on ext4", testdaemon.Options{Engine: testdaemon.EnginePodman}},
+	{"containerd-overlayfs", "containerd, overlayfs snapshotter on ext4", testdaemon.Options{Engine: testdaemon.EngineContainerd, Driver: "overlayfs"}},
+}
+
+// engineRun is one `layerprobe run --mode both` on one engine at default
+// settings.
+type engineRun struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	// Runtime, EngineVersion, Driver and BackingFS are as the run reported
+	// them.
+	Runtime       string `json:"runtime,omitempty"`
+	EngineVersion string `json:"engine_version,omitempty"`
+	Driver        string `json:"driver,omitempty"`
+	BackingFS     string `json:"backing_fs,omitempty"`
+	// Steady is the steady-state measurement (its executions and headline
+	// overheads); BytesWritten and Seconds are the whole run's, cold
+	// included.
+	Steady       *runDoc `json:"steady,omitempty"`
+	BytesWritten int64   `json:"bytes_written"`
+	Seconds      float64 `json:"duration_seconds"`
+	// Cold is the cold probe's summary and copy-up samples.
+	Cold *coldDoc `json:"cold,omitempty"`
+	// Error is why the run, or a part of it, failed; what it measured
+	// before is kept.
+	Error string `json:"error,omitempty"`
+}
+
+// coldDoc keeps a run's cold measurement without its samples' latency
+// histograms.
+type coldDoc struct {
+	Results []measure.Result `json:"results"`
+	CopyUp  measure.CopyUp   `json:"copy_up"`
+}
+
+// engineArgs are the arguments of every engine's run: the default profile
+// and budgets, steady state and the cold probe.
+var engineArgs = []string{"--mode", "both"}
+
+// measureEngines runs engineCases, one private daemon at a time; an engine
+// that fails is recorded and the others still run.
+func measureEngines(ctx context.Context, t *testing.T, p *progress, bin, work, lockFile string, short bool) ([]engineRun, error) {
+	args := engineArgs
+	if short {
+		args = append([]string{"--profile", "smoke"}, args...)
+	}
+	var out []engineRun
+	var failed []string
+	for _, c := range engineCases {
+		er := engineRun{Name: c.name, Label: c.label}
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			if short && opts.SizeMiB > 0 {
+				opts.SizeMiB = 4096
+			}
+			var d *testdaemon.Daemon
+			config := ""
+			if opts.Engine == testdaemon.EngineContainerd {
+				d = testdaemon.StartContainerd(t, opts)
+				// containerd is named in the configuration (DOCKER_HOST
+				// does not reach it).
+				config = fmt.Sprintf("engines:\n  - name: node\n    type: containerd\n    host: %s\n    snapshotter: %s\n", d.Host, opts.Driver)
+			} else {
+				d = testdaemon.Start(t, opts)
+			}
+			l := lpRun{binary: "new", bin: bin, host: d.Host, lockFile: lockFile, workDir: filepath.Join(work, "engine-"+c.name),
+				config: config, args: args, timeout: 30 * time.Minute}
+			p.logf("engines: %s: layerprobe run %s", c.name, strings.Join(args, " "))
+			stop := p.ticker("engines "+c.name, 5*time.Minute, 5*time.Minute)
+			o, err := l.execute(ctx)
+			stop()
+			if err != nil {
+				er.Error = err.Error()
+				return
+			}
+			er.fill(o)
+			p.logf("engines: %s: %s written in %s", c.name, gib(er.BytesWritten), dur(er.Seconds))
+		})
+		if er.Error != "" {
+			failed = append(failed, c.name+": "+er.Error)
+		}
+		out = append(out, er)
+	}
+	if len(failed) > 0 {
+		return out, fmt.Errorf("engines: %s", strings.Join(failed, "; "))
+	}
+	return out, nil
+}
+
+// fill takes what the run's document says of its one engine.
+func (er *engineRun) fill(o lpOutput) {
+	e := o.doc.Engines[0]
+	er.Runtime, er.EngineVersion, er.Driver, er.BackingFS = e.Runtime, e.EngineVersion, e.Driver, e.BackingFS
+	er.BytesWritten, er.Seconds = o.doc.BytesWritten, o.doc.DurationSeconds
+	if len(e.Results) > 0 {
+		er.Steady = docOf("new", o.recorded, o.config, nil, o.doc)
+	}
+	if e.Cold != nil {
+		er.Cold = &coldDoc{Results: e.Cold.Results, CopyUp: e.Cold.CopyUp}
+	}
+	var msgs []string
+	if e.Error != nil {
+		msgs = append(msgs, fmt.Sprintf("engine error %s: %s", e.Error.Code, e.Error.Message))
+	}
+	if o.exitErr != nil {
+		msgs = append(msgs, fmt.Sprintf("%v; stderr: %s", o.exitErr, o.stderr))
+	}
+	er.Error = strings.Join(msgs, "; ")
+}
+
+// percentOfHost renders an overhead as `layerprobe run` prints it: the
+// target's speed in percent of the host's, "96% [89–123]".
+func percentOfHost(o measure.Overhead, ok bool) string {
+	if !ok || o.N == 0 || math.IsNaN(o.PercentOfHost) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%% [%.0f–%.0f]", o.PercentOfHost, o.PercentLow, o.PercentHigh)
+}
+
+// coldFsync is the cold probe's container fsync p99 overhead.
+func (c *coldDoc) coldFsync() (measure.Overhead, bool) {
+	if c == nil {
+		return measure.Overhead{}, false
+	}
+	for _, r := range c.Results {
+		if r.Target == measure.TargetContainer && r.Workload == measure.Fsync {
+			o, ok := r.Overhead[measure.MetricFsyncP99]
+			return o, ok
+		}
+	}
+	return measure.Overhead{}, false
+}
+
+// copyUpAt renders the median first write + fsync of a file size, host /
+// container.
+func (c *coldDoc) copyUpAt(size int64) string {
+	if c == nil {
+		return "n/a"
+	}
+	for _, s := range c.CopyUp.Sizes {
+		if s.SizeBytes == size && s.Rounds > 0 {
+			return report.FormatLatency(s.HostSeconds) + " / " + report.FormatLatency(s.ContainerSeconds)
+		}
+	}
+	return "n/a"
+}
+
+func writeEngines(w *mdWriter, r *results) {
+	w.p("## 7. Engines and storage drivers")
+	if len(r.Engines) == 0 {
+		w.p("Not measured in this run.")
+		return
+	}
+	first, last := time.Time{}, time.Time{}
+	for _, e := range r.Engines {
+		if e.Steady == nil {
+			continue
+		}
+		if first.IsZero() || e.Steady.StartedAt.Before(first) {
+			first = e.Steady.StartedAt
+		}
+		if end := e.Steady.StartedAt.Add(time.Duration(e.Seconds * float64(time.Second))); end.After(last) {
+			last = end
+		}
+	}
+	when := ""
+	if !first.IsZero() {
+		when = fmt.Sprintf(", %s–%s", first.Format("2 Jan 15:04"), last.Format("15:04 MST"))
+	}
+	w.p("What a default `layerprobe run %s` reads on every engine and storage driver this machine can run: one "+
+		"run each, one after another%s, each on a private daemon of its own (loop files are sparse files on the "+
+		"same disk). A run's figures are a measurement of its minutes on a shared disk: sections 2–4 show how far "+
+		"one run's estimate strays, and each interval below is that run's own. Percent of the host's speed, as "+
+		"`layerprobe run` prints it (below 100%%: slower than the host).", strings.Join(engineArgs, " "), when)
+	var rows [][]string
+	for _, e := range r.Engines {
+		get := func(target, job string) string {
+			o, ok := e.Steady.reported(target, job)
+			return percentOfHost(o, ok)
+		}
+		run := "–"
+		if e.Steady != nil {
+			run = fmt.Sprintf("%d, %s; %s in %s", e.Steady.Rounds, e.Steady.StopReason, gib(e.BytesWritten), dur(e.Seconds))
+		}
+		rows = append(rows, []string{e.Label, get("container", "fsync"), get("container", "randwrite"),
+			get("container", "seqwrite"), get("bind", "fsync"), run})
+	}
+	w.p("Steady state, the container's writable layer against the host (bind: the A/A control):")
+	w.table([]string{"engine and driver", "fsync p99", "randwrite IOPS", "seqwrite bandwidth", "bind fsync p99",
+		"rounds, stopped by; written in"}, rows)
+	rows = nil
+	for _, e := range r.Engines {
+		cost, reflink := "n/a", "n/a"
+		if e.Cold != nil {
+			if c := e.Cold.CopyUp.CostSecondsPerMiB; c != nil {
+				cost = report.FormatLatency(*c)
+			}
+			if f := e.Cold.CopyUp.Reflink; f != nil {
+				reflink = "no"
+				if *f {
+					reflink = "yes"
+				}
+			}
+		}
+		o, ok := e.Cold.coldFsync()
+		rows = append(rows, []string{e.Label, percentOfHost(o, ok), e.Cold.copyUpAt(1 << 20), e.Cold.copyUpAt(64 << 20), cost, reflink})
+	}
+	w.p("Cold: a fresh container per round, its fsync job in its first seconds; copy-up, the first 4 KiB write + " +
+		"fsync to a file of the image against the same write to an equal file on the host (medians over the " +
+		"rounds), and the implied cost per MiB of file:")
+	w.table([]string{"engine and driver", "cold fsync p99", "first write + fsync, 1 MiB file: host / container",
+		"64 MiB file: host / container", "copy-up per MiB", "reflink"}, rows)
+	for _, e := range r.Engines {
+		if e.Error != "" {
+			w.line("- %s: %s", e.Label, strings.ReplaceAll(strings.TrimSpace(e.Error), "\n", " "))
+		}
+	}
+	w.WriteString("\n")
+}

@@ -1,0 +1,100 @@
+//go:build bench
+
+package bench
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/report"
+)
+
+func overheadAt(pct, low, high float64) measure.Overhead {
+	return measure.Overhead{Ratio: 100/pct - 1, PercentOfHost: pct, PercentLow: low, PercentHigh: high, N: 10, Coverage: 0.96}
+}
+
+// TestUnitEngineFill: a run's document becomes an engine's figures, and an
+// engine error or a failed exit is recorded next to what was measured.
+func TestUnitEngineFill(t *testing.T) {
+	start := time.Date(2026, 11, 27, 18, 0, 0, 0, time.UTC)
+	reflink := true
+	cost := 0.002
+	doc := &report.Run{StartedAt: start, DurationSeconds: 300, BytesWritten: 2 << 30, Engines: []report.Engine{{
+		Runtime: "docker", Driver: "overlay2", BackingFS: "xfs", Rounds: 40, StopReason: "bytes",
+		Results: []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync,
+			Overhead: map[string]measure.Overhead{measure.MetricFsyncP99: overheadAt(96, 89, 123)}}},
+		Cold: &report.Cold{Results: []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync,
+			Overhead: map[string]measure.Overhead{measure.MetricFsyncP99: overheadAt(80, 60, 110)}}},
+			CopyUp: measure.CopyUp{Reflink: &reflink, CostSecondsPerMiB: &cost,
+				Sizes: []measure.CopyUpSize{{SizeBytes: 1 << 20, Rounds: 6, HostSeconds: 0.0005, ContainerSeconds: 0.0036}}}},
+		Error: &report.Error{Code: "cold", Message: "the cold image could not be imported"},
+	}}}
+	var er engineRun
+	er.fill(lpOutput{doc: doc, recorded: []string{"run", "--mode", "both"}, stderr: "last lines", exitErr: errors.New("exit status 1")})
+	if er.Steady == nil || er.Steady.Rounds != 40 || er.Steady.StopReason != "bytes" {
+		t.Fatalf("steady part not kept: %+v", er.Steady)
+	}
+	if o, ok := er.Steady.reported("container", "fsync"); !ok || o.PercentOfHost != 96 {
+		t.Errorf("container fsync = %+v, %v; want 96%% of host", o, ok)
+	}
+	if o, ok := er.Cold.coldFsync(); !ok || o.PercentOfHost != 80 {
+		t.Errorf("cold fsync = %+v, %v; want 80%% of host", o, ok)
+	}
+	for _, want := range []string{"engine error cold: the cold image could not be imported", "exit status 1", "last lines"} {
+		if !strings.Contains(er.Error, want) {
+			t.Errorf("error %q lacks %q", er.Error, want)
+		}
+	}
+	if er.Driver != "overlay2" || er.BackingFS != "xfs" || er.BytesWritten != 2<<30 || er.Seconds != 300 {
+		t.Errorf("engine facts not kept: %+v", er)
+	}
+
+	var clean engineRun
+	doc.Engines[0].Error = nil
+	clean.fill(lpOutput{doc: doc})
+	if clean.Error != "" {
+		t.Errorf("a clean run records error %q", clean.Error)
+	}
+}
+
+// TestUnitEnginesReport: the section shows each engine's intervals as
+// `layerprobe run` prints them, n/a where a run measured nothing, and why
+// it failed.
+func TestUnitEnginesReport(t *testing.T) {
+	reflink := false
+	cost := 0.00205
+	ok := engineRun{Name: "overlay2-ext4", Label: "Docker, overlay2 on ext4", BytesWritten: 2 << 30, Seconds: 150,
+		Steady: &runDoc{StartedAt: time.Date(2026, 11, 27, 19, 30, 0, 0, time.UTC), Rounds: 39, StopReason: "bytes",
+			Reported: map[string]measure.Overhead{"container/fsync": overheadAt(96, 89, 123), "bind/fsync": overheadAt(101, 97, 104),
+				"container/randwrite": overheadAt(86, 57, 123)}},
+		Cold: &coldDoc{Results: []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync,
+			Overhead: map[string]measure.Overhead{measure.MetricFsyncP99: overheadAt(99, 92, 137)}}},
+			CopyUp: measure.CopyUp{Reflink: &reflink, CostSecondsPerMiB: &cost, Sizes: []measure.CopyUpSize{
+				{SizeBytes: 1 << 20, Rounds: 6, HostSeconds: 0.00042, ContainerSeconds: 0.0036},
+				{SizeBytes: 64 << 20, Rounds: 6, HostSeconds: 0.00031, ContainerSeconds: 0.132}}}}}
+	failed := engineRun{Name: "podman-overlay", Label: "Podman, overlay on ext4", Error: "podman: no socket\nafter 30 s"}
+	w := &mdWriter{}
+	writeEngines(w, &results{Engines: []engineRun{ok, failed}})
+	md := w.String()
+	for _, want := range []string{
+		"| Docker, overlay2 on ext4 | 96% [89–123] | 86% [57–123] | n/a | 101% [97–104] | 39, bytes; 2.00 GiB in",
+		"| Docker, overlay2 on ext4 | 99% [92–137] | 420 µs / 3.60 ms | 310 µs / 132 ms | 2.05 ms | no |",
+		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a | – |",
+		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a | n/a |",
+		"- Podman, overlay on ext4: podman: no socket after 30 s",
+		"27 Nov 19:30–19:32 UTC",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+
+	w = &mdWriter{}
+	writeEngines(w, &results{})
+	if !strings.Contains(w.String(), "Not measured in this run.") {
+		t.Errorf("an empty section says:\n%s", w.String())
+	}
+}
