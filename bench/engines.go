@@ -53,6 +53,9 @@ type engineRun struct {
 	Seconds      float64 `json:"duration_seconds"`
 	// Cold is the cold probe's summary and copy-up samples.
 	Cold *coldDoc `json:"cold,omitempty"`
+	// Table is what `layerprobe run` prints for this run (without
+	// --output json): the page shows it whole.
+	Table string `json:"table,omitempty"`
 	// Error is why the run, or a part of it, failed; what it measured
 	// before is kept.
 	Error string `json:"error,omitempty"`
@@ -131,6 +134,11 @@ func (er *engineRun) fill(o lpOutput) {
 		er.Cold = &coldDoc{Results: e.Cold.Results, CopyUp: e.Cold.CopyUp}
 	}
 	var msgs []string
+	var b strings.Builder
+	if err := report.WriteTable(&b, *o.doc); err != nil {
+		msgs = append(msgs, err.Error())
+	}
+	er.Table = b.String()
 	if e.Error != nil {
 		msgs = append(msgs, fmt.Sprintf("engine error %s: %s", e.Error.Code, e.Error.Message))
 	}
@@ -248,4 +256,11 @@ func writeEngines(w *mdWriter, r *results) {
 		}
 	}
 	w.WriteString("\n")
+	for _, e := range r.Engines {
+		if e.Table == "" {
+			continue
+		}
+		w.p("%s, as `layerprobe run %s` printed it:", e.Label, strings.Join(engineArgs, " "))
+		w.p("```\n%s\n```", strings.TrimRight(e.Table, "\n"))
+	}
 }

@@ -48,6 +48,9 @@ func TestUnitEngineFill(t *testing.T) {
 			t.Errorf("error %q lacks %q", er.Error, want)
 		}
 	}
+	if !strings.Contains(er.Table, "96% [89–123]") {
+		t.Errorf("the printed table lacks the container's fsync:\n%s", er.Table)
+	}
 	if er.Driver != "overlay2" || er.BackingFS != "xfs" || er.BytesWritten != 2<<30 || er.Seconds != 300 {
 		t.Errorf("engine facts not kept: %+v", er)
 	}
@@ -75,6 +78,7 @@ func TestUnitEnginesReport(t *testing.T) {
 			CopyUp: measure.CopyUp{Reflink: &reflink, CostSecondsPerMiB: &cost, Sizes: []measure.CopyUpSize{
 				{SizeBytes: 1 << 20, Rounds: 6, HostSeconds: 0.00042, ContainerSeconds: 0.0036},
 				{SizeBytes: 64 << 20, Rounds: 6, HostSeconds: 0.00031, ContainerSeconds: 0.132}}}}}
+	ok.Table = "layerprobe devel: profile quick\n  TARGET  JOB\n"
 	failed := engineRun{Name: "podman-overlay", Label: "Podman, overlay on ext4", Error: "podman: no socket\nafter 30 s"}
 	w := &mdWriter{}
 	writeEngines(w, &results{Engines: []engineRun{ok, failed}})
@@ -86,10 +90,14 @@ func TestUnitEnginesReport(t *testing.T) {
 		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a | n/a |",
 		"- Podman, overlay on ext4: podman: no socket after 30 s",
 		"27 Nov 19:30–19:32 UTC",
+		"Docker, overlay2 on ext4, as `layerprobe run --mode both` printed it:\n\n```\nlayerprobe devel: profile quick\n  TARGET  JOB\n```",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
+	}
+	if strings.Count(md, "```\n") != 2 {
+		t.Errorf("want one printed table (the failed run has none):\n%s", md)
 	}
 
 	w = &mdWriter{}
