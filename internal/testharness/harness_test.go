@@ -92,7 +92,9 @@ func TestScrapeAndWaitHTTP(t *testing.T) {
 }
 
 func TestProcStop(t *testing.T) {
-	p, err := Start(exec.Command("sh", "-c", "echo started; trap 'echo bye; exit 3' TERM; while :; do sleep 0.05; done"))
+	// The trap before the echo: a SIGTERM sent as soon as "started"
+	// appears must find it installed.
+	p, err := Start(exec.Command("sh", "-c", "trap 'echo bye; exit 3' TERM; echo started; while :; do sleep 0.05; done"))
 	if err != nil {
 		t.Fatal(err)
 	}
