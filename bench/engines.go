@@ -108,7 +108,7 @@ func measureEngines(ctx context.Context, t *testing.T, p *progress, bin, work, l
 				er.Error = err.Error()
 				return
 			}
-			er.fill(o)
+			er.fill(o, config)
 			p.logf("engines: %s: %s written in %s", c.name, gib(er.BytesWritten), dur(er.Seconds))
 		})
 		if er.Error != "" {
@@ -122,13 +122,14 @@ func measureEngines(ctx context.Context, t *testing.T, p *progress, bin, work, l
 	return out, nil
 }
 
-// fill takes what the run's document says of its one engine.
-func (er *engineRun) fill(o lpOutput) {
+// fill takes what the run's document says of its one engine; config is
+// the YAML the run was given.
+func (er *engineRun) fill(o lpOutput, config string) {
 	e := o.doc.Engines[0]
 	er.Runtime, er.EngineVersion, er.Driver, er.BackingFS = e.Runtime, e.EngineVersion, e.Driver, e.BackingFS
 	er.BytesWritten, er.Seconds = o.doc.BytesWritten, o.doc.DurationSeconds
 	if len(e.Results) > 0 {
-		er.Steady = docOf("new", o.recorded, o.config, nil, o.doc)
+		er.Steady = docOf("new", o.recorded, config, nil, o.doc)
 	}
 	if e.Cold != nil {
 		er.Cold = &coldDoc{Results: e.Cold.Results, CopyUp: e.Cold.CopyUp}

@@ -33,9 +33,12 @@ func TestUnitEngineFill(t *testing.T) {
 		Error: &report.Error{Code: "cold", Message: "the cold image could not be imported"},
 	}}}
 	var er engineRun
-	er.fill(lpOutput{doc: doc, recorded: []string{"run", "--mode", "both"}, stderr: "last lines", exitErr: errors.New("exit status 1")})
+	er.fill(lpOutput{doc: doc, recorded: []string{"run", "--mode", "both"}, stderr: "last lines", exitErr: errors.New("exit status 1")}, "storage:\n  driver: overlay2\n")
 	if er.Steady == nil || er.Steady.Rounds != 40 || er.Steady.StopReason != "bytes" {
 		t.Fatalf("steady part not kept: %+v", er.Steady)
+	}
+	if er.Steady.Config != "storage:\n  driver: overlay2\n" || len(er.Steady.Args) != 3 {
+		t.Errorf("the run's config and arguments not recorded: %q, %q", er.Steady.Config, er.Steady.Args)
 	}
 	if o, ok := er.Steady.reported("container", "fsync"); !ok || o.PercentOfHost != 96 {
 		t.Errorf("container fsync = %+v, %v; want 96%% of host", o, ok)
@@ -57,7 +60,7 @@ func TestUnitEngineFill(t *testing.T) {
 
 	var clean engineRun
 	doc.Engines[0].Error = nil
-	clean.fill(lpOutput{doc: doc})
+	clean.fill(lpOutput{doc: doc}, "")
 	if clean.Error != "" {
 		t.Errorf("a clean run records error %q", clean.Error)
 	}

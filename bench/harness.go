@@ -239,8 +239,7 @@ type lpRun struct {
 type lpOutput struct {
 	doc      *report.Run
 	recorded []string // the arguments as results.json records them
-	config   string
-	stderr   string // its last lines
+	stderr   string   // its last lines
 	// exitErr is the process's error (its exit status) when it still
 	// printed a document.
 	exitErr error
@@ -298,7 +297,7 @@ func (r lpRun) execute(ctx context.Context) (lpOutput, error) {
 	if len(doc.Engines) != 1 {
 		return lpOutput{}, fmt.Errorf("%s: %d engines in the document, want 1", what, len(doc.Engines))
 	}
-	return lpOutput{doc: &doc, recorded: append([]string{"run", "--config", cfgName}, args[3:]...), config: r.config,
+	return lpOutput{doc: &doc, recorded: append([]string{"run", "--config", cfgName}, args[3:]...),
 		stderr: stderr, exitErr: runErr}, nil
 }
 
