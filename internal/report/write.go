@@ -96,6 +96,12 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 		ew.printf("  measurement:  profile %s, %s, %s, %s written\n",
 			orDash(r.Profile), rounds, formatDuration(e.DurationSeconds), formatBytes(e.BytesWritten))
 	}
+	if e.HostArmCgroup == "outside" {
+		// Louder than a warning: on a busy host the numbers below are
+		// then off by a factor, not a few percent.
+		ew.printf("  !!! HOST ARM NOT IN THE PROBE CONTAINER'S CPU CGROUPS: %s\n", e.HostArmCgroupError)
+		ew.printf("  !!! With busy CPUs, CPU contention reads as storage overhead below; docs/security.md says what access the join needs.\n")
+	}
 	for _, warn := range e.Warnings {
 		ew.printf("  warning:      %s\n", warn)
 	}
