@@ -183,7 +183,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 	}
 	spec := engine.ProbeSpec{
 		Engine: opts.EngineName, Image: s.imageRef, BindSource: s.scratch,
-		Owner: s.owner, Mode: opts.Mode,
+		Owner: s.owner, Mode: opts.Mode, Rootless: info.Rootless,
 	}
 	if opts.DeviceWriteIOPS > 0 {
 		dev, err := engine.DeviceOf(info.DataRoot)
