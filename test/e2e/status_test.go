@@ -50,6 +50,9 @@ func TestStatusPageInChromium(t *testing.T) {
 	if n := len(elements(doc, "tr", "cycle")); n != len(cs) {
 		t.Errorf("%d cycle rows, want %d", n, len(cs))
 	}
+	if ha := elements(doc, "p", "host-arm"); len(ha) != 1 || attr(ha[0], "data-host-arm") != "joined" {
+		t.Errorf("the page does not say the host arm joined the probe's CPU cgroups: %v", ha)
+	}
 	det := elements(doc, "table", "detector")
 	if len(det) != 1 || !strings.Contains(text(det[0]), "learning") {
 		t.Errorf("the detector's state is not shown: %v", det)
