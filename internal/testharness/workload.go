@@ -32,6 +32,31 @@ func (d *Docker) ImportWorkload(t testing.TB, refs ...string) {
 	if len(refs) == 0 {
 		t.Fatal("ImportWorkload: no image reference")
 	}
+	img := WorkloadImage(t)
+	for i, ref := range refs {
+		named, err := reference.ParseNormalizedNamed(ref)
+		if err != nil {
+			t.Fatalf("ImportWorkload: %q: %v", ref, err)
+		}
+		tag := "latest"
+		if tagged, ok := named.(reference.Tagged); ok {
+			tag = tagged.Tag()
+		}
+		q := url.Values{"repo": {reference.FamiliarName(named)}, "tag": {tag}}
+		if i == 0 {
+			q.Set("fromSrc", "-")
+			d.expectStream(t, d.Raw(t, http.MethodPost, "/images/create?"+q.Encode(), "application/x-tar", img))
+			continue
+		}
+		d.Raw(t, http.MethodPost, "/images/"+url.PathEscape(refs[0])+"/tag?"+q.Encode(), "", nil)
+	}
+}
+
+// WorkloadImage builds internal/testharness/lpworkload and returns the root
+// file system of its image as a tar stream for `docker import` (an empty
+// /tmp and the binary at WorkloadEntrypoint).
+func WorkloadImage(t testing.TB) []byte {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "lpworkload")
@@ -59,23 +84,7 @@ func (d *Docker) ImportWorkload(t testing.TB, refs ...string) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for i, ref := range refs {
-		named, err := reference.ParseNormalizedNamed(ref)
-		if err != nil {
-			t.Fatalf("ImportWorkload: %q: %v", ref, err)
-		}
-		tag := "latest"
-		if tagged, ok := named.(reference.Tagged); ok {
-			tag = tagged.Tag()
-		}
-		q := url.Values{"repo": {reference.FamiliarName(named)}, "tag": {tag}}
-		if i == 0 {
-			q.Set("fromSrc", "-")
-			d.expectStream(t, d.Raw(t, http.MethodPost, "/images/create?"+q.Encode(), "application/x-tar", img.Bytes()))
-			continue
-		}
-		d.Raw(t, http.MethodPost, "/images/"+url.PathEscape(refs[0])+"/tag?"+q.Encode(), "", nil)
-	}
+	return img.Bytes()
 }
 
 // expectStream fails t when a streamed answer (image import) reports an

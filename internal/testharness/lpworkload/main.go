@@ -3,6 +3,7 @@
 // into a private daemon by testharness.ImportWorkload (nothing is pulled).
 //
 //	lpworkload idle             wait for SIGTERM
+//	lpworkload spin             keep one CPU busy until SIGTERM (a loaded host)
 //	lpworkload write PATH SIZE  write SIZE (4096, 64KiB, 64MiB) to PATH with
 //	                            fsync, print "done PATH", then idle
 package main
@@ -24,6 +25,8 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "idle":
+	case "spin":
+		spin()
 	case "write":
 		if len(os.Args) != 4 {
 			fail("write PATH SIZE")
@@ -40,6 +43,15 @@ func main() {
 		fail("unknown verb " + os.Args[1])
 	}
 	idle()
+}
+
+// spin keeps one CPU busy: the loop has no call and no allocation, and the
+// runtime preempts it asynchronously, so SIGTERM still ends the process.
+func spin() {
+	var x uint64
+	for {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
 }
 
 // write writes n bytes of random data (nothing a file system could

@@ -1,0 +1,738 @@
+package ops
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testharness"
+)
+
+// The tests in this file run each shipped deployment as it is shipped (the
+// systemd unit under a real systemd, the compose file with docker-compose,
+// the DaemonSet's pod spec with `docker run`) on a private engine whose
+// CPUs are kept busy by other containers, and check what a user of that
+// deployment gets: the host arm joined the probe container's CPU cgroups,
+// no warning says otherwise, and the bind target, the host's own file
+// system seen through a bind mount, reads as fast as the host.
+
+// loadedAgentConfig is the agent configuration of the loaded runs: the
+// smoke profile with 8 rounds of each workload in the first cycle (enough
+// for a 95% exact interval), a cycle at start and no guardrail that would
+// skip it on a busy host (the load is the point). The listen address is
+// filled in.
+const loadedAgentConfig = `profile: smoke
+agent:
+  listen_address: %s
+  interval: 1h
+  jitter: 0
+  rounds_per_cycle: 8
+  daily_byte_budget: 8GiB
+  max_io_pressure: 100
+  max_disk_util: 1
+  churn_quiet_period: 0s
+`
+
+// aaSlack is how far from 100% the bind target's interval may end and the
+// A/A check still pass: its interval (speed in percent of the host's) must
+// reach into [100/aaSlack, 100·aaSlack]. An honest 95% interval misses the truth in one
+// run of twenty, usually by little; CPU contention without the join shifts
+// the bind target's fsync figure by a factor of 3 to 6 under this load
+// (the interval's near end at 3x the host's), which this margin still
+// catches without making the test a draw.
+const aaSlack = 1.5
+
+// checkLoadedAA checks what a loaded deployment's agent published: the
+// host arm joined (engines), the first steady cycle succeeded, and the
+// bind target's headline interval of every workload reaches 100% within
+// aaSlack.
+func checkLoadedAA(t *testing.T, engines api.EnginesResponse, overhead api.OverheadResponse) {
+	t.Helper()
+	if len(engines.Engines) != 1 {
+		t.Fatalf("want one engine, have %+v", engines.Engines)
+	}
+	e := engines.Engines[0]
+	if e.HostArmCgroup != "joined" {
+		t.Errorf("host arm: %q (%s), want joined; warnings %q", e.HostArmCgroup, e.HostArmCgroupError, e.Warnings)
+	}
+	for _, w := range e.Warnings {
+		if strings.Contains(w, "CPU cgroup") {
+			t.Errorf("engine warning: %s", w)
+		}
+	}
+	var steady *api.EngineOverhead
+	for i := range overhead.Engines {
+		if overhead.Engines[i].Mode == measure.ModeSteady {
+			steady = &overhead.Engines[i]
+		}
+	}
+	if steady == nil {
+		t.Fatalf("no steady overheads: %+v", overhead)
+	}
+	seen := map[measure.Workload]bool{}
+	for _, r := range steady.Results {
+		if r.Target != measure.TargetBind {
+			continue
+		}
+		seen[r.Workload] = true
+		m := measure.HeadlineMetric(r.Workload)
+		o, ok := r.Overhead[m]
+		if !ok {
+			t.Errorf("bind %s: no %s overhead", r.Workload, m)
+			continue
+		}
+		lo, hi := o.PercentLow/100, o.PercentHigh/100
+		t.Logf("bind %-9s %-9s %5.0f%% of host [%4.0f–%4.0f], %d rounds, coverage %.2f",
+			r.Workload, m, o.PercentOfHost, o.PercentLow, o.PercentHigh, o.N, o.Coverage)
+		if o.N < 6 || o.Coverage < 0.95 {
+			t.Errorf("bind %s: %d rounds, coverage %.2f: not a 95%% interval", r.Workload, o.N, o.Coverage)
+		}
+		if !(lo <= aaSlack && hi >= 1/aaSlack) {
+			t.Errorf("bind %s %s: %.0f%% of host [%.0f–%.0f] does not reach 100%% within a factor %.1f: the arms did not compete for CPU alike",
+				r.Workload, m, o.PercentOfHost, o.PercentLow, o.PercentHigh, aaSlack)
+		}
+	}
+	for _, w := range []measure.Workload{measure.SeqWrite, measure.RandWrite, measure.Fsync} {
+		if !seen[w] {
+			t.Errorf("no bind result for %s", w)
+		}
+	}
+}
+
+// agentConfigFile writes loadedAgentConfig for listen address addr into
+// dir/config.yaml and returns its path.
+func agentConfigFile(t *testing.T, dir, addr string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, fmt.Appendf(nil, loadedAgentConfig, addr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// decodeJSON decodes b into v or fails with what b was.
+func decodeJSON(t *testing.T, what string, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, testharness.Tail(string(b), 20))
+	}
+}
+
+// waitFirstSteadyCycle polls the agent's cycles through get until the
+// first steady cycle has ended, and fails unless it succeeded.
+func waitFirstSteadyCycle(t *testing.T, timeout time.Duration, get func(path string) ([]byte, error), alive func() string) {
+	t.Helper()
+	var last api.CyclesResponse
+	testharness.Eventually(t, timeout, 3*time.Second, "the first steady cycle to end", func() (bool, string) {
+		if why := alive(); why != "" {
+			t.Fatalf("the agent is not running: %s", why)
+		}
+		b, err := get("/api/v1/cycles")
+		if err != nil {
+			return false, err.Error()
+		}
+		last = api.CyclesResponse{}
+		if err := json.Unmarshal(b, &last); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range last.Cycles {
+			if c.Mode == measure.ModeSteady && c.Result != "running" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("cycles: %+v", last.Cycles)
+	})
+	for _, c := range last.Cycles {
+		if c.Mode == measure.ModeSteady && c.Result != "running" && c.Result != "ok" {
+			t.Fatalf("the first steady cycle ended %s (%s: %s)", c.Result, c.Reason, c.Message)
+		}
+	}
+}
+
+// noJoinWarning fails t when the agent's log says the host arm stayed
+// outside the probe container's CPU cgroups.
+func noJoinWarning(t *testing.T, log string) {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "outside the probe container's CPU cgroup") {
+			t.Errorf("the agent logged: %s", l)
+		}
+	}
+}
+
+// workloadTar is lpworkload's image as a tar stream, for `docker import`.
+func workloadTar(t *testing.T) *bytes.Reader {
+	t.Helper()
+	return bytes.NewReader(testharness.WorkloadImage(t))
+}
+
+// boxPackages are what the test host's root file system gets from
+// debootstrap besides its minimal base: systemd as init, Debian's Docker
+// engine (the engine every deployment measures) and fio.
+const boxPackages = "systemd-sysv,dbus,docker.io,fio,ca-certificates"
+
+// boxInit mounts the cgroup v1 hierarchies in the box's own cgroup
+// namespace, each as the kernel groups its controllers (systemd would mount
+// cpu and cpuacct together, which fails where the machine has them apart,
+// and would leave both out), then starts systemd. On a cgroup v2 machine it
+// mounts nothing: systemd mounts the unified hierarchy itself.
+const boxInit = `#!/bin/sh
+set -e
+if [ "$(stat -f -c %T /sys/fs/cgroup)" != cgroup2fs ]; then
+  mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
+  awk '$1 !~ /^#/ && $2 != 0 && $4 == 1 { c[$2] = c[$2] ? c[$2] "," $1 : $1 } END { for (h in c) print c[h] }' /proc/cgroups |
+  while read -r ctrls; do
+    mkdir -p "/sys/fs/cgroup/$ctrls"
+    mount -t cgroup -o "$ctrls" cgroup "/sys/fs/cgroup/$ctrls"
+  done
+  mkdir -p /sys/fs/cgroup/systemd
+  mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+fi
+exec /sbin/init
+`
+
+// boxShare is where the box sees the test's shared directory: the box's
+// engine socket for the test's docker CLI and docker-compose, and the
+// agents' configuration files.
+const boxShare = "/lpshare"
+
+// testBox is a Debian host in a container of a private engine: systemd as
+// PID 1, Debian's dockerd (data root /var/lib/docker, socket
+// /var/run/docker.sock, as a user's host has them), confined to one CPU at a
+// low weight so that its load leaves the rest of the machine to the other
+// tests.
+type testBox struct {
+	name   string
+	outer  []string // environment of the docker CLI for the outer engine
+	inner  []string // ... and for the box's own engine
+	share  string   // the shared directory, on this machine
+	docker string
+}
+
+// dockerIn runs the docker CLI against the box's engine.
+func (b *testBox) dockerIn(t *testing.T, timeout time.Duration, args ...string) cmdResult {
+	t.Helper()
+	return run(t, timeout, "", b.inner, b.docker, args...)
+}
+
+// exec runs a command in the box.
+func (b *testBox) exec(t *testing.T, timeout time.Duration, args ...string) cmdResult {
+	t.Helper()
+	return run(t, timeout, "", b.outer, b.docker, append([]string{"exec", b.name}, args...)...)
+}
+
+// startBox makes the box's root file system with debootstrap, imports it
+// into a private engine and boots it.
+func startBox(t *testing.T) *testBox {
+	t.Helper()
+	debootstrap := tool(t, "debootstrap")
+	docker := tool(t, "docker")
+	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
+	tmp := t.TempDir()
+	b := &testBox{name: "lpops-box", outer: []string{"DOCKER_HOST=" + d.Host}, share: filepath.Join(tmp, "share"), docker: docker}
+	b.inner = []string{"DOCKER_HOST=unix://" + filepath.Join(b.share, "docker.sock")}
+
+	start := time.Now()
+	root := filepath.Join(tmp, "root")
+	mirror := cmp.Or(os.Getenv("DEBIAN_MIRROR"), "http://deb.debian.org/debian")
+	if r := run(t, 10*time.Minute, "", nil, debootstrap, "--variant=minbase", "--include="+boxPackages, "bookworm", root, mirror); r.err != nil {
+		t.Fatalf("debootstrap:\n%s", testharness.Tail(r.stdout+r.stderr, 30))
+	}
+	t.Logf("debootstrap with systemd and docker.io: %s", time.Since(start).Round(time.Second))
+	for p, content := range map[string]string{
+		// The engine: no default bridge and no iptables (the box shares
+		// this machine's network; a compose project's network is a bridge
+		// of its own, its port published by docker-proxy), and a second
+		// socket in the shared directory.
+		"etc/docker/daemon.json":                     `{"bridge": "none", "iptables": false, "ip6tables": false, "storage-driver": "overlay2"}` + "\n",
+		"etc/systemd/system/docker.socket.d/lp.conf": "[Socket]\nListenStream=" + boxShare + "/docker.sock\n",
+		"usr/local/sbin/lp-box-init":                 boxInit,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(b.share, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tarInto(t, b.outer, docker, root, "import", "--change", `CMD ["/usr/local/sbin/lp-box-init"]`, "-", "layerprobe-box:test")
+
+	// Every capability but CAP_SYS_RESOURCE, which a restricted root may
+	// lack (--privileged asks for all); its own cgroup namespace, where
+	// lp-box-init mounts the hierarchies writable; the engine's data root
+	// on this machine's disk (overlay2 cannot stack on the box's own
+	// overlay root); one CPU, at a quarter of the default weight, so
+	// that the box's busy loop takes from the tests beside it only what
+	// they leave.
+	dataRoot := filepath.Join(tmp, "docker")
+	if err := os.MkdirAll(dataRoot, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, time.Minute, "", b.outer, docker, "run", "-d", "--name", b.name, "--hostname", "lpbox",
+		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+		"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+		"--cgroupns", "private", "--device-cgroup-rule", "a *:* rwm", "--cpuset-cpus", "0", "--cpu-shares", "256",
+		"--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
+		"-v", dataRoot+":/var/lib/docker", "-v", b.share+":"+boxShare,
+		"--network", "host", "-e", "container=docker", "layerprobe-box:test")
+	if r.err != nil {
+		t.Fatalf("docker run (the box):\n%s", r)
+	}
+	t.Cleanup(func() {
+		run(t, 2*time.Minute, "", b.outer, docker, "exec", b.name, "systemctl", "poweroff")
+		run(t, 2*time.Minute, "", b.outer, docker, "rm", "-f", "-v", b.name)
+	})
+	// is-system-running needs systemd's bus, which comes up a moment
+	// after the container starts.
+	var state cmdResult
+	testharness.Eventually(t, 3*time.Minute, time.Second, "systemd in the box to finish booting", func() (bool, string) {
+		if st := run(t, time.Minute, "", b.outer, docker, "inspect", "-f", "{{.State.Status}}", b.name); strings.TrimSpace(st.stdout) != "running" {
+			t.Fatalf("the box is %s:\n%s", st.stdout, run(t, time.Minute, "", b.outer, docker, "logs", b.name))
+		}
+		state = b.exec(t, 3*time.Minute, "systemctl", "is-system-running", "--wait")
+		switch st := strings.TrimSpace(state.stdout); st {
+		case "", "offline", "starting", "initializing": // no bus yet, or booting
+			return false, state.String()
+		}
+		return true, ""
+	})
+	if st := strings.TrimSpace(state.stdout); st != "running" {
+		t.Fatalf("systemd in the box: %q\n%s", st, b.exec(t, time.Minute, "systemctl", "--failed", "--no-pager").stdout)
+	}
+	if r := b.dockerIn(t, time.Minute, "info", "--format", "{{.Driver}} {{.DockerRootDir}}"); strings.TrimSpace(r.stdout) != "overlay2 /var/lib/docker" {
+		t.Fatalf("the box's dockerd: %s", r)
+	}
+	// The agent image, from the repository's Dockerfile, on the box's
+	// root file system as its Debian base.
+	tarInto(t, b.inner, docker, root, "import", "-", "layerprobe-base:test")
+	ctx := filepath.Join(tmp, "context")
+	if err := os.MkdirAll(filepath.Join(ctx, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, agentBinary(t), filepath.Join(ctx, "bin", "layerprobe"), 0o755)
+	if r := b.dockerIn(t, 8*time.Minute, "build", "--network", "host", "--build-arg", "BASE_IMAGE=layerprobe-base:test",
+		"-f", repoPath("deploy/docker/Dockerfile"), "-t", "layerprobe:local", ctx); r.err != nil {
+		t.Fatalf("docker build:\n%s", testharness.Tail(r.stdout+r.stderr, 30))
+	}
+	return b
+}
+
+// tarInto streams dir as a tar archive into `docker args...` (an import).
+func tarInto(t *testing.T, env []string, docker, dir string, args ...string) {
+	t.Helper()
+	tarCmd := exec.Command("tar", "--numeric-owner", "-C", dir, "-c", ".")
+	pipe, err := tarCmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp := exec.Command(docker, args...)
+	imp.Env = append(os.Environ(), env...)
+	imp.Stdin = pipe
+	if err := tarCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := imp.CombinedOutput()
+	if werr := tarCmd.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// loadBox starts one busy loop per CPU of the box in containers of its
+// engine.
+func loadBox(t *testing.T, b *testBox) {
+	t.Helper()
+	imp := exec.Command(b.docker, "import", "-", "lpworkload:spin")
+	imp.Env = append(os.Environ(), b.inner...)
+	imp.Stdin = workloadTar(t)
+	if out, err := imp.CombinedOutput(); err != nil {
+		t.Fatalf("import lpworkload into the box: %v\n%s", err, out)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(b.exec(t, time.Minute, "nproc").stdout))
+	if err != nil || n < 1 {
+		t.Fatalf("nproc in the box: %v", err)
+	}
+	for i := range n {
+		if r := b.dockerIn(t, time.Minute, "run", "-d", "--network", "none", "--name", fmt.Sprintf("spin%d", i),
+			"lpworkload:spin", testharness.WorkloadEntrypoint, "spin"); r.err != nil {
+			t.Fatalf("start a busy loop:\n%s", r)
+		}
+	}
+	t.Logf("%d busy loop(s) on the box's %d CPU(s)", n, n)
+}
+
+// agentAPI reads an agent's API on this machine's loopback (the box and
+// every deployment in it share its network).
+func agentAPI(addr string) func(path string) ([]byte, error) {
+	c := &http.Client{Timeout: 30 * time.Second}
+	return func(path string) ([]byte, error) {
+		resp, err := c.Get("http://" + addr + path)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		return b, err
+	}
+}
+
+// checkLoadedAgent waits for the agent's first steady cycle and checks it
+// (checkLoadedAA, its metric and its log).
+func checkLoadedAgent(t *testing.T, addr string, alive func() string, log func() string) {
+	t.Helper()
+	get := agentAPI(addr)
+	start := time.Now()
+	waitFirstSteadyCycle(t, 12*time.Minute, get, alive)
+	t.Logf("first steady cycle under load: %s", time.Since(start).Round(time.Second))
+	var engines api.EnginesResponse
+	var overhead api.OverheadResponse
+	b, err := get("/api/v1/engines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodeJSON(t, "/api/v1/engines", b, &engines)
+	if b, err = get("/api/v1/overhead"); err != nil {
+		t.Fatal(err)
+	}
+	decodeJSON(t, "/api/v1/overhead", b, &overhead)
+	checkLoadedAA(t, engines, overhead)
+	if b, err := get("/metrics"); err != nil || !strings.Contains(string(b), `layerprobe_host_arm_cgroup_joined{engine="default"} 1`) {
+		t.Errorf("/metrics lacks layerprobe_host_arm_cgroup_joined{engine=\"default\"} 1 (%v)", err)
+	}
+	noJoinWarning(t, log())
+}
+
+// TestShippedDeploymentsUnderLoad runs each shipped deployment as shipped,
+// one after the other, on a Debian host (testBox) whose CPU is kept busy
+// by containers of its engine:
+//   - deploy/systemd/layerprobe.service, unchanged, under the box's systemd
+//     (`systemctl enable --now`);
+//   - deploy/compose/docker-compose.yml with docker-compose, its agent
+//     service only, with an override that sets the test's configuration
+//     file, published on a free port (LAYERPROBE_PORT);
+//   - the pod of deploy/kubernetes/20-daemonset.yaml with `docker run`,
+//     every flag derived from the manifest (dsRunFlags).
+//
+// Each agent's first cycle must have its host arm in the probe container's
+// CPU cgroups, say so on /metrics, log no warning about it and read the
+// bind target as fast as the host (checkLoadedAA).
+func TestShippedDeploymentsUnderLoad(t *testing.T) {
+	needsSystem(t)
+	t.Parallel()
+	dc := tool(t, "docker-compose")
+	b := startBox(t)
+	loadBox(t, b)
+
+	t.Run("systemd", func(t *testing.T) {
+		addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
+		// What the unit's comment tells a user to do.
+		if r := b.exec(t, time.Minute, "mkdir", "-p", "/etc/layerprobe"); r.err != nil {
+			t.Fatal(r)
+		}
+		agentConfigFile(t, b.share, addr)
+		copyFile(t, agentBinary(t), filepath.Join(b.share, "layerprobe"), 0o755)
+		copyFile(t, repoPath(unitFile), filepath.Join(b.share, "layerprobe.service"), 0o644)
+		// The binary goes where the unit's ExecStart= runs it.
+		exe := strings.Fields(strings.Join(unitDirectives(t, repoPath(unitFile))["Service.ExecStart"], " "))
+		if len(exe) == 0 || !filepath.IsAbs(exe[0]) {
+			t.Fatalf("ExecStart=%v", exe)
+		}
+		for _, c := range [][]string{
+			{"install", "-m", "0755", boxShare + "/layerprobe", exe[0]},
+			{"install", "-m", "0644", boxShare + "/layerprobe.service", "/etc/systemd/system/"},
+			{"install", "-m", "0644", boxShare + "/config.yaml", "/etc/layerprobe/config.yaml"},
+		} {
+			if r := b.exec(t, time.Minute, c...); r.err != nil {
+				t.Fatal(r)
+			}
+		}
+		if r := b.exec(t, time.Minute, "systemctl", "daemon-reload"); r.err != nil {
+			t.Fatal(r)
+		}
+		if r := b.exec(t, time.Minute, "systemctl", "enable", "--now", "layerprobe"); r.err != nil {
+			t.Fatalf("systemctl enable --now layerprobe:\n%s", r)
+		}
+		journal := func() string {
+			return b.exec(t, time.Minute, "journalctl", "-u", "layerprobe", "--no-pager").stdout
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("journal of layerprobe.service:\n%s", testharness.Tail(journal(), 40))
+			}
+			b.exec(t, 2*time.Minute, "systemctl", "disable", "--now", "layerprobe")
+			b.exec(t, time.Minute, "rm", "-rf", "/var/lib/layerprobe")
+		})
+		alive := func() string {
+			if r := b.exec(t, time.Minute, "systemctl", "is-active", "layerprobe"); strings.TrimSpace(r.stdout) != "active" {
+				return "layerprobe.service is " + strings.TrimSpace(r.stdout) + "\n" + testharness.Tail(journal(), 20)
+			}
+			return ""
+		}
+		checkLoadedAgent(t, addr, alive, journal)
+	})
+
+	t.Run("compose", func(t *testing.T) {
+		port := testharness.MustFreePort(t)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		dir := filepath.Join(b.share, "compose")
+		agentConfigFile(t, dir, ":9811")
+		// The override sets the test's agent configuration; the published
+		// port is LAYERPROBE_PORT (docker-proxy listens on this machine's
+		// loopback, the box's network).
+		override := filepath.Join(t.TempDir(), "override.yml")
+		if err := os.WriteFile(override, []byte(fmt.Sprintf(`services:
+  layerprobe:
+    volumes:
+      - %s/compose/config.yaml:/etc/layerprobe/config.yaml:ro
+`, boxShare)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		compose := func(timeout time.Duration, args ...string) cmdResult {
+			t.Helper()
+			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc,
+				append([]string{"--file", "docker-compose.yml", "--file", override}, args...)...)
+		}
+		if r := compose(3*time.Minute, "up", "-d", "--no-deps", "--no-build", "layerprobe"); r.err != nil {
+			t.Fatalf("docker-compose up:\n%s", r)
+		}
+		logs := func() string { return compose(time.Minute, "logs", "--no-color", "layerprobe").stdout }
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("agent log:\n%s", testharness.Tail(logs(), 40))
+			}
+			compose(3*time.Minute, "down", "--volumes", "--timeout", "60")
+		})
+		alive := func() string {
+			r := compose(time.Minute, "ps", "--services", "--filter", "status=running")
+			if !strings.Contains(r.stdout, "layerprobe") {
+				return "the layerprobe service is not running:\n" + testharness.Tail(logs(), 20)
+			}
+			return ""
+		}
+		checkLoadedAgent(t, addr, alive, logs)
+	})
+
+	t.Run("daemonset", func(t *testing.T) {
+		addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
+		cfgDir := filepath.Join(b.share, "configmap")
+		agentConfigFile(t, cfgDir, addr)
+		pod := daemonSetPod(t, "deploy/kubernetes/20-daemonset.yaml")
+		args := append([]string{"run", "-d", "--name", "lpops-daemonset", "--network", "host"},
+			dsRunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"})...)
+		if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
+			t.Fatalf("docker run (the DaemonSet's pod):\n%s", r)
+		}
+		logs := func() string { return b.dockerIn(t, time.Minute, "logs", "lpops-daemonset").stderr }
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("agent log:\n%s", testharness.Tail(logs(), 40))
+			}
+			b.dockerIn(t, 2*time.Minute, "stop", "-t", "60", "lpops-daemonset")
+			b.dockerIn(t, time.Minute, "rm", "-f", "-v", "lpops-daemonset")
+			b.exec(t, time.Minute, "rm", "-rf", "/var/lib/layerprobe")
+		})
+		alive := func() string {
+			if st := strings.TrimSpace(b.dockerIn(t, time.Minute, "inspect", "-f", "{{.State.Status}}", "lpops-daemonset").stdout); st != "running" {
+				return "the pod's container is " + st + ":\n" + testharness.Tail(logs(), 20)
+			}
+			return ""
+		}
+		checkLoadedAgent(t, addr, alive, logs)
+	})
+}
+
+// dsPod is the part of a DaemonSet's pod template the reproduction reads,
+// with every other key kept so that dsRunFlags can refuse what it does not
+// know.
+type dsPod struct {
+	HostPID    bool           `yaml:"hostPID"`
+	Containers []dsContainer  `yaml:"containers"`
+	Volumes    []k8sVolume    `yaml:"volumes"`
+	Rest       map[string]any `yaml:",inline"`
+}
+
+type dsContainer struct {
+	Name            string           `yaml:"name"`
+	Image           string           `yaml:"image"`
+	Args            []string         `yaml:"args"`
+	Env             []map[string]any `yaml:"env"`
+	VolumeMounts    []k8sVolumeMount `yaml:"volumeMounts"`
+	SecurityContext map[string]any   `yaml:"securityContext"`
+	Resources       struct {
+		Limits   map[string]string `yaml:"limits"`
+		Requests map[string]string `yaml:"requests"`
+	} `yaml:"resources"`
+	Rest map[string]any `yaml:",inline"`
+}
+
+// daemonSetPod reads the pod template of the DaemonSet in file.
+func daemonSetPod(t *testing.T, file string) dsPod {
+	t.Helper()
+	var doc struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			Template struct {
+				Spec dsPod `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(file))), &doc); err != nil || doc.Kind != "DaemonSet" {
+		t.Fatalf("%s: kind %q, %v", file, doc.Kind, err)
+	}
+	return doc.Spec.Template.Spec
+}
+
+// The pod and container keys the reproduction leaves out, and why. Any
+// other key of the manifest fails dsRunFlags: a new setting must be
+// reproduced here, or listed with its reason.
+var (
+	dsPodIgnored = map[string]string{
+		"nodeSelector":                  "placement",
+		"tolerations":                   "placement",
+		"automountServiceAccountToken":  "no API token is mounted either way",
+		"terminationGracePeriodSeconds": "`docker stop -t 60` in the test",
+	}
+	dsContainerIgnored = map[string]string{
+		"imagePullPolicy": "nothing is pulled here",
+		"ports":           "the host network: the port is the configured listen address",
+		"readinessProbe":  "kubelet's, not the agent's",
+		"livenessProbe":   "kubelet's, not the agent's",
+	}
+)
+
+// dsRunFlags translates a DaemonSet's pod into `docker run` flags as a
+// kubelet with Docker's runtime would set them on a cgroup v1 node (the
+// node's cgroup namespace), image and arguments last. hostPath volumes are
+// the node's paths, which in the box are a host's own; a ConfigMap is the
+// directory configMaps names; an emptyDir a fresh directory.
+func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string {
+	t.Helper()
+	for k := range pod.Rest {
+		if _, ok := dsPodIgnored[k]; !ok {
+			t.Fatalf("the DaemonSet's pod sets %s, which this reproduction does not know: reproduce it in dsRunFlags", k)
+		}
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("want one container, have %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	for k := range c.Rest {
+		if _, ok := dsContainerIgnored[k]; !ok {
+			t.Fatalf("the DaemonSet's container sets %s, which this reproduction does not know: reproduce it in dsRunFlags", k)
+		}
+	}
+	flags := []string{"--cgroupns", "host"}
+	if pod.HostPID {
+		flags = append(flags, "--pid", "host")
+	}
+	if len(c.Env) > 0 {
+		t.Fatalf("the container sets env %v: reproduce it in dsRunFlags", c.Env)
+	}
+	sc := c.SecurityContext
+	for k, v := range sc {
+		switch k {
+		case "runAsUser", "runAsGroup", "runAsNonRoot":
+		case "allowPrivilegeEscalation":
+			if v == false {
+				flags = append(flags, "--security-opt", "no-new-privileges")
+			}
+		case "readOnlyRootFilesystem":
+			if v == true {
+				flags = append(flags, "--read-only")
+			}
+		case "privileged":
+			if v == true {
+				flags = append(flags, "--privileged")
+			}
+		case "capabilities":
+			caps, _ := v.(map[string]any)
+			for kind, list := range caps {
+				items, _ := list.([]any)
+				for _, it := range items {
+					flags = append(flags, "--cap-"+strings.ToLower(kind), fmt.Sprint(it))
+				}
+			}
+		case "seccompProfile":
+			if p, _ := v.(map[string]any); p["type"] != "RuntimeDefault" {
+				t.Fatalf("seccompProfile %v: only RuntimeDefault (Docker's default profile) is reproduced", v)
+			}
+		default:
+			t.Fatalf("securityContext.%s: reproduce it in dsRunFlags", k)
+		}
+	}
+	if sc["runAsNonRoot"] == true {
+		t.Fatal("runAsNonRoot: the image runs as root")
+	}
+	flags = append(flags, "--user", fmt.Sprintf("%v:%v", cmp.Or(sc["runAsUser"], any(0)), cmp.Or(sc["runAsGroup"], any(0))))
+	if m := c.Resources.Limits["memory"]; m != "" {
+		flags = append(flags, "--memory", strings.TrimSuffix(strings.ToLower(m), "i"))
+	}
+	if cpu := c.Resources.Limits["cpu"]; cpu != "" {
+		t.Fatalf("a CPU limit (%s): reproduce it in dsRunFlags", cpu)
+	}
+	if cpu := c.Resources.Requests["cpu"]; cpu != "" {
+		// kubelet: cpu.shares = milli-CPUs × 1024 / 1000.
+		milli, err := strconv.Atoi(strings.TrimSuffix(cpu, "m"))
+		if err != nil || !strings.HasSuffix(cpu, "m") {
+			t.Fatalf("CPU request %q: want milli-CPUs", cpu)
+		}
+		flags = append(flags, "--cpu-shares", strconv.Itoa(max(2, milli*1024/1000)))
+	}
+	volumes := map[string]k8sVolume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok {
+			t.Fatalf("volumeMount %s names no volume", m.Name)
+		}
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		switch {
+		case v.HostPath != nil:
+			// -v makes a missing source directory, as DirectoryOrCreate.
+			flags = append(flags, "-v", v.HostPath.Path+":"+m.MountPath+":"+mode)
+		case v.ConfigMap != nil:
+			dir, ok := configMaps[v.ConfigMap.Name]
+			if !ok {
+				t.Fatalf("ConfigMap %s: no directory given for it", v.ConfigMap.Name)
+			}
+			flags = append(flags, "-v", dir+":"+m.MountPath+":ro")
+		case v.EmptyDir != nil:
+			flags = append(flags, "--tmpfs", m.MountPath)
+		default:
+			t.Fatalf("volume %s: a kind dsRunFlags does not reproduce", v.Name)
+		}
+	}
+	flags = append(flags, c.Image)
+	return append(flags, c.Args...)
+}
