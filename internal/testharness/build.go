@@ -51,8 +51,12 @@ func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 	return nil
 }
 
+// productModule is the module path of the product, whose root holds
+// cmd/layerprobe.
+const productModule = "github.com/layerprobe/layerprobe"
+
 // moduleRoot is the directory of layerprobe's go.mod, wherever the test
-// runs from.
+// runs from: the product's module, or one nested in it (bench/).
 func moduleRoot(ctx context.Context) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -62,7 +66,24 @@ func moduleRoot(ctx context.Context) (string, error) {
 	if p == "" || p == os.DevNull {
 		return "", fmt.Errorf("locate the module: not inside it")
 	}
-	return filepath.Dir(p), nil
+	for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == productModule {
+			return dir, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("locate the module: no go.mod of %s above %s", productModule, p)
+		}
+	}
+}
+
+// modulePath is the path on a go.mod's module line, unquoted, or "".
+func modulePath(gomod []byte) string {
+	for line := range strings.Lines(string(gomod)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 var built struct {
