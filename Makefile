@@ -42,10 +42,11 @@ mixin:
 # which keeps go-jsonnet out of the product's go.mod).
 MODULES       := . bench mixin/gen
 
-# The build tags the repository's own files use: bench (bench/) and race
-# (internal/detector, whose !race file the untagged run sees). Linting once
-# without and once with them checks every file.
-LINT_TAGS     := bench,race
+# The build tags the repository's own files use: bench (bench/), race
+# (internal/detector, whose !race file the untagged run sees) and testhooks
+# (cmd/layerprobe's test hooks). Linting once without and once with them
+# checks every file.
+LINT_TAGS     := bench,race,testhooks
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -90,16 +91,24 @@ unit:
 BENCH_OUT     ?= docs
 BENCH_RUN     := -tags bench -count=1 -v .
 
-bench: deps build
-	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(BIN)) \
+# The same binary with the LAYERPROBE_TEST_* hooks (build tag testhooks)
+# that the benchmark drives it with; `make build` never has them.
+.PHONY: build-testhooks
+HOOKS_BIN     := bin/layerprobe-testhooks
+
+build-testhooks:
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS),testhooks' -o $(HOOKS_BIN) ./cmd/layerprobe
+
+bench: deps build-testhooks
+	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBench$$' -timeout 18h $(BENCH_RUN)
 
-bench-smoke: deps build
-	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(BIN)) \
+bench-smoke: deps build-testhooks
+	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBench$$' -timeout 60m $(BENCH_RUN)
 
-bench-report: build
-	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(BIN)) \
+bench-report: build-testhooks
+	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBenchReport$$' -timeout 5m $(BENCH_RUN)
 
 clean:

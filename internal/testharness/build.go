@@ -10,9 +10,13 @@ import (
 	"sync"
 )
 
-// ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS):
-// the tests run the binary that ships.
+// ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS).
 const ReleaseTags = "nomsgpack"
+
+// HookTags are ReleaseTags and testhooks: the binary that ships, with the
+// LAYERPROBE_TEST_* hooks of cmd/layerprobe/testhooks.go that the tests and
+// the benchmark use to inject faults and shorten waits.
+const HookTags = ReleaseTags + ",testhooks"
 
 // Build builds cmd/layerprobe into out the way `make build` does
 // (CGO_ENABLED=0, -trimpath) with the given build tags: ReleaseTags for
@@ -93,8 +97,8 @@ var built struct {
 	err  error
 }
 
-// Binary returns the release layerprobe binary, building it on the first
-// call of the test process; RemoveBinary deletes it when the tests are
+// Binary returns the release layerprobe binary with the test hooks
+// (HookTags), building it on the first call of the test process; RemoveBinary deletes it when the tests are
 // done (from TestMain, after m.Run).
 func Binary() (string, error) {
 	built.once.Do(func() {
@@ -107,7 +111,7 @@ func Binary() (string, error) {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "layerprobe")
-		built.err = Build(context.Background(), built.bin, ReleaseTags)
+		built.err = Build(context.Background(), built.bin, HookTags)
 	})
 	return built.bin, built.err
 }
