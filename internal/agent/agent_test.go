@@ -239,7 +239,7 @@ func TestGuardsSkip(t *testing.T) {
 // io_ticks grow by the elapsed time.
 func busyDisk(t *testing.T, a *testAgent) {
 	info, _ := a.eng.Info(context.Background())
-	dev, err := engine.DeviceOf(info.DataRoot)
+	dev, err := hostfs.DeviceOf(info.DataRoot)
 	if err != nil {
 		t.Skipf("the test directory's block device: %v", err)
 	}

@@ -15,6 +15,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
 
 // ErrUnreachable is wrapped by every error that means the engine could not
@@ -79,7 +81,7 @@ func New(name, host string, logger *slog.Logger) (*Client, error) {
 		endpoint: api.DaemonHost(),
 		api:      api,
 		logger:   logger.With("engine", name),
-		fsName:   FSName,
+		fsName:   hostfs.FSName,
 	}
 	return c, nil
 }

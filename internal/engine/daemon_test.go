@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 	"github.com/layerprobe/layerprobe/internal/testharness"
@@ -187,8 +188,8 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 			info.Endpoint != d.Host || info.Name != "test" || info.ServerVersion == "" || info.APIVersion == "" {
 			t.Errorf("Info() = %+v", info)
 		}
-		if fs, err := FSName(d.DataRoot); err != nil || fs != "extfs" {
-			t.Errorf("FSName(%s) = %q, %v; want extfs", d.DataRoot, fs, err)
+		if fs, err := hostfs.FSName(d.DataRoot); err != nil || fs != "extfs" {
+			t.Errorf("hostfs.FSName(%s) = %q, %v; want extfs", d.DataRoot, fs, err)
 		}
 	})
 
@@ -436,7 +437,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 	})
 
 	t.Run("Sweep", func(t *testing.T) {
-		dev, err := DeviceOf(d.DataRoot)
+		dev, err := hostfs.DeviceOf(d.DataRoot)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,13 +535,13 @@ func TestBtrfsEngine(t *testing.T) {
 	if info.Driver != "btrfs" || info.BackingFS != "btrfs" || info.DriverClass != DriverSupported || info.DataRoot != d.DataRoot {
 		t.Errorf("Info() = %+v, want driver and backing btrfs", info)
 	}
-	if fs, err := FSName(d.DataRoot); err != nil || fs != "btrfs" {
-		t.Errorf("FSName(%s) = %q, %v; want btrfs", d.DataRoot, fs, err)
+	if fs, err := hostfs.FSName(d.DataRoot); err != nil || fs != "btrfs" {
+		t.Errorf("hostfs.FSName(%s) = %q, %v; want btrfs", d.DataRoot, fs, err)
 	}
 	// btrfs reports an anonymous device number: DeviceOf must find the
 	// loop device through the mount table.
-	if dev, err := DeviceOf(d.DataRoot); err != nil || dev != d.LoopDevice() {
-		t.Errorf("DeviceOf(%s) = %q, %v; want %s", d.DataRoot, dev, err, d.LoopDevice())
+	if dev, err := hostfs.DeviceOf(d.DataRoot); err != nil || dev != d.LoopDevice() {
+		t.Errorf("hostfs.DeviceOf(%s) = %q, %v; want %s", d.DataRoot, dev, err, d.LoopDevice())
 	}
 }
 
@@ -553,36 +554,11 @@ func TestVFSEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := FSName(d.DataRoot)
+	want, err := hostfs.FSName(d.DataRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Driver != "vfs" || info.BackingFS != want || want != "extfs" || info.DriverClass != DriverSupported {
 		t.Errorf("Info() = %+v, want driver vfs on extfs", info)
-	}
-}
-
-func TestDeviceOfRoot(t *testing.T) {
-	dev, err := DeviceOf("/")
-	if err != nil {
-		t.Fatalf("DeviceOf(/): %v", err)
-	}
-	// A whole disk: it has a queue directory, partitions do not.
-	if _, err := os.Stat(filepath.Join("/sys/block", filepath.Base(dev))); err != nil {
-		t.Errorf("DeviceOf(/) = %s, not a whole disk: %v", dev, err)
-	}
-	if _, err := DeviceOf("/proc/self"); err == nil {
-		t.Errorf("DeviceOf(/proc/self) = nil error, want one (proc has no block device)")
-	}
-}
-
-func TestFSName(t *testing.T) {
-	for p, want := range map[string]string{"/proc": "unknown(0x9fa0)", "/dev/shm": "tmpfs"} {
-		if got, err := FSName(p); err != nil || got != want {
-			t.Errorf("FSName(%s) = %q, %v; want %q", p, got, err, want)
-		}
-	}
-	if _, err := FSName("/does/not/exist"); err == nil {
-		t.Errorf("FSName of a missing path: nil error")
 	}
 }

@@ -180,7 +180,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		Owner: s.owner, Mode: opts.Mode,
 	}
 	if opts.DeviceWriteIOPS > 0 {
-		dev, err := engine.DeviceOf(info.DataRoot)
+		dev, err := hostfs.DeviceOf(info.DataRoot)
 		if err != nil {
 			return nil, fail("probe", err, "find the data root's device for throttling: %v", err)
 		}
