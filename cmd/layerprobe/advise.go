@@ -15,7 +15,7 @@ import (
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/advisor"
 	"github.com/layerprobe/layerprobe/internal/config"
-	"github.com/layerprobe/layerprobe/internal/engines"
+	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/store"
@@ -117,7 +117,7 @@ func adviseEngine(ctx context.Context, cfg *config.Config, ec config.Engine, sam
 	}
 	// Through the one place that connects an engine by its type: a
 	// containerd engine is asked with containerd's API, never Docker's.
-	cli, err := engines.Connect(ec, logger)
+	cli, err := connect.Engine(ec, logger)
 	if err != nil {
 		return fail(err)
 	}

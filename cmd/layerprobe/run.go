@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/layerprobe/layerprobe/internal/config"
-	"github.com/layerprobe/layerprobe/internal/engines"
+	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -185,7 +185,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
 	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
 
-	cli, err := engines.Connect(ec, logger)
+	cli, err := connect.Engine(ec, logger)
 	if err != nil {
 		er.Error = &report.Error{Code: "client", Message: err.Error()}
 		return er

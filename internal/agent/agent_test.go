@@ -59,7 +59,7 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 		t.Fatal(err)
 	}
 	a.procRoot, a.sysRoot = t.TempDir(), t.TempDir()
-	a.newEngine = func(config.Engine, *slog.Logger) (Engine, error) { return eng, nil }
+	a.newEngine = func(config.Engine, *slog.Logger) (engine.Client, error) { return eng, nil }
 	ctx := context.Background()
 	if err := a.open(ctx); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ var Results = []string{ResultOK, ResultFailed, ResultSkipped, ResultInterrupted}
 // goroutine.
 type engineState struct {
 	cfg  config.Engine
-	cli  Engine
+	cli  engine.Client
 	sess *probe.Session
 	adv  *advisor.Advisor
 	det  map[measure.Target]detector.State
@@ -73,7 +73,7 @@ type engineState struct {
 	containers   *api.EngineContainers // the last advisor pass; nil before one
 }
 
-func newEngineState(ec config.Engine, cli Engine) *engineState {
+func newEngineState(ec config.Engine, cli engine.Client) *engineState {
 	e := &engineState{cfg: ec, cli: cli, det: map[measure.Target]detector.State{},
 		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[measure.Target]float64{},
 		lastDuration: math.NaN(), cold: newColdState()}

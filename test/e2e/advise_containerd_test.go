@@ -13,8 +13,8 @@ import (
 	"github.com/containerd/containerd/oci"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/containerd"
 	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/engine/containerd"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 	"github.com/layerprobe/layerprobe/internal/testharness"

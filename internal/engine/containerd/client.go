@@ -186,3 +186,5 @@ func (c *Client) fail(op string, err error) error {
 	}
 	return fmt.Errorf("%s on engine %s: %w", op, c.name, err)
 }
+
+var _ engine.Client = (*Client)(nil)
