@@ -13,7 +13,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
-// The goals of the measurement method, as the issue states them.
+// The goals the measurement method is held to.
 const (
 	goalHalfWidthPP  = 3.0        // 95% interval half-width of container vs host, percentage points
 	goalRunBytes     = 2560 << 20 // what a default `layerprobe run` (four targets) may write

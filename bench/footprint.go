@@ -37,7 +37,7 @@ import (
 // load. Every figure comes from a real process: the agent binary against a
 // private dockerd, sampled through /proc, loaded from this (second) process.
 
-// nodeExporterBin is Debian's node_exporter, the reference the issue names.
+// nodeExporterBin is Debian's node_exporter, the reference the agent's footprint is compared with.
 const nodeExporterBin = "/usr/bin/prometheus-node-exporter"
 
 // footprintToken is the bearer token of the measured agents' trigger route.

@@ -12,7 +12,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
-// goalCheck is one of the goals, judged from the results.
+// goalCheck is one of the method's goals, judged from the results.
 type goalCheck struct {
 	goal, scope, figure, status, why string
 }

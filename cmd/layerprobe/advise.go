@@ -85,7 +85,7 @@ func runAdvise(ctx context.Context, cfg *config.Config, ecs []config.Engine, out
 		logger.Warn("cannot read the agent's store; the layer's cost is left out", "err", err)
 	}
 
-	resp := api.ContainersResponse{GeneratedAt: time.Now().UTC(), Confidence: confidence, Engines: []api.EngineContainers{}}
+	resp := api.ContainersResponse{GeneratedAt: time.Now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineContainers{}}
 	var failed []string
 	for _, ec := range ecs {
 		e := adviseEngine(ctx, cfg, ec, samples, logger)
@@ -129,5 +129,5 @@ func adviseEngine(ctx context.Context, cfg *config.Config, ec config.Engine, sam
 		return fail(err)
 	}
 	adv := advisor.New(advisor.FromConfig(cfg.Advisor), logger.With("engine", ec.Name))
-	return adv.Pass(ctx, cli, advisor.Input{Engine: ec.Name, Info: info, Samples: samples(ec.Name), Confidence: confidence})
+	return adv.Pass(ctx, cli, advisor.Input{Engine: ec.Name, Info: info, Samples: samples(ec.Name), Confidence: measure.DefaultConfidence})
 }

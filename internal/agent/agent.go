@@ -408,6 +408,3 @@ func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true,
 	}
 }
-
-// Confidence of every interval the agent publishes.
-const Confidence = measure.DefaultConfidence

@@ -455,7 +455,7 @@ func windowResults(prior, current []measure.Sample, window int) []measure.Result
 		}
 	}
 	all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut[s.Workload] })
-	return measure.Summarize(all, Confidence)
+	return measure.Summarize(all, measure.DefaultConfidence)
 }
 
 // observe feeds this cycle's fsync rounds to the detector of every non-host

@@ -162,7 +162,7 @@ func rawFigures(samples []measure.Sample, mode measure.Mode) []metrics.Raw {
 func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: Confidence, Engines: []api.EngineOverhead{}}
+	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineOverhead{}}
 	for _, e := range a.engines {
 		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 			Mode: measure.ModeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
@@ -252,7 +252,7 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 		cu := measure.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
 		// The cycle's own copy-up figures, not the window's: the detail is
 		// the raw record of this cycle.
-		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, Confidence)
+		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, measure.DefaultConfidence)
 		if cu.Sizes == nil {
 			cu.Sizes = []measure.CopyUpSize{}
 		}
