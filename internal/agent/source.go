@@ -27,8 +27,11 @@ var (
 // never touch the store or fio.
 func (a *Agent) Snapshot() *metrics.Snapshot { return a.snap.Load() }
 
-// publish rebuilds the metrics snapshot from the engines' state.
+// publish rebuilds the metrics snapshot from the engines' state. The
+// store is asked first, without a.mu: the REST handlers take that lock, and
+// must not wait for SQLite.
 func (a *Agent) publish() {
+	used := a.budgetUsed()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	snap := &metrics.Snapshot{}
@@ -50,13 +53,7 @@ func (a *Agent) publish() {
 				me.WrittenBytesTotal[t] = 0
 			}
 		}
-		if a.store != nil && a.cfg.Agent.DailyByteBudget > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour)); err == nil {
-				me.BudgetUsedBytes = float64(used)
-			}
-			cancel()
-		}
+		me.BudgetUsedBytes = used[e.cfg.Name]
 		for _, r := range e.results {
 			for m, o := range r.Overhead {
 				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Workload: r.Workload, Metric: m,
@@ -154,6 +151,24 @@ func rawFigures(samples []measure.Sample, mode measure.Mode) []metrics.Raw {
 			}
 			out = append(out, raw)
 		}
+	}
+	return out
+}
+
+// budgetUsed is the bytes each engine wrote in the last 24 hours, from the
+// store; an engine the store cannot answer for in 5 s is left out (0). The
+// engines are fixed once the agent runs, so no lock is needed to list them.
+func (a *Agent) budgetUsed() map[string]float64 {
+	out := map[string]float64{}
+	if a.store == nil || a.cfg.Agent.DailyByteBudget <= 0 {
+		return out
+	}
+	for _, e := range a.engines {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour)); err == nil {
+			out[e.cfg.Name] = float64(used)
+		}
+		cancel()
 	}
 	return out
 }
