@@ -304,7 +304,7 @@ func writeFootprint(w *mdWriter, s settings, r *results) {
 
 func writeReproduce(w *mdWriter, r *results) {
 	w.p("## Reproducing")
-	w.p("`make bench` (root; as long as this run, below; not part of `make test`) builds `bin/layerprobe`, installs what is " +
+	w.p("`make bench` (root; as long as this run, below; not part of `make test`) builds `bin/layerprobe-testhooks` (the release binary with the test hooks it drives the agent with), installs what is " +
 		"missing and runs `go test -tags bench -run 'TestBench$' .` in `bench/` (a Go module of its own, beside the product's), which builds the earlier method's binary " +
 		"from `BENCH_OLD_REV` (a temporary git worktree), measures, and rewrites this page, its plots and " +
 		"`docs/bench/results.json` (a checkpoint after every section). Every run's exact command line and " +
