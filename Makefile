@@ -35,19 +35,28 @@ run: deps build
 # PrometheusRule and the chart's rules and dashboards from mixin/ (jsonnet,
 # evaluated by go-jsonnet). `make test` fails while they differ.
 mixin:
-	$(GO) run ./mixin/gen
+	$(GO) -C mixin/gen run . -root $(CURDIR)
 
-# The build tags the repository's own files use: bench (bench/) and race
-# (internal/detector, whose !race file the untagged run sees). Linting once
-# without and once with them checks every file.
-LINT_TAGS     := bench,race
+# The modules: the product (.), the benchmark (bench, beside the product
+# and never in its binary or go.mod) and the mixin's generator (mixin/gen,
+# which keeps go-jsonnet out of the product's go.mod).
+MODULES       := . bench mixin/gen
+
+# The build tags the repository's own files use: bench (bench/), race
+# (internal/detector, whose !race file the untagged run sees) and testhooks
+# (cmd/layerprobe's test hooks). Linting once without and once with them
+# checks every file.
+LINT_TAGS     := bench,race,testhooks
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
-	$(GO) vet ./...
-	$(GO) vet -tags '$(LINT_TAGS)' ./...
-	$(GO) run $(STATICCHECK) ./...
-	$(GO) run $(STATICCHECK) -tags '$(LINT_TAGS)' ./...
+	@set -e; for m in $(MODULES); do \
+		echo "lint: $$m"; \
+		$(GO) -C $$m vet ./...; \
+		$(GO) -C $$m vet -tags '$(LINT_TAGS)' ./...; \
+		$(GO) -C $$m run $(STATICCHECK) ./...; \
+		$(GO) -C $$m run $(STATICCHECK) -tags '$(LINT_TAGS)' ./...; \
+	done
 
 # Every test: unit tests, and end-to-end tests against private dockerd
 # daemons (overlay2, btrfs on a loop file, vfs) with real fio. Needs root.
@@ -55,15 +64,18 @@ lint:
 # t.Parallel and run four at a time after the sequential ones (which
 # include every test whose assertions depend on the disk's timing). Then
 # the unit tests of the benchmark's own statistics (bench/, build tag bench;
-# `make bench` itself is not part of it).
+# `make bench` itself is not part of it) and the mixin generator's tests
+# (the checked-in outputs are what it builds).
 test: deps lint
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -parallel 4 ./...
-	$(GO) test -race -count=1 -tags bench -run '^TestUnit' ./bench
+	$(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' .
+	$(GO) -C mixin/gen test -count=1 .
 
 # Unit tests only (no root, no daemons), the benchmark's arithmetic too.
 unit:
 	$(GO) test -race -short ./...
-	$(GO) test -race -tags bench -run '^TestUnit' ./bench
+	$(GO) -C bench test -race -tags bench -run '^TestUnit' .
+	$(GO) -C mixin/gen test .
 
 # Benchmarks of layerprobe itself (precision for the bytes written next to
 # the earlier method, bias and coverage against a long reference, detection
@@ -77,19 +89,27 @@ unit:
 # section with tiny sizes into a temporary directory; bench-report
 # regenerates the page from docs/bench/results.json.
 BENCH_OUT     ?= docs
-BENCH_RUN     := -tags bench -count=1 -v ./bench
+BENCH_RUN     := -tags bench -count=1 -v .
 
-bench: deps build
-	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(BIN)) \
-		$(GO) test -run 'TestBench$$' -timeout 18h $(BENCH_RUN)
+# The same binary with the LAYERPROBE_TEST_* hooks (build tag testhooks)
+# that the benchmark drives it with; `make build` never has them.
+.PHONY: build-testhooks
+HOOKS_BIN     := bin/layerprobe-testhooks
 
-bench-smoke: deps build
-	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(BIN)) \
-		$(GO) test -run 'TestBench$$' -timeout 60m $(BENCH_RUN)
+build-testhooks:
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS),testhooks' -o $(HOOKS_BIN) ./cmd/layerprobe
 
-bench-report: build
-	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(BIN)) \
-		$(GO) test -run 'TestBenchReport$$' -timeout 5m $(BENCH_RUN)
+bench: deps build-testhooks
+	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
+		$(GO) -C bench test -run 'TestBench$$' -timeout 18h $(BENCH_RUN)
+
+bench-smoke: deps build-testhooks
+	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
+		$(GO) -C bench test -run 'TestBench$$' -timeout 60m $(BENCH_RUN)
+
+bench-report: build-testhooks
+	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
+		$(GO) -C bench test -run 'TestBenchReport$$' -timeout 5m $(BENCH_RUN)
 
 clean:
 	rm -rf bin

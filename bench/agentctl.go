@@ -323,7 +323,7 @@ func (r seriesRun) one(ctx context.Context, s *agentSeries, index int) (*cycleOu
 	return o, nil
 }
 
-// publishedOf keeps the headline overhead of every target and job the
+// publishedOf keeps the headline overhead of every target and workload the
 // agent published after a cycle (over its window of recent rounds), with
 // its interval.
 func publishedOf(rs []measure.Result) map[string]measure.Overhead {
@@ -340,8 +340,8 @@ func publishedOf(rs []measure.Result) map[string]measure.Overhead {
 // same round. Rounds without both figures are left out.
 func roundsOf(cycleID int64, samples []measure.Sample) []roundObs {
 	type key struct {
-		round int
-		job   measure.Workload
+		round    int
+		workload measure.Workload
 	}
 	host := map[key]float64{}
 	for _, s := range samples {
@@ -360,7 +360,7 @@ func roundsOf(cycleID int64, samples []measure.Sample) []roundObs {
 		if !ok || !(h > 0) || !(v > 0) || math.IsInf(h, 0) || math.IsInf(v, 0) {
 			continue
 		}
-		out = append(out, roundObs{CycleID: cycleID, Round: s.Round, Target: string(s.Target), Job: string(s.Workload),
+		out = append(out, roundObs{CycleID: cycleID, Round: s.Round, Target: string(s.Target), Workload: string(s.Workload),
 			Metric: m, Host: h, Value: v})
 	}
 	return out

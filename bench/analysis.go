@@ -54,44 +54,44 @@ func (e est) agrees(ref est) bool {
 
 func (e est) ok() bool { return !math.IsNaN(e.Ratio) && !math.IsNaN(e.Low) && !math.IsNaN(e.High) }
 
-// oldEstimate is the earlier method's statistic of a job's per-round log
+// oldEstimate is the earlier method's statistic of a workload's per-round log
 // ratios: their median with the sign-test interval (stats.MedianCI).
-func oldEstimate(logs []float64, job string) est {
+func oldEstimate(logs []float64, workload string) est {
 	if len(logs) == 0 {
 		nan := math.NaN()
 		return est{Ratio: nan, Low: nan, High: nan}
 	}
-	o := stats.FromLogInterval(stats.MedianCI(logs, confidence), measure.MetricDirection(headlineOf(job)))
+	o := stats.FromLogInterval(stats.MedianCI(logs, confidence), measure.MetricDirection(headlineOf(workload)))
 	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
 }
 
-// estimateOf is a run's headline estimate of a target and job by its own
+// estimateOf is a run's headline estimate of a target and workload by its own
 // method: recomputed from the executions for the earlier method (whose
-// rounds each held every job), as reported for the adaptive one.
-func estimateOf(d *runDoc, target, job string) (est, bool) {
+// rounds each held every workload), as reported for the adaptive one.
+func estimateOf(d *runDoc, target, workload string) (est, bool) {
 	if d == nil {
 		return est{}, false
 	}
 	if d.Binary == "old" {
-		e := oldEstimate(d.logRatios(target, job), job)
+		e := oldEstimate(d.logRatios(target, workload), workload)
 		return e, e.ok()
 	}
-	o, ok := d.reported(target, job)
+	o, ok := d.reported(target, workload)
 	return estFromMeasure(o), ok && estFromMeasure(o).ok()
 }
 
 // recomputed is the adaptive method's estimate recomputed from a run's
 // executions with measure.Summarize, as layerprobe computed it.
-func recomputed(d *runDoc, target, job string, maxRound int) (est, bool) {
+func recomputed(d *runDoc, target, workload string, maxRound int) (est, bool) {
 	var keep []measure.Sample
 	for _, s := range d.samples(maxRound) {
-		if string(s.Workload) == job && (s.Target == measure.TargetHost || string(s.Target) == target) {
+		if string(s.Workload) == workload && (s.Target == measure.TargetHost || string(s.Target) == target) {
 			keep = append(keep, s)
 		}
 	}
 	for _, r := range measure.Summarize(keep, confidence) {
 		if string(r.Target) == target {
-			o, ok := r.Overhead[headlineOf(job)]
+			o, ok := r.Overhead[headlineOf(workload)]
 			e := estFromMeasure(o)
 			return e, ok && e.ok()
 		}
@@ -99,7 +99,7 @@ func recomputed(d *runDoc, target, job string, maxRound int) (est, bool) {
 	return est{}, false
 }
 
-// combined is several runs' estimates of one target and job made one.
+// combined is several runs' estimates of one target and workload made one.
 type combined struct {
 	est
 	// Runs is how many runs it combines; SD the standard deviation of
@@ -110,7 +110,7 @@ type combined struct {
 }
 
 // combineRuns makes one estimate of independent runs' estimates of one
-// job: the runs as replicates. The mean of their estimates on the signed
+// workload: the runs as replicates. The mean of their estimates on the signed
 // log scale (signedLog), with a t interval on runs−1 degrees of freedom
 // from their spread. Why not pool the rounds: one run's rounds share its
 // minutes on the disk and what it laid out, so an error fixed within a
@@ -121,7 +121,7 @@ type combined struct {
 // an estimate are left out; one run is returned as it is; runs that all
 // read the same value get their own intervals combined instead of a
 // width of 0.
-func combineRuns(each []est, job string) (combined, bool) {
+func combineRuns(each []est, workload string) (combined, bool) {
 	var theta []float64
 	var kept []est
 	n := 0
@@ -129,7 +129,7 @@ func combineRuns(each []est, job string) (combined, bool) {
 		if !e.ok() {
 			continue
 		}
-		x := signedLog(e.Ratio, job)
+		x := signedLog(e.Ratio, workload)
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			continue
 		}
@@ -149,23 +149,23 @@ func combineRuns(each []est, job string) (combined, bool) {
 	if sd == 0 {
 		var v float64
 		for _, e := range kept {
-			h := (signedLog(e.High, job) - signedLog(e.Low, job)) / (2 * zOf(confidence))
+			h := (signedLog(e.High, workload) - signedLog(e.Low, workload)) / (2 * zOf(confidence))
 			v += h * h
 		}
 		se = math.Sqrt(v) / float64(k)
 	}
 	half := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(1-(1-confidence)/2) * se
-	return combined{est: est{Ratio: shiftRatio(0, mean, job), Low: shiftRatio(0, mean-half, job), High: shiftRatio(0, mean+half, job), N: n},
+	return combined{est: est{Ratio: shiftRatio(0, mean, workload), Low: shiftRatio(0, mean-half, workload), High: shiftRatio(0, mean+half, workload), N: n},
 		Runs: k, SD: sd}, true
 }
 
 // zOf is the standard normal quantile of a two-sided interval.
 func zOf(level float64) float64 { return distuv.UnitNormal.Quantile(1 - (1-level)/2) }
 
-// referenceOf is a driver's reference estimate of a target and job: its
+// referenceOf is a driver's reference estimate of a target and workload: its
 // runs combined (combineRuns).
-func referenceOf(dr driverResult, target, job string) (combined, bool) {
-	return combineRuns(estimates(dr.References, target, job), job)
+func referenceOf(dr driverResult, target, workload string) (combined, bool) {
+	return combineRuns(estimates(dr.References, target, workload), workload)
 }
 
 // checkRecorded compares what a run reported with what its recorded
@@ -174,16 +174,16 @@ func referenceOf(dr driverResult, target, job string) (combined, bool) {
 func checkRecorded(d *runDoc) error {
 	var bad []string
 	for key, o := range d.Reported {
-		target, job, _ := strings.Cut(key, "/")
+		target, workload, _ := strings.Cut(key, "/")
 		if math.IsNaN(o.Ratio) {
 			continue
 		}
 		var e est
 		var ok bool
 		if d.Binary == "old" {
-			e, ok = estimateOf(d, target, job)
+			e, ok = estimateOf(d, target, workload)
 		} else {
-			e, ok = recomputed(d, target, job, 0)
+			e, ok = recomputed(d, target, workload, 0)
 		}
 		r := estFromMeasure(o)
 		if !ok || math.Abs(e.Ratio-r.Ratio) > 1e-5 || math.Abs(e.Low-r.Low) > 1e-5 || math.Abs(e.High-r.High) > 1e-5 {
@@ -198,7 +198,7 @@ func checkRecorded(d *runDoc) error {
 	return nil
 }
 
-// curvePoint is the precision of a run's first k rounds of a job and what
+// curvePoint is the precision of a run's first k rounds of a workload and what
 // the run had written by the end of its k-th round of it.
 type curvePoint struct {
 	Rounds int
@@ -207,20 +207,20 @@ type curvePoint struct {
 }
 
 // precisionCurve follows a target's headline half-width over a run's
-// rounds of a job, from the first round with a full-confidence interval.
-// For the adaptive method the rounds of one job are numbered among the
-// other jobs' rounds; the bytes count every round up to the job's k-th,
+// rounds of a workload, from the first round with a full-confidence interval.
+// For the adaptive method the rounds of one workload are numbered among the
+// other workloads' rounds; the bytes count every round up to the workload's k-th,
 // layout included, and the estimate is measure.Summarize's. For the
-// earlier method a round holds every job, and the statistic is its
+// earlier method a round holds every workload, and the statistic is its
 // median with the sign-test interval.
-func precisionCurve(d *runDoc, target, job string) []curvePoint {
+func precisionCurve(d *runDoc, target, workload string) []curvePoint {
 	if d == nil {
 		return nil
 	}
-	var rounds []int // the job's round numbers
+	var rounds []int // the workload's round numbers
 	seen := map[int]bool{}
 	for _, x := range d.Executions {
-		if x.Job == job && !seen[x.Round] {
+		if x.Workload == workload && !seen[x.Round] {
 			seen[x.Round] = true
 			rounds = append(rounds, x.Round)
 		}
@@ -248,14 +248,14 @@ func precisionCurve(d *runDoc, target, job string) []curvePoint {
 		if d.Binary == "old" {
 			logs = logs[:0]
 			for _, o := range pairs {
-				if o.Target == target && o.Job == job && o.Round <= r {
+				if o.Target == target && o.Workload == workload && o.Round <= r {
 					logs = append(logs, math.Log(o.Value/o.Host))
 				}
 			}
-			e = oldEstimate(logs, job)
+			e = oldEstimate(logs, workload)
 			ok = e.ok()
 		} else {
-			e, ok = recomputed(d, target, job, r)
+			e, ok = recomputed(d, target, workload, r)
 		}
 		if ok {
 			out = append(out, curvePoint{Rounds: k + 1, Bytes: bytesTo(r), HW: e.halfWidthPP()})
@@ -370,7 +370,7 @@ func fsyncX(rounds []roundObs, target string) []float64 {
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Round < rs[j].Round })
 	var xs []float64
 	for _, r := range rs {
-		if r.Target == target && r.Job == "fsync" {
+		if r.Target == target && r.Workload == "fsync" {
 			xs = append(xs, math.Log(r.Value/r.Host))
 		}
 	}
@@ -386,7 +386,7 @@ func replay(st detector.State, rounds []roundObs, target string) detector.State 
 	rs := slices.Clone(rounds)
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Round < rs[j].Round })
 	for _, r := range rs {
-		if r.Target != target || r.Job != "fsync" {
+		if r.Target != target || r.Workload != "fsync" {
 			continue
 		}
 		st, _ = p.Observe(st, detector.Observation{Round: r.Round, X: math.Log(r.Value / r.Host)})
@@ -395,7 +395,7 @@ func replay(st detector.State, rounds []roundObs, target string) detector.State 
 }
 
 // measurementRounds keeps the rounds of measurement cycles (not of
-// confirmation cycles, which run the fsync job alone).
+// confirmation cycles, which run the fsync workload alone).
 func measurementRounds(s agentSeries, phase string) []roundObs {
 	keep := map[int64]bool{}
 	for _, c := range s.Cycles {
@@ -501,4 +501,4 @@ func roundLimit(l float64) uint64 {
 	return uint64(math.Round(l/mag) * mag)
 }
 
-func headlineOf(job string) string { return measure.HeadlineMetric(measure.Workload(job)) }
+func headlineOf(workload string) string { return measure.HeadlineMetric(measure.Workload(workload)) }

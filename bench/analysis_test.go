@@ -18,11 +18,11 @@ import (
 )
 
 // The unit tests of the benchmark's own arithmetic: no daemon, no fio
-// (go test -tags bench -run 'Unit' ./bench).
+// (go test -tags bench -run 'Unit' . in bench/).
 
 // syntheticRun is a run document of host, container and bind with the
-// given rounds; old puts every job in every round (the earlier method),
-// otherwise a round runs one job. The container is 10% slower than host
+// given rounds; old puts every workload in every round (the earlier method),
+// otherwise a round runs one workload. The container is 10% slower than host
 // in every headline metric, with noise.
 func syntheticRun(rounds int, old bool, seed uint64) *report.Run {
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -73,7 +73,7 @@ func syntheticRun(rounds int, old bool, seed uint64) *report.Run {
 			}
 			var logs []float64
 			for _, o := range roundsOf(0, e.Samples) {
-				if o.Target == string(r.Target) && o.Job == string(r.Workload) {
+				if o.Target == string(r.Target) && o.Workload == string(r.Workload) {
 					logs = append(logs, math.Log(o.Value/o.Host))
 				}
 			}
@@ -114,7 +114,7 @@ func TestUnitRunDocReproducesTheRun(t *testing.T) {
 			t.Errorf("%s: bind_own_files %v after a round trip", binary, back.BindOwnFiles)
 		}
 		if len(back.Reported) != 6 {
-			t.Errorf("%s: %d reported estimates, want 6 (container and bind, three jobs)", binary, len(back.Reported))
+			t.Errorf("%s: %d reported estimates, want 6 (container and bind, three workloads)", binary, len(back.Reported))
 		}
 		// A change to the recorded figures must show.
 		back.Executions[1].V[4] *= 3
@@ -167,7 +167,7 @@ func TestUnitPrecisionCurve(t *testing.T) {
 			}
 		}
 		// Every round writes 3 executions of 8 MiB but for the failed
-		// ones in round 3 (one job of it, or all three in an earlier
+		// ones in round 3 (one workload of it, or all three in an earlier
 		// method's round); the adaptive run's fsync round k is its 3k-th
 		// round overall, after the layout.
 		k := c[len(c)-1]
@@ -392,10 +392,10 @@ func TestUnitReducedReferenceRuns(t *testing.T) {
 
 // runEst is a run's estimate with a symmetric interval on the signed log
 // scale: true value mu plus noise of standard error se.
-func runEst(mu, se float64, rng *rand.Rand, job string) est {
+func runEst(mu, se float64, rng *rand.Rand, workload string) est {
 	x := mu + se*rng.NormFloat64()
 	h := zOf(confidence) * se
-	return est{Ratio: shiftRatio(0, x, job), Low: shiftRatio(0, x-h, job), High: shiftRatio(0, x+h, job), N: 8}
+	return est{Ratio: shiftRatio(0, x, workload), Low: shiftRatio(0, x-h, workload), High: shiftRatio(0, x+h, workload), N: 8}
 }
 
 // The combined interval covers the truth about as often as it promises,
@@ -409,28 +409,28 @@ func TestUnitCombineRunsCoverage(t *testing.T) {
 		runs    int
 		atLeast float64
 	}{{"runs agree", 0, 6, 0.93}, {"an error fixed within each run", 0.04, 6, 0.93}, {"two runs", 0.02, 2, 0.93}} {
-		for _, job := range []string{"fsync", "randwrite"} {
+		for _, workload := range []string{"fsync", "randwrite"} {
 			const trials = 4000
 			truth, covered := 0.05, 0
 			var width float64
 			for range trials {
 				var each []est
 				for range c.runs {
-					each = append(each, runEst(truth+c.tau*rng.NormFloat64(), 0.03, rng, job))
+					each = append(each, runEst(truth+c.tau*rng.NormFloat64(), 0.03, rng, workload))
 				}
-				got, ok := combineRuns(each, job)
+				got, ok := combineRuns(each, workload)
 				if !ok || got.Runs != c.runs {
-					t.Fatalf("%s %s: combined %d runs (ok %v), want %d", c.name, job, got.Runs, ok, c.runs)
+					t.Fatalf("%s %s: combined %d runs (ok %v), want %d", c.name, workload, got.Runs, ok, c.runs)
 				}
-				if got.covers(shiftRatio(0, truth, job)) {
+				if got.covers(shiftRatio(0, truth, workload)) {
 					covered++
 				}
-				width += signedLog(got.High, job) - signedLog(got.Low, job)
+				width += signedLog(got.High, workload) - signedLog(got.Low, workload)
 			}
 			cov := float64(covered) / trials
-			t.Logf("%s, %s: coverage %.3f, mean width %.3f", c.name, job, cov, width/trials)
+			t.Logf("%s, %s: coverage %.3f, mean width %.3f", c.name, workload, cov, width/trials)
 			if cov < c.atLeast {
-				t.Errorf("%s, %s: coverage %.3f, want ≥ %.2f", c.name, job, cov, c.atLeast)
+				t.Errorf("%s, %s: coverage %.3f, want ≥ %.2f", c.name, workload, cov, c.atLeast)
 			}
 		}
 	}

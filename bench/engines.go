@@ -215,8 +215,8 @@ func writeEngines(w *mdWriter, r *results) {
 		"`layerprobe run` prints it (below 100%%: slower than the host).", strings.Join(engineArgs, " "), when)
 	var rows [][]string
 	for _, e := range r.Engines {
-		get := func(target, job string) string {
-			o, ok := e.Steady.reported(target, job)
+		get := func(target, workload string) string {
+			o, ok := e.Steady.reported(target, workload)
 			return percentOfHost(o, ok)
 		}
 		run := "–"
@@ -246,7 +246,7 @@ func writeEngines(w *mdWriter, r *results) {
 		o, ok := e.Cold.coldFsync()
 		rows = append(rows, []string{e.Label, percentOfHost(o, ok), e.Cold.copyUpAt(1 << 20), e.Cold.copyUpAt(64 << 20), cost, reflink})
 	}
-	w.p("Cold: a fresh container per round, its fsync job in its first seconds; copy-up, the first 4 KiB write + " +
+	w.p("Cold: a fresh container per round, its fsync workload in its first seconds; copy-up, the first 4 KiB write + " +
 		"fsync to a file of the image against the same write to an equal file on the host (medians over the " +
 		"rounds), and the implied cost per MiB of file:")
 	w.table([]string{"engine and driver", "cold fsync p99", "first write + fsync, 1 MiB file: host / container",

@@ -13,7 +13,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
-// The goals of the measurement method, as the issue states them.
+// The goals the measurement method is held to.
 const (
 	goalHalfWidthPP  = 3.0        // 95% interval half-width of container vs host, percentage points
 	goalRunBytes     = 2560 << 20 // what a default `layerprobe run` (four targets) may write
@@ -34,11 +34,11 @@ var goalDetect = []struct {
 
 // Figures of a driver's runs, shared by the goals and the sections.
 
-// estimates are the runs' headline estimates of a target and job.
-func estimates(runs []runDoc, target, job string) []est {
+// estimates are the runs' headline estimates of a target and workload.
+func estimates(runs []runDoc, target, workload string) []est {
 	var out []est
 	for i := range runs {
-		if e, ok := estimateOf(&runs[i], target, job); ok {
+		if e, ok := estimateOf(&runs[i], target, workload); ok {
 			out = append(out, e)
 		}
 	}
@@ -135,7 +135,7 @@ func widening(es []est, truth func(i int) float64, q float64) float64 {
 	return f[min(len(f)-1, int(math.Ceil(q*float64(len(f))))-1)]
 }
 
-// coverageCounts are the coverage checks of one driver and job.
+// coverageCounts are the coverage checks of one driver and workload.
 type coverageCounts struct {
 	aa, ref share
 	// joint counts the runs whose container estimate agrees with the
@@ -148,18 +148,18 @@ type coverageCounts struct {
 	refPoint      float64
 }
 
-func coverageOf(dr driverResult, job string) coverageCounts {
+func coverageOf(dr driverResult, workload string) coverageCounts {
 	c := coverageCounts{refPoint: math.NaN()}
-	for _, e := range estimates(dr.Defaults, "bind", job) {
+	for _, e := range estimates(dr.Defaults, "bind", workload) {
 		c.aa.add(e.covers(0))
 		c.aaEst = append(c.aaEst, e)
 	}
-	re, ok := referenceOf(dr, "container", job)
+	re, ok := referenceOf(dr, "container", workload)
 	if !ok {
 		return c
 	}
 	c.refPoint = re.Ratio
-	for _, e := range estimates(dr.Defaults, "container", job) {
+	for _, e := range estimates(dr.Defaults, "container", workload) {
 		c.ref.add(e.covers(re.Ratio))
 		c.joint.add(e.agrees(re.est))
 		c.refEst = append(c.refEst, e)
@@ -167,22 +167,22 @@ func coverageOf(dr driverResult, job string) coverageCounts {
 	return c
 }
 
-// pooled are the coverage checks of every driver and job added up.
+// pooled are the coverage checks of every driver and workload added up.
 type pooled struct {
 	aa, ref, joint    share
 	runs              int
 	aaWiden, refWiden float64
 }
 
-// pooledCoverage adds the coverage checks of every driver and job.
+// pooledCoverage adds the coverage checks of every driver and workload.
 func pooledCoverage(r *results) pooled {
 	var p pooled
 	var aaEst, refEst []est
 	var refTruth []float64
 	for _, dr := range r.Drivers {
 		p.runs += len(dr.Defaults)
-		for _, job := range jobs {
-			c := coverageOf(dr, job)
+		for _, workload := range workloads {
+			c := coverageOf(dr, workload)
 			p.aa.K, p.aa.N = p.aa.K+c.aa.K, p.aa.N+c.aa.N
 			p.ref.K, p.ref.N = p.ref.K+c.ref.K, p.ref.N+c.ref.N
 			p.joint.K, p.joint.N = p.joint.K+c.joint.K, p.joint.N+c.joint.N
@@ -199,18 +199,18 @@ func pooledCoverage(r *results) pooled {
 	return p
 }
 
-// agentWindow is the agent's published window in rounds of each job.
+// agentWindow is the agent's published window in rounds of each workload.
 func agentWindow() int { return config.Default().Agent.WindowRounds }
 
 // publishedHalfWidths are a target's published headline half-widths of a
-// job after every counted unperturbed measurement cycle.
-func publishedHalfWidths(d *detectionResult, target, job string) []float64 {
+// workload after every counted unperturbed measurement cycle.
+func publishedHalfWidths(d *detectionResult, target, workload string) []float64 {
 	var out []float64
 	for _, c := range d.Unperturbed.Cycles {
 		if c.Trigger != "api" || c.Phase != "counted" {
 			continue
 		}
-		if o, ok := c.Published[target+"/"+job]; ok && !math.IsNaN(o.CILow) && !math.IsNaN(o.CIHigh) {
+		if o, ok := c.Published[target+"/"+workload]; ok && !math.IsNaN(o.CILow) && !math.IsNaN(o.CIHigh) {
 			out = append(out, estFromMeasure(o).halfWidthPP())
 		}
 	}

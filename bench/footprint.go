@@ -37,7 +37,7 @@ import (
 // load. Every figure comes from a real process: the agent binary against a
 // private dockerd, sampled through /proc, loaded from this (second) process.
 
-// nodeExporterBin is Debian's node_exporter, the reference the issue names.
+// nodeExporterBin is Debian's node_exporter, the reference the agent's footprint is compared with.
 const nodeExporterBin = "/usr/bin/prometheus-node-exporter"
 
 // footprintToken is the bearer token of the measured agents' trigger route.
@@ -155,7 +155,7 @@ func footprintVariants(agentBin, beforeBin string, short bool) []agentVariant {
 		vs = append(vs, agentVariant{name: "tuning only",
 			description: "built without `-tags " + testharness.ReleaseTags + "`, memory tuning on", bin: beforeBin})
 	}
-	return append(vs, agentVariant{name: "after", description: "the binary under test (`make build`), memory tuning on",
+	return append(vs, agentVariant{name: "after", description: "the binary under test (`make build`, with the test hooks), memory tuning on",
 		bin: agentBin, load: true})
 }
 
@@ -168,8 +168,8 @@ func measureFootprint(ctx context.Context, t testing.TB, agentBin, dockerHost, w
 		SettleSeconds: plan.settle.Seconds(), LoadSeconds: plan.load.Seconds(), Rates: plan.rates}
 	beforeBin := filepath.Join(workDir, "layerprobe-before")
 	// The agent as it was built before the release tags, from this
-	// module's source.
-	if err := testharness.Build(ctx, beforeBin, ""); err != nil {
+	// module's source, with the test hooks (its memory tuning is off).
+	if err := testharness.Build(ctx, beforeBin, "testhooks"); err != nil {
 		return nil, fmt.Errorf("build the before binary: %w", err)
 	}
 	for _, v := range footprintVariants(agentBin, beforeBin, short) {

@@ -15,18 +15,18 @@ import (
 // TestFootprintSmoke runs the footprint section alone in short mode (about
 // two minutes): every variant through idle, cycle, settle and load, and
 // node_exporter under the same load, then renders its report section.
-// LAYERPROBE_BIN names the binary under test (default ../bin/layerprobe).
+// LAYERPROBE_BIN names the binary under test (default ../bin/layerprobe-testhooks, `make build-testhooks`).
 func TestFootprintSmoke(t *testing.T) {
 	bin := os.Getenv("LAYERPROBE_BIN")
 	if bin == "" {
-		bin = "../bin/layerprobe"
+		bin = "../bin/layerprobe-testhooks"
 	}
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("layerprobe binary: %v (build it: make build)", err)
+		t.Fatalf("layerprobe binary: %v (build it: make build-testhooks)", err)
 	}
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	work := t.TempDir()

@@ -12,7 +12,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
-// goalCheck is one of the issue's goals, judged from the results.
+// goalCheck is one of the method's goals, judged from the results.
 type goalCheck struct {
 	goal, scope, figure, status, why string
 }
@@ -53,9 +53,9 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 	n := len(dr.Defaults)
 	bytes, secs := runBytes(dr.Defaults), runSeconds(dr.Defaults)
 	stops := runStops(dr.Defaults)
-	for _, job := range jobs {
-		c := goalCheck{goal: fmt.Sprintf("1. `run`: container %s half-width ≤ %.0f pp", headlineOf(job), goalHalfWidthPP), scope: dr.Driver}
-		hw := halfWidths(estimates(dr.Defaults, "container", job))
+	for _, workload := range workloads {
+		c := goalCheck{goal: fmt.Sprintf("1. `run`: container %s half-width ≤ %.0f pp", headlineOf(workload), goalHalfWidthPP), scope: dr.Driver}
+		hw := halfWidths(estimates(dr.Defaults, "container", workload))
 		if len(hw) == 0 {
 			c.status, c.figure = statusNotMeasured, "–"
 			out = append(out, c)
@@ -90,7 +90,7 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 		c.figure = fmt.Sprintf("median %s, max %s over %d runs", gib(int64(stats.Median(bytes))), gib(int64(mx)), n)
 		c.status = judge(mx <= goalRunBytes)
 		if c.status == statusMissed {
-			c.why = "These runs kept `--max-bytes` by estimate: a round started when the job's last round would fit again, and one that wrote more than its predecessor overshot by part of a round. The probe now lowers a round's byte caps to what is left when its worst case would not fit (a hard cap)."
+			c.why = "These runs kept `--max-bytes` by estimate: a round started when the workload's last round would fit again, and one that wrote more than its predecessor overshot by part of a round. The probe now lowers a round's byte caps to what is left when its worst case would not fit (a hard cap)."
 		}
 	}
 	return append(out, c)
@@ -100,9 +100,9 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 func agentPrecisionGoals(d *detectionResult) []goalCheck {
 	var out []goalCheck
 	window := agentWindow()
-	for _, job := range jobs {
-		c := goalCheck{goal: fmt.Sprintf("1. agent: published container %s half-width ≤ %.0f pp", headlineOf(job), goalHalfWidthPP), scope: d.Driver}
-		hw := publishedHalfWidths(d, "container", job)
+	for _, workload := range workloads {
+		c := goalCheck{goal: fmt.Sprintf("1. agent: published container %s half-width ≤ %.0f pp", headlineOf(workload), goalHalfWidthPP), scope: d.Driver}
+		hw := publishedHalfWidths(d, "container", workload)
 		if len(hw) == 0 {
 			c.status, c.figure = statusNotMeasured, "–"
 			out = append(out, c)
@@ -113,7 +113,7 @@ func agentPrecisionGoals(d *detectionResult) []goalCheck {
 		c.status = judge(med <= goalHalfWidthPP)
 		if c.status == statusMissed {
 			need := math.Ceil(float64(window) * math.Pow(med/goalHalfWidthPP, 2))
-			c.why = fmt.Sprintf("The published interval rests on the window of the last %d rounds of each job (`agent.window_rounds`), "+
+			c.why = fmt.Sprintf("The published interval rests on the window of the last %d rounds of each workload (`agent.window_rounds`), "+
 				"whatever a cycle writes: ±%.0f pp at the noise measured here needs a window of about %.0f rounds, (%.1f/%.0f)² × %d, "+
 				"which at the cycles' pace means older rounds in the estimate.", window, goalHalfWidthPP, need, med, goalHalfWidthPP, window)
 		}
@@ -138,9 +138,9 @@ func agentPrecisionGoals(d *detectionResult) []goalCheck {
 // biasGoals: goal 2, the A/A control and the reference.
 func biasGoals(dr driverResult) []goalCheck {
 	var out []goalCheck
-	for _, job := range jobs {
-		c := goalCheck{goal: fmt.Sprintf("2. bind A/A %s reads 0 ± %.0f pp (median over runs)", headlineOf(job), goalBiasPP), scope: dr.Driver}
-		bind := ratios(estimates(dr.Defaults, "bind", job))
+	for _, workload := range workloads {
+		c := goalCheck{goal: fmt.Sprintf("2. bind A/A %s reads 0 ± %.0f pp (median over runs)", headlineOf(workload), goalBiasPP), scope: dr.Driver}
+		bind := ratios(estimates(dr.Defaults, "bind", workload))
 		if len(bind) == 0 {
 			c.status, c.figure = statusNotMeasured, "–"
 		} else {
@@ -159,12 +159,12 @@ func biasGoals(dr driverResult) []goalCheck {
 						len(bind), 100*confidence, 100*ci.Coverage, pct(ci.Median))
 				case ci.Low > 0 || ci.High < 0:
 					c.why = fmt.Sprintf("The interval of the runs' median excludes 0: a systematic difference of %s between the bind "+
-						"mount and the host path for this job, not noise: where the arms' files lie (in runs before the layout order "+
+						"mount and the host path for this workload, not noise: where the arms' files lie (in runs before the layout order "+
 						"was random, host always laid out first: methodology.md, Placement), the arms' order within a round, or the "+
 						"path through the container (mount namespace, cgroups, seccomp, `docker exec`), though none of those cost "+
 						"more than about 2.5 points apart from the files in bench/arms.py.", pct(ci.Median))
 					for _, shared := range []bool{true, false} {
-						if v := orderSplitOf(dr.Defaults, job, shared).verdict(); v != "" {
+						if v := orderSplitOf(dr.Defaults, workload, shared).verdict(); v != "" {
 							c.why += " " + v
 						}
 					}
@@ -177,10 +177,10 @@ func biasGoals(dr driverResult) []goalCheck {
 		}
 		out = append(out, c)
 	}
-	for _, job := range jobs {
-		c := goalCheck{goal: fmt.Sprintf("2. container %s inside the reference's interval", headlineOf(job)), scope: dr.Driver}
-		ref, okRef := referenceOf(dr, "container", job)
-		cont := estimates(dr.Defaults, "container", job)
+	for _, workload := range workloads {
+		c := goalCheck{goal: fmt.Sprintf("2. container %s inside the reference's interval", headlineOf(workload)), scope: dr.Driver}
+		ref, okRef := referenceOf(dr, "container", workload)
+		cont := estimates(dr.Defaults, "container", workload)
 		if !okRef || len(cont) == 0 {
 			c.status, c.figure = statusNotMeasured, "–"
 			out = append(out, c)
@@ -201,7 +201,7 @@ func biasGoals(dr driverResult) []goalCheck {
 				off = med - ref.Low
 			}
 			c.why = fmt.Sprintf("The default runs' median lies %+.1f pp outside the reference's interval (±%.1f pp from %d rounds of the "+
-				"long profile in %s). The reference measures the same jobs at another length: a difference that grows with the "+
+				"long profile in %s). The reference measures the same workloads at another length: a difference that grows with the "+
 				"execution's length is a start-up or steady-state effect the short executions carry; one that does not is the "+
 				"file placement both sides of one measurement share (see methodology.md, Limits).", 100*off, ref.halfWidthPP(), ref.N,
 				runsWord(ref.Runs))
@@ -209,15 +209,15 @@ func biasGoals(dr driverResult) []goalCheck {
 				c.why += " The two ran apart (" + t + "): what the disk did in between is part of the difference; " +
 					"with both sections selected the reference's runs are interleaved with the default runs."
 			}
-			c.why += sharedFileWhy(dr, job, med)
-			c.why += armToArmWhy(dr, job, med)
+			c.why += sharedFileWhy(dr, workload, med)
+			c.why += armToArmWhy(dr, workload, med)
 		}
 		out = append(out, c)
 	}
 	return out
 }
 
-// coverageGoals: goal 3, pooled over every driver and job.
+// coverageGoals: goal 3, pooled over every driver and workload.
 func coverageGoals(r *results) []goalCheck {
 	p := pooledCoverage(r)
 	aa, ref, runs, aaW, refW := p.aa, p.ref, p.runs, p.aaWiden, p.refWiden
@@ -234,7 +234,7 @@ func coverageGoals(r *results) []goalCheck {
 			out = append(out, c)
 			continue
 		}
-		c.figure = fmt.Sprintf("%s over %d runs × 3 jobs", v.s, runs)
+		c.figure = fmt.Sprintf("%s over %d runs × 3 workloads", v.s, runs)
 		c.status = judge(v.s.value() >= goalCoverage && runs >= goalCoverageRuns)
 		if c.status == statusMissed {
 			switch {
@@ -246,7 +246,7 @@ func coverageGoals(r *results) []goalCheck {
 						"(a run agrees with the reference when their difference is within the root of the sum of the squares of "+
 						"their half-widths), %s agree", p.joint)
 				}
-				c.why += ". The per-job figures are in section 4."
+				c.why += ". The per-workload figures are in section 4."
 			default:
 				c.why = fmt.Sprintf("Only %d runs.", runs)
 			}
@@ -388,15 +388,15 @@ func writeGoals(w *mdWriter, r *results) {
 // in the reference alike. "" when neither effect stands out from noise.
 // The default runs' median is corrected only when none of them had bind
 // on files of its own.
-func sharedFileWhy(dr driverResult, job string, med float64) string {
+func sharedFileWhy(dr driverResult, workload string, med float64) string {
 	var out string
-	if sec := orderSplitOf(dr.Defaults, job, true).Second(); sec.N > 0 && !slices.ContainsFunc(dr.Defaults, func(d runDoc) bool { return d.BindOwnFiles }) &&
+	if sec := orderSplitOf(dr.Defaults, workload, true).Second(); sec.N > 0 && !slices.ContainsFunc(dr.Defaults, func(d runDoc) bool { return d.BindOwnFiles }) &&
 		math.Abs(sec.Mean) > 2*sec.SE {
 		eff := -sec.Mean / 2
 		out += fmt.Sprintf(" The shared file moves the default runs' container estimate by %s ± %.1f pp (section 3, the shared file): "+
-			"without it their median would read about %s.", signedPP(eff), 50*sec.SE, pct(shiftRatio(med, -eff, job)))
+			"without it their median would read about %s.", signedPP(eff), 50*sec.SE, pct(shiftRatio(med, -eff, workload)))
 	}
-	if sec := orderSplitOf(dr.References, job, true).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
+	if sec := orderSplitOf(dr.References, workload, true).Second(); sec.N > 0 && math.Abs(sec.Mean) > 2*sec.SE {
 		out += fmt.Sprintf(" The reference carries the same effect, %s ± %.1f pp on its container estimate.", signedPP(-sec.Mean/2), 50*sec.SE)
 	}
 	return out
@@ -409,26 +409,26 @@ func sharedFileWhy(dr driverResult, job string, med float64) string {
 // drops out. Where the container's figures agree against bind and not
 // against host, the miss lies in a host arm, not in the container's
 // figure.
-func armToArmWhy(dr driverResult, job string, med float64) string {
-	refC, okC := referenceOf(dr, "container", job)
-	refB, okB := referenceOf(dr, "bind", job)
+func armToArmWhy(dr driverResult, workload string, med float64) string {
+	refC, okC := referenceOf(dr, "container", workload)
+	refB, okB := referenceOf(dr, "bind", workload)
 	if !okC || !okB {
 		return ""
 	}
 	var diffs []float64
 	for i := range dr.Defaults {
-		c, okc := estimateOf(&dr.Defaults[i], "container", job)
-		b, okb := estimateOf(&dr.Defaults[i], "bind", job)
+		c, okc := estimateOf(&dr.Defaults[i], "container", workload)
+		b, okb := estimateOf(&dr.Defaults[i], "bind", workload)
 		if okc && okb {
-			diffs = append(diffs, signedLog(c.Ratio, job)-signedLog(b.Ratio, job))
+			diffs = append(diffs, signedLog(c.Ratio, workload)-signedLog(b.Ratio, workload))
 		}
 	}
 	if len(diffs) == 0 {
 		return ""
 	}
 	runs := stats.Median(diffs)
-	ref := signedLog(refC.Ratio, job) - signedLog(refB.Ratio, job)
-	apart, againstHost := math.Abs(runs-ref), math.Abs(signedLog(med, job)-signedLog(refC.Ratio, job))
+	ref := signedLog(refC.Ratio, workload) - signedLog(refB.Ratio, workload)
+	apart, againstHost := math.Abs(runs-ref), math.Abs(signedLog(med, workload)-signedLog(refC.Ratio, workload))
 	out := fmt.Sprintf(" The reference's own A/A control reads bind at %s [%s, %s]. Measured against bind instead of host (both "+
 		"arms run fio in the probe container; 100 × ln of the ratio, for the default runs their median), the default runs read the container at %s and the reference at %s: %.1f pp apart, "+
 		"where against host they are %.1f pp apart.", pct(refB.Ratio), pct(refB.Low), pct(refB.High), signedPP(runs), signedPP(ref),
@@ -446,8 +446,8 @@ func armToArmWhy(dr driverResult, job string, med float64) string {
 // signedLog is an overhead ratio on the signed log scale of orderSplit
 // (positive is slower): ln(1 + r) for latencies, −ln(1 − r) for
 // throughputs; shiftRatio's inverse at x = 0.
-func signedLog(ratio float64, job string) float64 {
-	if measure.MetricDirection(headlineOf(job)) == stats.HigherIsBetter {
+func signedLog(ratio float64, workload string) float64 {
+	if measure.MetricDirection(headlineOf(workload)) == stats.HigherIsBetter {
 		return -math.Log1p(-ratio)
 	}
 	return math.Log1p(ratio)
@@ -456,9 +456,9 @@ func signedLog(ratio float64, job string) float64 {
 // shiftRatio moves an overhead ratio (0.08 = 8% slower) by x on the signed
 // log scale of orderSplit (positive is slower): latencies' ratio is
 // e^x − 1 of it, throughputs' 1 − e^−x.
-func shiftRatio(ratio, x float64, job string) float64 {
-	y := signedLog(ratio, job) + x
-	if measure.MetricDirection(headlineOf(job)) == stats.HigherIsBetter {
+func shiftRatio(ratio, x float64, workload string) float64 {
+	y := signedLog(ratio, workload) + x
+	if measure.MetricDirection(headlineOf(workload)) == stats.HigherIsBetter {
 		return -math.Expm1(-y)
 	}
 	return math.Expm1(y)

@@ -86,14 +86,14 @@ func loadSettings() (settings, error) {
 		outDir: os.Getenv("BENCH_OUT"), oldRev: os.Getenv("BENCH_OLD_REV")}
 	bin := os.Getenv("LAYERPROBE_BIN")
 	if bin == "" {
-		bin = "../bin/layerprobe"
+		bin = "../bin/layerprobe-testhooks"
 	}
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		return s, fmt.Errorf("LAYERPROBE_BIN: %w", err)
 	}
 	if _, err := os.Stat(abs); err != nil {
-		return s, fmt.Errorf("layerprobe binary %s: %w (build it: make build)", abs, err)
+		return s, fmt.Errorf("layerprobe binary %s: %w (build it: make build-testhooks)", abs, err)
 	}
 	s.bin = abs
 	if v := os.Getenv("BENCH_ONLY"); v != "" {

@@ -53,7 +53,7 @@ func buildOld(ctx context.Context, rev, out string) (string, error) {
 	if _, err := git(root, "worktree", "add", "--detach", src, commit); err != nil {
 		return "", fmt.Errorf("BENCH_OLD_REV=%s: check out: %w", rev, err)
 	}
-	if err := testharness.BuildIn(ctx, src, out, testharness.ReleaseTags); err != nil {
+	if err := testharness.BuildIn(ctx, src, out, testharness.HookTags); err != nil {
 		return "", fmt.Errorf("BENCH_OLD_REV=%s: %w", rev, err)
 	}
 	if _, err := os.Stat(out); err != nil {

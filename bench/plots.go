@@ -76,7 +76,7 @@ func saveGrid(path string, plots []*plot.Plot, cols int, w, h vg.Length) error {
 // dashed is the style of the goal lines.
 var dashed = []vg.Length{vg.Points(4), vg.Points(3)}
 
-// precisionPanel is one driver and job of the precision-versus-bytes plot.
+// precisionPanel is one driver and workload of the precision-versus-bytes plot.
 type precisionPanel struct {
 	title                    string
 	old, new                 []curvePoint
@@ -84,7 +84,7 @@ type precisionPanel struct {
 }
 
 // savePrecisionBytesPlot draws half-width against GiB written (log-log:
-// a 1/√bytes law is a straight line), one panel per driver and job.
+// a 1/√bytes law is a straight line), one panel per driver and workload.
 func savePrecisionBytesPlot(dir string, panels []precisionPanel, cols int) error {
 	var plots []*plot.Plot
 	for _, pn := range panels {
@@ -148,7 +148,7 @@ func savePrecisionBytesPlot(dir string, panels []precisionPanel, cols int) error
 }
 
 // saveHalfWidthPlot draws every default run's container half-width, the
-// earlier method's beside the adaptive one's, per driver and job.
+// earlier method's beside the adaptive one's, per driver and workload.
 func saveHalfWidthPlot(dir string, groups []string, old, new [][]float64) error {
 	p := plot.New()
 	p.Title.Text = "Default runs: half-width of the container's 95% interval"
@@ -188,7 +188,7 @@ func saveHalfWidthPlot(dir string, groups []string, old, new [][]float64) error 
 	return p.Save(vg.Length(max(6, 1.2*float64(len(groups))))*vg.Inch, 4*vg.Inch, filepath.Join(dir, plotHalfWidths))
 }
 
-// intervalPanel is one driver and job of the intervals plot.
+// intervalPanel is one driver and workload of the intervals plot.
 type intervalPanel struct {
 	title                string
 	container, bind      []est

@@ -35,12 +35,12 @@ type orderSplit struct {
 	Shared               bool
 }
 
-// orderSplitOf computes the split for job over the rounds in which both
+// orderSplitOf computes the split for workload over the rounds in which both
 // host and bind measured, of those runs whose bind shared the host's file
 // (shared) or had files of its own (!shared): the two cannot be pooled,
 // since only a shared file is executed twice a round.
-func orderSplitOf(runs []runDoc, job string, shared bool) orderSplit {
-	metric := headlineOf(job)
+func orderSplitOf(runs []runDoc, workload string, shared bool) orderSplit {
+	metric := headlineOf(workload)
 	sign := 1.0
 	if measure.MetricDirection(metric) == stats.HigherIsBetter {
 		sign = -1
@@ -56,7 +56,7 @@ func orderSplitOf(runs []runDoc, job string, shared bool) orderSplit {
 		}
 		rounds := map[int]map[measure.Target]arm{}
 		for _, s := range runs[i].samples(0) {
-			if string(s.Workload) != job || (s.Target != measure.TargetHost && s.Target != measure.TargetBind) {
+			if string(s.Workload) != workload || (s.Target != measure.TargetHost && s.Target != measure.TargetBind) {
 				continue
 			}
 			v := measure.MetricValue(metric, s.JobResult)

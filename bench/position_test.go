@@ -34,7 +34,7 @@ func sharedRuns(rounds int, arm, second float64) []runDoc {
 				}
 				seen = true
 			}
-			d.Executions = append(d.Executions, execution{Round: r, Order: i + 1, Target: t, Job: "fsync",
+			d.Executions = append(d.Executions, execution{Round: r, Order: i + 1, Target: t, Workload: "fsync",
 				V: []fnum{1000, 4e6, 1e-4, 1e-3, fnum(v)}})
 		}
 	}
@@ -64,11 +64,11 @@ func TestUnitOrderSplit(t *testing.T) {
 		t.Errorf("order alone: verdict %q", v)
 	}
 
-	// A throughput job: a slower bind (lower IOPS) is a positive offset.
+	// A throughput workload: a slower bind (lower IOPS) is a positive offset.
 	runs := sharedRuns(2000, 1.05, 1) // fsync p99 1.05 times host's, so IOPS 1/1.05
 	for i := range runs[0].Executions {
 		e := &runs[0].Executions[i]
-		e.Job, e.V[0] = "randwrite", 1/e.V[4]
+		e.Workload, e.V[0] = "randwrite", 1/e.V[4]
 	}
 	near("randwrite arm", orderSplitOf(runs, "randwrite", true).Arm(), math.Log(1.05))
 
@@ -120,12 +120,12 @@ func TestUnitShiftRatio(t *testing.T) {
 	}
 }
 
-// reportedRun is a run that reported these overhead ratios for job, with
+// reportedRun is a run that reported these overhead ratios for workload, with
 // a ±1 pp interval around each.
-func reportedRun(job string, ratios map[string]float64) runDoc {
+func reportedRun(workload string, ratios map[string]float64) runDoc {
 	d := runDoc{Reported: map[string]measure.Overhead{}}
 	for t, r := range ratios {
-		d.Reported[t+"/"+job] = measure.Overhead{Ratio: r, CILow: r - 0.01, CIHigh: r + 0.01, N: 10}
+		d.Reported[t+"/"+workload] = measure.Overhead{Ratio: r, CILow: r - 0.01, CIHigh: r + 0.01, N: 10}
 	}
 	return d
 }
@@ -165,11 +165,11 @@ func TestUnitArmToArmWhy(t *testing.T) {
 
 func TestUnitSignedLog(t *testing.T) {
 	for _, c := range []struct {
-		job   string
-		ratio float64
+		workload string
+		ratio    float64
 	}{{"fsync", 0.1}, {"fsync", -0.2}, {"randwrite", 0.5}, {"seqwrite", -0.3}} {
-		if got := shiftRatio(0, signedLog(c.ratio, c.job), c.job); math.Abs(got-c.ratio) > 1e-12 {
-			t.Errorf("%s %v: shiftRatio(0, signedLog) = %v", c.job, c.ratio, got)
+		if got := shiftRatio(0, signedLog(c.ratio, c.workload), c.workload); math.Abs(got-c.ratio) > 1e-12 {
+			t.Errorf("%s %v: shiftRatio(0, signedLog) = %v", c.workload, c.ratio, got)
 		}
 	}
 }

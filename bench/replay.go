@@ -215,7 +215,7 @@ func cycleBlock(d *detectionResult) int {
 	}
 	per := map[int64]int{}
 	for _, r := range measurementRounds(d.Unperturbed, "counted") {
-		if r.Job == "fsync" && r.Target == "bind" {
+		if r.Workload == "fsync" && r.Target == "bind" {
 			per[r.CycleID]++
 		}
 	}

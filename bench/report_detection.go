@@ -78,7 +78,7 @@ func falseAlarms(d *detectionResult) falseAlarmSummary {
 		rs := slices.Clone(d.Unperturbed.Rounds)
 		slices.SortStableFunc(rs, func(a, b roundObs) int { return a.Round - b.Round })
 		for _, r := range rs {
-			if r.Target != target || r.Job != "fsync" {
+			if r.Target != target || r.Workload != "fsync" {
 				continue
 			}
 			var ev detector.Event
@@ -101,7 +101,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 	params := detectorParams()
 	ac := config.Default().Agent
 	w.p("The real agent (`layerprobe agent`) ran against a private overlay2 daemon with this configuration, "+
-		"which keeps every detector default and the default adaptive cycle: at least %d rounds of every job, then "+
+		"which keeps every detector default and the default adaptive cycle: at least %d rounds of every workload, then "+
 		"more until the published window's intervals are within %s or the cycle has written %s or run %s. It restricts "+
 		"the targets to `container` and `bind` (the A/A control), turns the busy-host guards off so that no counted "+
 		"cycle is skipped, and schedules nothing itself: the benchmark starts each cycle with `POST /api/v1/cycles` as "+
@@ -158,15 +158,15 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 	w.p("`bind` writes the host's own directory through the probe container's bind mount, so its ratio to host "+
 		"should be 1.0; its spread is the method's noise. From the same unperturbed measurement cycles: per round, "+
 		"per cycle (the median of the cycle's rounds) and as published (the agent's estimate over its window "+
-		"of the last %d rounds of each job, after each cycle). Ratios are target/host of the job's headline figure: "+
+		"of the last %d rounds of each workload, after each cycle). Ratios are target/host of the workload's headline figure: "+
 		"latency for fsync (above 1 = slower), IOPS and bandwidth for the others (below 1 = slower).", agentWindow())
 	var aaRows [][]string
 	var fsRound, fsCycle []float64
-	for _, job := range jobs {
+	for _, workload := range workloads {
 		perRound := map[int64][]float64{}
 		var all []float64
 		for _, ro := range measurementRounds(d.Unperturbed, "") {
-			if ro.Target == "bind" && ro.Job == job {
+			if ro.Target == "bind" && ro.Workload == workload {
 				v := ro.Value / ro.Host
 				all = append(all, v)
 				perRound[ro.CycleID] = append(perRound[ro.CycleID], v)
@@ -178,8 +178,8 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 				perCycle = append(perCycle, stats.Median(xs))
 			}
 			if c.Trigger == "api" {
-				if o, ok := c.Published["bind/"+job]; ok {
-					if job == "fsync" {
+				if o, ok := c.Published["bind/"+workload]; ok {
+					if workload == "fsync" {
 						published = append(published, 1+o.Ratio)
 					} else {
 						published = append(published, 1-o.Ratio)
@@ -187,7 +187,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 				}
 			}
 		}
-		if job == "fsync" {
+		if workload == "fsync" {
 			fsRound, fsCycle = all, perCycle
 		}
 		for _, v := range []struct {
@@ -198,11 +198,11 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 				continue
 			}
 			sp := spreadOf(v.xs)
-			aaRows = append(aaRows, []string{job + " (" + headlineOf(job) + ")", v.name, fmt.Sprint(sp.N), ratio(sp.Median),
+			aaRows = append(aaRows, []string{workload + " (" + headlineOf(workload) + ")", v.name, fmt.Sprint(sp.N), ratio(sp.Median),
 				ratio(sp.Q1) + " – " + ratio(sp.Q3), ratio(sp.Lo) + " – " + ratio(sp.Hi)})
 		}
 	}
-	w.table([]string{"job", "unit", "n", "median", "IQR", "min – max"}, aaRows)
+	w.table([]string{"workload", "unit", "n", "median", "IQR", "min – max"}, aaRows)
 	if err := saveAAPlot(s.plotDir(), fsRound, fsCycle); err != nil {
 		w.p("(plot failed: %v)", err)
 	} else {
@@ -311,7 +311,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 func containerP99s(rounds []roundObs) []float64 {
 	var out []float64
 	for _, r := range rounds {
-		if r.Target == "container" && r.Job == "fsync" {
+		if r.Target == "container" && r.Workload == "fsync" {
 			out = append(out, r.Value)
 		}
 	}
@@ -354,8 +354,8 @@ func writeAgentCycles(w *mdWriter, d *detectionResult) {
 	w.table([]string{"cycles", "n", "written (median)", "max", "time (median)", "max", "rounds (median)", "stopped on"}, rows)
 	var prows [][]string
 	for _, t := range []string{"container", "bind"} {
-		for _, job := range jobs {
-			hw := publishedHalfWidths(d, t, job)
+		for _, workload := range workloads {
+			hw := publishedHalfWidths(d, t, workload)
 			if len(hw) == 0 {
 				continue
 			}
@@ -365,13 +365,13 @@ func writeAgentCycles(w *mdWriter, d *detectionResult) {
 					within++
 				}
 			}
-			prows = append(prows, []string{t, job + " (" + headlineOf(job) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
+			prows = append(prows, []string{t, workload + " (" + headlineOf(workload) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
 				fmt.Sprintf("%d of %d", within, len(hw))})
 		}
 	}
-	w.p("The published interval after each counted cycle (over the window of the last %d rounds of each job, "+
+	w.p("The published interval after each counted cycle (over the window of the last %d rounds of each workload, "+
 		"`GET /api/v1/cycles/{id}`), its half-width:", agentWindow())
-	w.table([]string{"target", "job", "median", "p90", "≤ 3 pp"}, prows)
+	w.table([]string{"target", "workload", "median", "p90", "≤ 3 pp"}, prows)
 }
 
 // replayReport is the replay and simulation of the detector on measured
@@ -380,10 +380,10 @@ type replayReport struct {
 	block       int // fsync rounds of a typical cycle
 	falseAlarms []driverReplay
 	shifts      []shiftReplay // overlay2's A/A rounds with shifts added
-	// delay is detector.DelayTable at sigma, the robust σ of the
+	// delay is DelayTable at sigma, the robust σ of the
 	// container's unperturbed fsync rounds on overlay2.
 	sigma float64
-	delay []detector.DelayRow
+	delay []DelayRow
 	// aaDelay is the same at each driver's A/A σ.
 	aaDelay []driverDelay
 }
@@ -396,7 +396,7 @@ type driverReplay struct {
 type driverDelay struct {
 	driver string
 	sigma  float64
-	rows   []detector.DelayRow
+	rows   []DelayRow
 }
 
 // Sizes of the replay: simulated agents × cycles per driver, trials per
@@ -450,12 +450,12 @@ func detectionReplay(r *results) replayReport {
 	return rp
 }
 
-func delayRows(p detector.Params, sigma float64) []detector.DelayRow {
+func delayRows(p detector.Params, sigma float64) []DelayRow {
 	shifts := []float64{0}
 	for _, l := range replayLevels {
 		shifts = append(shifts, math.Log(l))
 	}
-	return detector.DelayTable(p, shifts, sigma, replaySeed, delayTrials)
+	return DelayTable(p, shifts, sigma, replaySeed, delayTrials)
 }
 
 func (rp replayReport) shift(level float64) (shiftReplay, bool) {
@@ -467,16 +467,16 @@ func (rp replayReport) shift(level float64) (shiftReplay, bool) {
 	return shiftReplay{}, false
 }
 
-func (rp replayReport) delayRow(level float64) (detector.DelayRow, bool) {
+func (rp replayReport) delayRow(level float64) (DelayRow, bool) {
 	for _, row := range rp.delay {
 		if math.Abs(row.Shift-math.Log(level)) < 1e-9 {
 			return row, true
 		}
 	}
-	return detector.DelayRow{}, false
+	return DelayRow{}, false
 }
 
-func detectorHorizon() int { return detector.DelayHorizon }
+func detectorHorizon() int { return DelayHorizon }
 
 // writeReplay reports the replay of measured A/A rounds and the
 // simulation at the measured noise (goal 4, and docs/detector.md).
@@ -518,7 +518,7 @@ func writeReplay(w *mdWriter, r *results) {
 		w.p("No unperturbed container rounds to measure the noise on.")
 		return
 	}
-	w.p("`detector.DelayTable` (%d trials per shift, normal noise, a settled %d-round baseline, horizon %d rounds) at "+
+	w.p("The benchmark's `DelayTable` (bench/simulate.go; %d trials per shift, normal noise, a settled %d-round baseline, horizon %d rounds) at "+
 		"the robust σ of the container's unperturbed per-round fsync p99 log ratios on overlay2 (σ = %.3f), and at each "+
 		"driver's A/A σ. Rounds are fsync rounds; a cycle ran %d of them (median), so a cycle count is about rounds/%d. "+
 		"These are the figures of docs/detector.md's simulation section.", delayTrials, p.BaselineRounds, detectorHorizon(), rp.sigma, rp.block, rp.block)
@@ -528,7 +528,7 @@ func writeReplay(w *mdWriter, r *results) {
 	}
 }
 
-func writeDelayTable(w *mdWriter, title string, rows []detector.DelayRow, block int) {
+func writeDelayTable(w *mdWriter, title string, rows []DelayRow, block int) {
 	w.p("**%s**:", title)
 	var out [][]string
 	for _, row := range rows {

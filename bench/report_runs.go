@@ -39,29 +39,29 @@ func writePrecisionBytes(w *mdWriter, s settings, r *results) {
 		return
 	}
 	w.p("Per driver, one run of each method with targets host, container and bind and more rounds than its default: "+
-		"the earlier method (`%s`, %s: ten rounds of every job by default, each round running every job on "+
+		"the earlier method (`%s`, %s: ten rounds of every workload by default, each round running every workload on "+
 		"fresh files, the median of the per-round ratios with the sign-test interval) ran %s; the adaptive method "+
 		"ran %s, a precision it cannot reach, so it went on until its budget ended it. The first k rounds of a run "+
 		"are what a run stopped after k rounds gives (rounds are independent, in a fresh random order each), so "+
 		"each curve follows the container's headline half-width round by round against what the run had written "+
 		"by then, layout included: the earlier method's statistic recomputed from its samples, the adaptive "+
-		"method's Hodges–Lehmann estimate with the signed-rank interval (`measure.Summarize`) over the job's first "+
+		"method's Hodges–Lehmann estimate with the signed-rank interval (`measure.Summarize`) over the workload's first "+
 		"k rounds. Points are the default runs of section 2 (four targets, so more bytes per round).",
 		shortRev(r.OldRev), orDash(r.OldVersion), runsCommand(ex.OldRounds), runsCommand(ex.Unbounded))
 	var rows [][]string
 	var panels []precisionPanel
 	for _, dr := range r.Drivers {
-		for _, job := range jobs {
-			oldC := precisionCurve(dr.OldRounds, "container", job)
-			newC := precisionCurve(dr.Unbounded, "container", job)
-			pn := precisionPanel{title: dr.Driver + " " + job + " (" + headlineOf(job) + ")", old: oldC, new: newC}
+		for _, workload := range workloads {
+			oldC := precisionCurve(dr.OldRounds, "container", workload)
+			newC := precisionCurve(dr.Unbounded, "container", workload)
+			pn := precisionPanel{title: dr.Driver + " " + workload + " (" + headlineOf(workload) + ")", old: oldC, new: newC}
 			for _, e := range dr.OldDefaults {
-				if o, ok := estimateOf(&e, "container", job); ok {
+				if o, ok := estimateOf(&e, "container", workload); ok {
 					pn.oldDefaults = append(pn.oldDefaults, curvePoint{Bytes: e.BytesWritten, HW: o.halfWidthPP()})
 				}
 			}
 			for _, e := range dr.Defaults {
-				if o, ok := estimateOf(&e, "container", job); ok {
+				if o, ok := estimateOf(&e, "container", workload); ok {
 					pn.newDefaults = append(pn.newDefaults, curvePoint{Bytes: e.BytesWritten, HW: o.halfWidthPP()})
 				}
 			}
@@ -92,18 +92,18 @@ func writePrecisionBytes(w *mdWriter, s settings, r *results) {
 				// equal bytes is the ratio of bytes at equal precision.
 				gain = fmt.Sprintf("%.1f×", math.Pow(po.HW/pnw.HW, 2))
 			}
-			rows = append(rows, []string{dr.Driver, job, at(oldC), at(newC), reach(oldC), reach(newC), gain})
+			rows = append(rows, []string{dr.Driver, workload, at(oldC), at(newC), reach(oldC), reach(newC), gain})
 		}
 	}
 	w.p("Half-width of the container's 95%% interval after %s written (the last round within it), the bytes "+
 		"written when it first reached ±%.0f pp, and the precision per byte the adaptive method gains, "+
 		"(half-width earlier / adaptive)² at %s: the earlier method would need that many times the bytes "+
 		"for the adaptive method's interval.", gib(goalRunBytes), goalHalfWidthPP, gib(goalRunBytes))
-	w.table([]string{"driver", "job", "earlier, at 2.5 GiB", "adaptive, at 2.5 GiB", "earlier: ±3 pp after", "adaptive: ±3 pp after", "precision per byte"}, rows)
-	if err := savePrecisionBytesPlot(s.plotDir(), panels, len(jobs)); err != nil {
+	w.table([]string{"driver", "workload", "earlier, at 2.5 GiB", "adaptive, at 2.5 GiB", "earlier: ±3 pp after", "adaptive: ±3 pp after", "precision per byte"}, rows)
+	if err := savePrecisionBytesPlot(s.plotDir(), panels, len(workloads)); err != nil {
 		w.p("(plot failed: %v)", err)
 	} else {
-		w.p("![Half-width against GiB written, earlier and adaptive method, per driver and job](bench/%s)", plotPrecisionBytes)
+		w.p("![Half-width against GiB written, earlier and adaptive method, per driver and workload](bench/%s)", plotPrecisionBytes)
 	}
 	var stops []string
 	for _, dr := range r.Drivers {
@@ -112,8 +112,8 @@ func writePrecisionBytes(w *mdWriter, s settings, r *results) {
 		}
 	}
 	if len(stops) > 0 {
-		w.p("The adaptive runs: %s. A job's rounds are capped at 200; the adaptive runs spend their rounds "+
-			"where the interval is widest for its cost, so the jobs' curves end at different bytes.", strings.Join(stops, "; "))
+		w.p("The adaptive runs: %s. A workload's rounds are capped at 200; the adaptive runs spend their rounds "+
+			"where the interval is widest for its cost, so the workloads' curves end at different bytes.", strings.Join(stops, "; "))
 	}
 }
 
@@ -155,9 +155,9 @@ func writeDefaults(w *mdWriter, s settings, r *results) {
 		if len(dr.Defaults) == 0 {
 			continue
 		}
-		for _, job := range jobs {
-			hw := halfWidths(estimates(dr.Defaults, "container", job))
-			oh := halfWidths(estimates(dr.OldDefaults, "container", job))
+		for _, workload := range workloads {
+			hw := halfWidths(estimates(dr.Defaults, "container", workload))
+			oh := halfWidths(estimates(dr.OldDefaults, "container", workload))
 			within := 0
 			for _, h := range hw {
 				if h <= goalHalfWidthPP {
@@ -170,11 +170,11 @@ func writeDefaults(w *mdWriter, s settings, r *results) {
 			}
 			var bindHW []float64
 			for _, t := range []string{"bind", "volume"} {
-				bindHW = append(bindHW, quantile(halfWidths(estimates(dr.Defaults, t, job)), 0.5))
+				bindHW = append(bindHW, quantile(halfWidths(estimates(dr.Defaults, t, workload)), 0.5))
 			}
-			rows = append(rows, []string{dr.Driver, job + " (" + headlineOf(job) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
+			rows = append(rows, []string{dr.Driver, workload + " (" + headlineOf(workload) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
 				fmt.Sprintf("%d of %d", within, len(hw)), pp(bindHW[0]), pp(bindHW[1]), old})
-			groups = append(groups, dr.Driver+"\n"+job)
+			groups = append(groups, dr.Driver+"\n"+workload)
 			oldHW, newHW = append(oldHW, oh), append(newHW, hw)
 		}
 	}
@@ -182,7 +182,7 @@ func writeDefaults(w *mdWriter, s settings, r *results) {
 		"(median, 90th percentile, runs within ±%.0f pp), bind and volume (medians), next to the earlier method's "+
 		"default runs (%s with no configuration: four targets, ten rounds; its statistic recomputed from the samples).",
 		goalHalfWidthPP, runsCommand(firstOldDefault(r)))
-	w.table([]string{"driver", "job", "container: median", "p90", "≤ 3 pp", "bind: median", "volume: median", "earlier default: median (range)"}, rows)
+	w.table([]string{"driver", "workload", "container: median", "p90", "≤ 3 pp", "bind: median", "volume: median", "earlier default: median (range)"}, rows)
 	if err := saveHalfWidthPlot(s.plotDir(), groups, oldHW, newHW); err != nil {
 		w.p("(plot failed: %v)", err)
 	} else {
@@ -203,20 +203,20 @@ func writeBias(w *mdWriter, r *results) {
 	w.p("## 3. Bias: the A/A control and the reference")
 	var aaRows, refRows [][]string
 	for _, dr := range r.Drivers {
-		for _, job := range jobs {
-			bind := ratios(estimates(dr.Defaults, "bind", job))
+		for _, workload := range workloads {
+			bind := ratios(estimates(dr.Defaults, "bind", workload))
 			if len(bind) > 0 {
 				ci := medianCI(bind)
-				aaRows = append(aaRows, []string{dr.Driver, job + " (" + headlineOf(job) + ")", fmt.Sprint(len(bind)), pct(ci.Median),
+				aaRows = append(aaRows, []string{dr.Driver, workload + " (" + headlineOf(workload) + ")", fmt.Sprint(len(bind)), pct(ci.Median),
 					fmt.Sprintf("[%s, %s]", pct(ci.Low), pct(ci.High)), pct(quantile(bind, 0.25)) + " – " + pct(quantile(bind, 0.75)),
 					yesNo(math.Abs(100*ci.Median) <= goalBiasPP)})
 			}
-			ref, ok := referenceOf(dr, "container", job)
+			ref, ok := referenceOf(dr, "container", workload)
 			if !ok {
 				continue
 			}
-			cont := estimates(dr.Defaults, "container", job)
-			oldCont := estimates(dr.OldDefaults, "container", job)
+			cont := estimates(dr.Defaults, "container", workload)
+			oldCont := estimates(dr.OldDefaults, "container", workload)
 			inside, med := 0, math.NaN()
 			for _, e := range cont {
 				if ref.covers(e.Ratio) {
@@ -232,10 +232,10 @@ func writeBias(w *mdWriter, r *results) {
 				oldMed = fmt.Sprintf("%s (%s)", pct(om), insideWord(ref.covers(om)))
 			}
 			refBind := "–"
-			if rb, ok := referenceOf(dr, "bind", job); ok {
+			if rb, ok := referenceOf(dr, "bind", workload); ok {
 				refBind = estCell(rb.est)
 			}
-			refRows = append(refRows, []string{dr.Driver, job, estCell(ref.est), refBind, pct(med), insideWord(ref.covers(med)),
+			refRows = append(refRows, []string{dr.Driver, workload, estCell(ref.est), refBind, pct(med), insideWord(ref.covers(med)),
 				fmt.Sprintf("%d of %d", inside, len(cont)), oldMed})
 		}
 	}
@@ -246,7 +246,7 @@ func writeBias(w *mdWriter, r *results) {
 	w.p("**A/A**: `bind` writes the host's own files through the probe container's bind mount, so its overhead should be 0. "+
 		"The median of the default runs' bind estimates, with the sign-test interval of that median over the runs "+
 		"(goal: 0 ± %.0f pp):", goalBiasPP)
-	w.table([]string{"driver", "job", "runs", "median bind estimate", "its 95% interval", "IQR over runs", "within ±1 pp"}, aaRows)
+	w.table([]string{"driver", "workload", "runs", "median bind estimate", "its 95% interval", "IQR over runs", "within ±1 pp"}, aaRows)
 	var refCmd string
 	for _, dr := range r.Drivers {
 		if len(dr.References) > 0 {
@@ -255,13 +255,13 @@ func writeBias(w *mdWriter, r *results) {
 		}
 	}
 	w.p("**Reference**: %s with targets container and bind, per driver: the default profile's random-write and fsync "+
-		"jobs with 5 s executions after a 1 s ramp and its sequential job on a 256 MiB file written once (32 times the "+
+		"workloads with 5 s executions after a 1 s ramp and its sequential workload on a 256 MiB file written once (32 times the "+
 		"default's), each on files of its own per round, an independent and slow measurement of the same overheads. Where "+
 		"it is several runs, one estimate of them all, the runs as replicates: the mean of their estimates (on the log "+
 		"scale) with a t interval from their spread, so that an error fixed within one run is part of the interval "+
 		"instead of passing for the truth. Does the default runs' "+
 		"container estimate lie inside the reference's interval?", refCmd)
-	w.table([]string{"driver", "job", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
+	w.table([]string{"driver", "workload", "reference: container", "reference: bind", "default runs: median container", "inside?", "runs inside", "earlier default: median"}, refRows)
 	var when []string
 	for _, dr := range r.Drivers {
 		if s, _ := referenceTiming(dr); s != "" {
@@ -334,22 +334,22 @@ func writeReferenceRuns(w *mdWriter, r *results) {
 			continue
 		}
 		for _, target := range []string{"container", "bind"} {
-			for _, job := range jobs {
-				c, ok := referenceOf(dr, target, job)
+			for _, workload := range workloads {
+				c, ok := referenceOf(dr, target, workload)
 				if !ok {
 					continue
 				}
 				var each []string
 				var hw []float64
 				for i := range dr.References {
-					if e, ok := estimateOf(&dr.References[i], target, job); ok {
+					if e, ok := estimateOf(&dr.References[i], target, workload); ok {
 						each = append(each, pct(e.Ratio))
 						hw = append(hw, e.halfWidthPP())
 					} else {
 						each = append(each, "–")
 					}
 				}
-				rows = append(rows, []string{dr.Driver, target, job, strings.Join(each, ", "), fmt.Sprintf("%.1f pp", 100*c.SD),
+				rows = append(rows, []string{dr.Driver, target, workload, strings.Join(each, ", "), fmt.Sprintf("%.1f pp", 100*c.SD),
 					fmt.Sprintf("±%.1f pp", quantile(hw, 0.5)), estCell(c.est)})
 			}
 		}
@@ -360,7 +360,7 @@ func writeReferenceRuns(w *mdWriter, r *results) {
 	w.p("**The reference's runs**: each run's estimate in the order they ran, their standard deviation (on the log " +
 		"scale, about percentage points: what one run alone could be off by), the median half-width of one run's own " +
 		"95%% interval, and their combination, the reference above.")
-	w.table([]string{"driver", "target", "job", "each run", "SD between runs", "one run's half-width (median)", "combined"}, rows)
+	w.table([]string{"driver", "target", "workload", "each run", "SD between runs", "one run's half-width (median)", "combined"}, rows)
 }
 
 // writeSharedFile splits the A/A pair by which of host and bind ran first
@@ -377,8 +377,8 @@ func writeSharedFile(w *mdWriter, r *results) {
 			runs []runDoc
 		}{{"default runs", dr.Defaults}, {"reference", dr.References}} {
 			for _, shared := range []bool{true, false} {
-				for _, job := range jobs {
-					s := orderSplitOf(m.runs, job, shared)
+				for _, workload := range workloads {
+					s := orderSplitOf(m.runs, workload, shared)
 					if s.BindFirst.N < 2 || s.HostFirst.N < 2 {
 						continue
 					}
@@ -387,7 +387,7 @@ func writeSharedFile(w *mdWriter, r *results) {
 					if shared {
 						files, eff = "shared", fmt.Sprintf("%s ± %.1f", signedPP(-sec.Mean/2), 50*sec.SE)
 					}
-					rows = append(rows, []string{dr.Driver, m.name, files, job, fmt.Sprintf("%d / %d", s.BindFirst.N, s.HostFirst.N),
+					rows = append(rows, []string{dr.Driver, m.name, files, workload, fmt.Sprintf("%d / %d", s.BindFirst.N, s.HostFirst.N),
 						cell(s.BindFirst), cell(s.HostFirst), cell(s.Arm()), cell(sec), eff})
 				}
 			}
@@ -406,7 +406,7 @@ func writeSharedFile(w *mdWriter, r *results) {
 		"with files of its own never was, so its estimate against host moved by minus half of it (last column). With " +
 		"files of their own it is the position alone, which the balanced orders cancel for every target. " +
 		"`python3 bench/aa_position.py` splits the default runs' rounds by position.")
-	w.table([]string{"driver", "measurement", "files", "job", "rounds (bind first / host first)", "bind − host, bind first", "bind − host, host first",
+	w.table([]string{"driver", "measurement", "files", "workload", "rounds (bind first / host first)", "bind − host, bind first", "bind − host, host first",
 		"between the arms", "running second vs first", "effect on targets with files of their own"}, rows)
 }
 
@@ -435,35 +435,35 @@ func writeCoverage(w *mdWriter, s settings, r *results) {
 	var rows [][]string
 	var panels []intervalPanel
 	for _, dr := range r.Drivers {
-		for _, job := range jobs {
-			c := coverageOf(dr, job)
+		for _, workload := range workloads {
+			c := coverageOf(dr, workload)
 			if c.aa.N == 0 && c.ref.N == 0 {
 				continue
 			}
-			rows = append(rows, []string{dr.Driver, job, shareOf(c.aa.K, c.aa.N).String(), shareOf(c.ref.K, c.ref.N).String(),
+			rows = append(rows, []string{dr.Driver, workload, shareOf(c.aa.K, c.aa.N).String(), shareOf(c.ref.K, c.ref.N).String(),
 				shareOf(c.joint.K, c.joint.N).String(),
 				fmt.Sprintf("%.2f / %.2f", widening(c.aaEst, func(int) float64 { return 0 }, goalCoverage),
 					widening(c.refEst, func(int) float64 { return c.refPoint }, goalCoverage))})
-			pn := intervalPanel{title: dr.Driver + " " + job, container: c.refEst, bind: c.aaEst, ref: math.NaN()}
-			if re, ok := referenceOf(dr, "container", job); ok {
+			pn := intervalPanel{title: dr.Driver + " " + workload, container: c.refEst, bind: c.aaEst, ref: math.NaN()}
+			if re, ok := referenceOf(dr, "container", workload); ok {
 				pn.ref, pn.refLow, pn.refHigh = re.Ratio, re.Low, re.High
 			}
 			panels = append(panels, pn)
 		}
 	}
 	rows = append(rows, []string{"all", "all", aa.String(), ref.String(), p.joint.String(), fmt.Sprintf("%.2f / %.2f", aaW, refW)})
-	w.table([]string{"driver", "job", "A/A: bind covers 0", "reference: container covers its estimate",
+	w.table([]string{"driver", "workload", "A/A: bind covers 0", "reference: container covers its estimate",
 		"container and reference agree within both errors", "widening (A/A / reference)"}, rows)
 	w.p("%d runs in all.", runs)
 	writeSpread(w, r)
-	if err := saveIntervalsPlot(s.plotDir(), panels, len(jobs)); err != nil {
+	if err := saveIntervalsPlot(s.plotDir(), panels, len(workloads)); err != nil {
 		w.p("(plot failed: %v)", err)
 	} else {
 		w.p("![Every default run's intervals against the reference](bench/%s)", plotIntervals)
 	}
 }
 
-// writeSpread compares, for every target and job, how far the default
+// writeSpread compares, for every target and workload, how far the default
 // runs' estimates spread between runs with how far their intervals promise
 // (half-width / 1.96 is the σ a 95% interval implies). It needs no
 // reference: a ratio well above 1 is an error fixed within a run that its
@@ -472,12 +472,12 @@ func writeSpread(w *mdWriter, r *results) {
 	var rows [][]string
 	for _, dr := range r.Drivers {
 		for _, target := range []string{"container", "bind", "volume"} {
-			for _, job := range jobs {
-				sp := runSpreadOf(estimates(dr.Defaults, target, job))
+			for _, workload := range workloads {
+				sp := runSpreadOf(estimates(dr.Defaults, target, workload))
 				if sp.runs < 2 {
 					continue
 				}
-				rows = append(rows, []string{dr.Driver, target, job, fmt.Sprint(sp.runs), pct(sp.median), fmt.Sprintf("%.1f pp", sp.sd),
+				rows = append(rows, []string{dr.Driver, target, workload, fmt.Sprint(sp.runs), pct(sp.median), fmt.Sprintf("%.1f pp", sp.sd),
 					pp(sp.medianHalfWidth), fmt.Sprintf("%.2f", sp.ratio()), shareOf(sp.covering, sp.runs).String()})
 			}
 		}
@@ -489,11 +489,11 @@ func writeSpread(w *mdWriter, r *results) {
 		"promise (median half-width / 1.96). Honest intervals give a ratio near 1 and hold the runs' own median about " +
 		"95%% of the time; this check needs no reference, whose own error it avoids. A ratio well above 1 is an error " +
 		"that is fixed within a run and varies between runs (docs/methodology.md, Placement).")
-	w.table([]string{"driver", "target", "job", "runs", "median estimate", "σ between runs", "median half-width",
+	w.table([]string{"driver", "target", "workload", "runs", "median estimate", "σ between runs", "median half-width",
 		"σ / promised σ", "intervals holding the median"}, rows)
 }
 
-// runSpread is the default runs' spread of one target and job.
+// runSpread is the default runs' spread of one target and workload.
 type runSpread struct {
 	runs, covering              int
 	median, sd, medianHalfWidth float64 // sd and half-width in pp

@@ -108,10 +108,10 @@ type driverResult struct {
 	OldDefaults []runDoc `json:"old_defaults,omitempty"`
 	// Unbounded is the adaptive method with a precision it cannot reach
 	// and a large budget (targets container and bind): its first k rounds
-	// of a job are what a run stopped there gives.
+	// of a workload are what a run stopped there gives.
 	Unbounded *runDoc `json:"unbounded,omitempty"`
-	// References are runs of the long profile: the default's jobs with
-	// 5 s executions (seqwrite: a 256 MiB file written once), every job
+	// References are runs of the long profile: the default's workloads with
+	// 5 s executions (seqwrite: a 256 MiB file written once), every workload
 	// on files of its own per round, the independent reference. Several
 	// runs, so that what stays fixed within one run (its files' places,
 	// the disk's state in its minutes) shows as spread between them
@@ -232,22 +232,22 @@ type cycleObs struct {
 	// Regression is layerprobe_fsync_regression per target after the
 	// measurement cycle and its confirmation (on measurement cycles only).
 	Regression map[string]float64 `json:"regression,omitempty"`
-	// Published is the headline overhead per "target/job" the agent
+	// Published is the headline overhead per "target/workload" the agent
 	// published after the cycle, over its window of recent rounds, with
 	// its interval.
 	Published map[string]measure.Overhead `json:"published,omitempty"`
 }
 
-// roundObs is one round of one target and job: the headline figure of the
+// roundObs is one round of one target and workload: the headline figure of the
 // target and of the host in the same round.
 type roundObs struct {
-	CycleID int64   `json:"cycle_id"`
-	Round   int     `json:"round"`
-	Target  string  `json:"target"`
-	Job     string  `json:"job"`
-	Metric  string  `json:"metric"`
-	Host    float64 `json:"host"`
-	Value   float64 `json:"value"`
+	CycleID  int64   `json:"cycle_id"`
+	Round    int     `json:"round"`
+	Target   string  `json:"target"`
+	Workload string  `json:"workload"`
+	Metric   string  `json:"metric"`
+	Host     float64 `json:"host"`
+	Value    float64 `json:"value"`
 }
 
 // eventObs is one detector event the agent logged.

@@ -34,13 +34,13 @@ type runDoc struct {
 	Seconds       float64   `json:"duration_seconds"`
 	BytesWritten  int64     `json:"bytes_written"`
 	LayoutBytes   int64     `json:"layout_bytes"`
-	// Rounds is the number of rounds run: of all jobs together for the
-	// adaptive method (a round runs one job), of each job for the earlier
-	// one (a round ran every job).
+	// Rounds is the number of rounds run: of all workloads together for the
+	// adaptive method (a round runs one workload), of each workload for the earlier
+	// one (a round ran every workload).
 	Rounds     int    `json:"rounds"`
 	StopReason string `json:"stop_reason,omitempty"`
 	// Reported is the headline overhead the run reported, per
-	// "target/job".
+	// "target/workload".
 	Reported   map[string]measure.Overhead `json:"reported"`
 	Executions []execution                 `json:"executions"`
 	// BindOwnFiles says bind measured files of its own. Runs recorded
@@ -52,13 +52,13 @@ type runDoc struct {
 
 // execution is one fio execution of a run, its figures in base units.
 type execution struct {
-	Round  int    `json:"r"`
-	Order  int    `json:"o"`
-	Target string `json:"t"`
-	Job    string `json:"j"`
-	At     fnum   `json:"at"` // seconds from the run's start to the execution's
-	Secs   fnum   `json:"s"`
-	Bytes  int64  `json:"b"`
+	Round    int    `json:"r"`
+	Order    int    `json:"o"`
+	Target   string `json:"t"`
+	Workload string `json:"j"`
+	At       fnum   `json:"at"` // seconds from the run's start to the execution's
+	Secs     fnum   `json:"s"`
+	Bytes    int64  `json:"b"`
 	// V holds the figures of measure.Metrics, in that order: IOPS,
 	// bandwidth, write latency p50 and p99, fsync p99.
 	V   []fnum `json:"v,omitempty"`
@@ -113,7 +113,7 @@ func docOf(binary string, args []string, config string, env []string, run *repor
 		}
 	}
 	for _, s := range e.Samples {
-		x := execution{Round: s.Round, Order: s.Order, Target: string(s.Target), Job: string(s.Workload),
+		x := execution{Round: s.Round, Order: s.Order, Target: string(s.Target), Workload: string(s.Workload),
 			At: fnum(s.StartedAt.Sub(run.StartedAt).Seconds()), Secs: fnum(s.DurationSeconds), Bytes: s.BytesWritten}
 		if s.OK() {
 			for _, m := range measure.Metrics {
@@ -142,7 +142,7 @@ func (d *runDoc) samples(maxRound int) []measure.Sample {
 		s := measure.Sample{Round: x.Round, Order: x.Order, Target: measure.Target(x.Target),
 			StartedAt:       d.StartedAt.Add(time.Duration(float64(x.At) * float64(time.Second))),
 			DurationSeconds: float64(x.Secs)}
-		s.Workload, s.BytesWritten = measure.Workload(x.Job), x.Bytes
+		s.Workload, s.BytesWritten = measure.Workload(x.Workload), x.Bytes
 		if x.Err != "" || len(x.V) != len(measure.Metrics) {
 			s.Failure = &measure.Failure{Reason: measure.Reason(x.Err), Message: "as recorded"}
 		} else {
@@ -165,24 +165,24 @@ func (d *runDoc) pairs() []roundObs {
 	return rs
 }
 
-// logRatios returns ln(target/host) of a job's headline metric, round by
+// logRatios returns ln(target/host) of a workload's headline metric, round by
 // round.
-func (d *runDoc) logRatios(target, job string) []float64 {
+func (d *runDoc) logRatios(target, workload string) []float64 {
 	var out []float64
 	for _, o := range d.pairs() {
-		if o.Target == target && o.Job == job {
+		if o.Target == target && o.Workload == workload {
 			out = append(out, math.Log(o.Value/o.Host))
 		}
 	}
 	return out
 }
 
-// reported returns the run's headline overhead of a target and job, and
+// reported returns the run's headline overhead of a target and workload, and
 // whether it has one with an estimate.
-func (d *runDoc) reported(target, job string) (measure.Overhead, bool) {
+func (d *runDoc) reported(target, workload string) (measure.Overhead, bool) {
 	if d == nil {
 		return measure.Overhead{}, false
 	}
-	o, ok := d.Reported[target+"/"+job]
+	o, ok := d.Reported[target+"/"+workload]
 	return o, ok && !math.IsNaN(o.Ratio)
 }

@@ -88,9 +88,9 @@ func (r runner) one(ctx context.Context, what string, l lpRun) (*runDoc, error) 
 // describeRun is a progress line's summary of a run.
 func describeRun(d *runDoc) string {
 	var hw []string
-	for _, job := range jobs {
-		if o, ok := estimateOf(d, "container", job); ok {
-			hw = append(hw, fmt.Sprintf("%s %s ±%.1f pp", job, pct(o.Ratio), o.halfWidthPP()))
+	for _, workload := range workloads {
+		if o, ok := estimateOf(d, "container", workload); ok {
+			hw = append(hw, fmt.Sprintf("%s %s ±%.1f pp", workload, pct(o.Ratio), o.halfWidthPP()))
 		}
 	}
 	return fmt.Sprintf("%s in %s, %d rounds, stop %s; container %s", gib(d.BytesWritten), dur(d.Seconds), d.Rounds,
@@ -218,18 +218,18 @@ func (r runner) measureDefaults(ctx context.Context, dr *driverResult, n, refs i
 }
 
 // medianHalfWidths is a progress line's median container half-width per
-// job over runs.
+// workload over runs.
 func medianHalfWidths(runs []runDoc) string {
 	var parts []string
-	for _, job := range jobs {
+	for _, workload := range workloads {
 		var hw []float64
 		for i := range runs {
-			if o, ok := estimateOf(&runs[i], "container", job); ok {
+			if o, ok := estimateOf(&runs[i], "container", workload); ok {
 				hw = append(hw, o.halfWidthPP())
 			}
 		}
 		if len(hw) > 0 {
-			parts = append(parts, fmt.Sprintf("%s ±%.1f pp", job, quantile(hw, 0.5)))
+			parts = append(parts, fmt.Sprintf("%s ±%.1f pp", workload, quantile(hw, 0.5)))
 		}
 	}
 	if len(parts) == 0 {

@@ -35,7 +35,7 @@ var sweepVariants = []struct {
 // false confirmations per 1000 cycles per driver, and on overlay2 the share
 // of injected shifts confirmed within 1 and 3 cycles. It measures nothing.
 //
-//	go test -tags bench -run TestDetectorSweep -v ./bench
+//	go test -tags bench -run TestDetectorSweep -v .
 func TestDetectorSweep(t *testing.T) {
 	path := os.Getenv("BENCH_RESULTS")
 	if path == "" {

@@ -15,7 +15,7 @@ import (
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/advisor"
 	"github.com/layerprobe/layerprobe/internal/config"
-	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/store"
@@ -66,7 +66,7 @@ pauses or changes a container, and writes nothing. It needs to read the engine's
 	return cmd
 }
 
-func runAdvise(ctx context.Context, cfg *config.Config, engines []config.Engine, output string, logger *slog.Logger, out io.Writer) error {
+func runAdvise(ctx context.Context, cfg *config.Config, ecs []config.Engine, output string, logger *slog.Logger, out io.Writer) error {
 	samples := func(string) []measure.Sample { return nil }
 	st, err := store.OpenReader(cfg.Agent.StateDir, logger)
 	switch {
@@ -85,9 +85,9 @@ func runAdvise(ctx context.Context, cfg *config.Config, engines []config.Engine,
 		logger.Warn("cannot read the agent's store; the layer's cost is left out", "err", err)
 	}
 
-	resp := api.ContainersResponse{GeneratedAt: time.Now().UTC(), Confidence: confidence, Engines: []api.EngineContainers{}}
+	resp := api.ContainersResponse{GeneratedAt: time.Now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineContainers{}}
 	var failed []string
-	for _, ec := range engines {
+	for _, ec := range ecs {
 		e := adviseEngine(ctx, cfg, ec, samples, logger)
 		if e.Error != "" {
 			failed = append(failed, fmt.Sprintf("engine %s: %s", ec.Name, e.Error))
@@ -115,7 +115,9 @@ func adviseEngine(ctx context.Context, cfg *config.Config, ec config.Engine, sam
 	fail := func(err error) api.EngineContainers {
 		return api.EngineContainers{Engine: ec.Name, Error: err.Error(), LayerVsVolume: []api.LayerOverhead{}, Containers: []api.Container{}}
 	}
-	cli, err := engine.New(ec.Name, ec.Host, logger)
+	// Through the one place that connects an engine by its type: a
+	// containerd engine is asked with containerd's API, never Docker's.
+	cli, err := connect.Engine(ec, logger)
 	if err != nil {
 		return fail(err)
 	}
@@ -127,5 +129,5 @@ func adviseEngine(ctx context.Context, cfg *config.Config, ec config.Engine, sam
 		return fail(err)
 	}
 	adv := advisor.New(advisor.FromConfig(cfg.Advisor), logger.With("engine", ec.Name))
-	return adv.Pass(ctx, cli, advisor.Input{Engine: ec.Name, Info: info, Samples: samples(ec.Name), Confidence: confidence})
+	return adv.Pass(ctx, cli, advisor.Input{Engine: ec.Name, Info: info, Samples: samples(ec.Name), Confidence: measure.DefaultConfidence})
 }

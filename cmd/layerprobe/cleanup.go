@@ -13,7 +13,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
-	"github.com/layerprobe/layerprobe/internal/engines"
+	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
 
@@ -48,7 +48,7 @@ func runCleanup(ctx context.Context, cfg *config.Config, force, images bool, log
 	}
 	var errs []error
 	for _, ec := range cfg.EffectiveEngines() {
-		cli, err := engines.Connect(ec, logger)
+		cli, err := connect.Engine(ec, logger)
 		if err != nil {
 			errs = append(errs, err)
 			continue

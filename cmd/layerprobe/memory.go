@@ -25,8 +25,9 @@ type memoryTuning struct {
 // agentMemoryTuning decides the agent's memory tuning from its environment:
 // an operator's GOGC is kept as the Go runtime already applied it (as is
 // GOMEMLIMIT, which the agent never sets), and
-// LAYERPROBE_TEST_MEMORY_TUNING=off turns all of it off, so the footprint
-// benchmark can measure the agent without it.
+// LAYERPROBE_TEST_MEMORY_TUNING=off turns all of it off in a binary built
+// with the test hooks (testhooks.go), so the footprint benchmark can
+// measure the agent without it.
 func agentMemoryTuning(getenv func(string) string) memoryTuning {
 	if !testMemoryTuning(getenv) {
 		return memoryTuning{}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/layerprobe/layerprobe/internal/config"
-	"github.com/layerprobe/layerprobe/internal/engines"
+	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -22,9 +22,6 @@ import (
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/version"
 )
-
-// confidence of every reported interval.
-const confidence = measure.DefaultConfidence
 
 type runOptions struct {
 	Profile   string
@@ -117,7 +114,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 		return usageError{err}
 	}
 	plan := probe.Plan{Rounds: cfg.Rounds, MinRounds: prof.MinRounds, Precision: cfg.Precision,
-		MaxBytes: int64(cfg.MaxBytes), MaxDuration: cfg.MaxDuration, Confidence: confidence}
+		MaxBytes: int64(cfg.MaxBytes), MaxDuration: cfg.MaxDuration, Confidence: measure.DefaultConfidence}
 	if plan.Rounds == 0 {
 		plan.Rounds = prof.DefaultRounds
 	}
@@ -136,7 +133,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 
 	v, _, _ := version.Info()
 	run := report.Run{SchemaVersion: report.SchemaVersion, LayerprobeVersion: v, Profile: prof.Name,
-		Mode: measure.Mode(o.Mode), Rounds: plan.Rounds, Confidence: confidence, StartedAt: time.Now().UTC()}
+		Mode: measure.Mode(o.Mode), Rounds: plan.Rounds, Confidence: measure.DefaultConfidence, StartedAt: time.Now().UTC()}
 	if plan.Rounds == 0 {
 		run.Precision, run.MaxBytes = plan.Precision, plan.MaxBytes
 	}
@@ -185,7 +182,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
 	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
 
-	cli, err := engines.Connect(ec, logger)
+	cli, err := connect.Engine(ec, logger)
 	if err != nil {
 		er.Error = &report.Error{Code: "client", Message: err.Error()}
 		return er
@@ -223,7 +220,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 		for _, n := range out.LayoutBytes {
 			er.LayoutBytes += n
 		}
-		er.Results = measure.Summarize(er.Samples, confidence)
+		er.Results = measure.Summarize(er.Samples, measure.DefaultConfidence)
 	}
 	if mode != measure.ModeSteady && ctx.Err() == nil {
 		// Cold rounds are a fixed number: each one starts a container.
@@ -240,7 +237,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 				er.Error = &report.Error{Code: "cold", Message: err.Error()}
 			}
 		}
-		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, confidence)
+		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, measure.DefaultConfidence)
 		er.BytesWritten += cr.CopyUpBytes
 		for _, s := range cr.Samples {
 			er.BytesWritten += s.BytesWritten

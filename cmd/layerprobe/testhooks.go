@@ -1,3 +1,11 @@
+//go:build testhooks
+
+// The test hooks: settings the end-to-end tests and the benchmark use to
+// inject faults and shorten waits, read from LAYERPROBE_TEST_* environment
+// variables. They are built only with the build tag testhooks (the tests'
+// binary, testharness.HookTags); the binary `make build` builds has
+// testhooks_off.go instead, and no such variable reaches it.
+
 package main
 
 import (

@@ -29,8 +29,8 @@ import (
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
-// Engine is what the advisor asks of a container engine. *engine.Client and
-// *containerd.Client are.
+// Engine is what the advisor asks of a container engine. engine.Client
+// has it: *docker.Client and *containerd.Client are.
 type Engine interface {
 	Containers(ctx context.Context, env []string) ([]engine.Container, error)
 	ContainerLayerSize(ctx context.Context, id string) (int64, error)

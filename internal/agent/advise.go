@@ -24,7 +24,7 @@ func (a *Agent) advise(ctx context.Context, e *engineState) {
 		if err != nil {
 			a.logger.Warn("read recent rounds for the advisor", "engine", e.cfg.Name, "err", err)
 		}
-		out = e.adv.Pass(ctx, e.cli, advisor.Input{Engine: e.cfg.Name, Info: info, Samples: samples, Confidence: Confidence})
+		out = e.adv.Pass(ctx, e.cli, advisor.Input{Engine: e.cfg.Name, Info: info, Samples: samples, Confidence: measure.DefaultConfidence})
 	}
 	a.mu.Lock()
 	// A failed pass replaces the last one: its figures are no longer
@@ -38,7 +38,7 @@ func (a *Agent) advise(ctx context.Context, e *engineState) {
 func (a *Agent) Containers(context.Context) (api.ContainersResponse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	resp := api.ContainersResponse{GeneratedAt: a.now().UTC(), Confidence: Confidence, Engines: []api.EngineContainers{}}
+	resp := api.ContainersResponse{GeneratedAt: a.now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineContainers{}}
 	for _, e := range a.engines {
 		ec := api.EngineContainers{Engine: e.cfg.Name, Driver: e.info.Driver, LayerVsVolume: []api.LayerOverhead{},
 			Containers: []api.Container{}}

@@ -24,7 +24,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/engine"
-	"github.com/layerprobe/layerprobe/internal/engines"
+	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -54,17 +54,6 @@ type Options struct {
 	KeepFreedMemory bool
 }
 
-// Engine is what the agent needs of a container engine: what a probe
-// session needs, what the layer-write advisor asks, the container churn the
-// busy-host guard looks at, and Close. *engine.Client and *containerd.Client
-// are.
-type Engine interface {
-	probe.Engine
-	advisor.Engine
-	ContainerChurn(ctx context.Context, since time.Time) (int, error)
-	Close() error
-}
-
 // Agent is a running layerprobe agent.
 type Agent struct {
 	cfg      *config.Config
@@ -78,9 +67,9 @@ type Agent struct {
 	now      func() time.Time
 	procRoot string
 	sysRoot  string
-	// newEngine connects to a configured engine (engines.Connect; tests use
+	// newEngine connects to a configured engine (connect.Engine; tests use
 	// fakes).
-	newEngine func(config.Engine, *slog.Logger) (Engine, error)
+	newEngine func(config.Engine, *slog.Logger) (engine.Client, error)
 
 	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
 	triggerCh chan measure.Mode // API triggers, buffered 1
@@ -119,7 +108,7 @@ func New(o Options) (*Agent, error) {
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
 		triggerCh: make(chan measure.Mode, 1),
-		newEngine: func(ec config.Engine, l *slog.Logger) (Engine, error) { return engines.Connect(ec, l) },
+		newEngine: connect.Engine,
 	}
 	a.snap.Store(&metrics.Snapshot{})
 	return a, nil
@@ -419,6 +408,3 @@ func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true,
 	}
 }
-
-// Confidence of every interval the agent publishes.
-const Confidence = measure.DefaultConfidence

@@ -59,7 +59,7 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 		t.Fatal(err)
 	}
 	a.procRoot, a.sysRoot = t.TempDir(), t.TempDir()
-	a.newEngine = func(config.Engine, *slog.Logger) (Engine, error) { return eng, nil }
+	a.newEngine = func(config.Engine, *slog.Logger) (engine.Client, error) { return eng, nil }
 	ctx := context.Background()
 	if err := a.open(ctx); err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func TestGuardsSkip(t *testing.T) {
 // io_ticks grow by the elapsed time.
 func busyDisk(t *testing.T, a *testAgent) {
 	info, _ := a.eng.Info(context.Background())
-	dev, err := engine.DeviceOf(info.DataRoot)
+	dev, err := hostfs.DeviceOf(info.DataRoot)
 	if err != nil {
 		t.Skipf("the test directory's block device: %v", err)
 	}

@@ -222,7 +222,7 @@ func (a *Agent) refreshCopyUp(ctx context.Context, e *engineState) ([]measure.Co
 		a.logger.Warn("read recent copy-up rounds", "engine", e.cfg.Name, "err", err)
 		return nil, nil
 	}
-	return measure.SummarizeCopyUp(us, Confidence)
+	return measure.SummarizeCopyUp(us, measure.DefaultConfidence)
 }
 
 // accountCold updates the published cold state after a cold cycle; the

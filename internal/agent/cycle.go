@@ -40,7 +40,7 @@ var Results = []string{ResultOK, ResultFailed, ResultSkipped, ResultInterrupted}
 // goroutine.
 type engineState struct {
 	cfg  config.Engine
-	cli  Engine
+	cli  engine.Client
 	sess *probe.Session
 	adv  *advisor.Advisor
 	det  map[measure.Target]detector.State
@@ -77,7 +77,7 @@ type engineState struct {
 	containers   *api.EngineContainers // the last advisor pass; nil before one
 }
 
-func newEngineState(ec config.Engine, cli Engine) *engineState {
+func newEngineState(ec config.Engine, cli engine.Client) *engineState {
 	e := &engineState{cfg: ec, cli: cli, det: map[measure.Target]detector.State{},
 		cycles: map[string]float64{}, skips: map[string]float64{}, written: map[measure.Target]float64{},
 		lastDuration: math.NaN(), cold: newColdState()}
@@ -460,7 +460,7 @@ func windowResults(prior, current []measure.Sample, window int) []measure.Result
 		}
 	}
 	all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut[s.Workload] })
-	return measure.Summarize(all, Confidence)
+	return measure.Summarize(all, measure.DefaultConfidence)
 }
 
 // observe feeds this cycle's fsync rounds to the detector of every non-host

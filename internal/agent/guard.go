@@ -74,7 +74,7 @@ func (a *Agent) guard(ctx context.Context, e *engineState, info engine.Info, pro
 		}
 	}
 	if cfg.MaxDiskUtil < 1 {
-		if dev, err := engine.DeviceOf(info.DataRoot); err == nil {
+		if dev, err := hostfs.DeviceOf(info.DataRoot); err == nil {
 			if u, ok := diskUtil(ctx, a.sysRoot, filepath.Base(dev), time.Second); ok && u > cfg.MaxDiskUtil {
 				return &skip{SkipBusyDisk, fmt.Sprintf("%s busy %.0f%% of the time > %.0f%%", dev, u*100, cfg.MaxDiskUtil*100)}
 			}

@@ -27,8 +27,11 @@ var (
 // never touch the store or fio.
 func (a *Agent) Snapshot() *metrics.Snapshot { return a.snap.Load() }
 
-// publish rebuilds the metrics snapshot from the engines' state.
+// publish rebuilds the metrics snapshot from the engines' state. The
+// store is asked first, without a.mu: the REST handlers take that lock, and
+// must not wait for SQLite.
 func (a *Agent) publish() {
+	used := a.budgetUsed()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	snap := &metrics.Snapshot{}
@@ -51,13 +54,7 @@ func (a *Agent) publish() {
 				me.WrittenBytesTotal[t] = 0
 			}
 		}
-		if a.store != nil && a.cfg.Agent.DailyByteBudget > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour)); err == nil {
-				me.BudgetUsedBytes = float64(used)
-			}
-			cancel()
-		}
+		me.BudgetUsedBytes = used[e.cfg.Name]
 		for _, r := range e.results {
 			for m, o := range r.Overhead {
 				me.Overheads = append(me.Overheads, metrics.Overhead{Target: r.Target, Workload: r.Workload, Metric: m,
@@ -159,11 +156,29 @@ func rawFigures(samples []measure.Sample, mode measure.Mode) []metrics.Raw {
 	return out
 }
 
+// budgetUsed is the bytes each engine wrote in the last 24 hours, from the
+// store; an engine the store cannot answer for in 5 s is left out (0). The
+// engines are fixed once the agent runs, so no lock is needed to list them.
+func (a *Agent) budgetUsed() map[string]float64 {
+	out := map[string]float64{}
+	if a.store == nil || a.cfg.Agent.DailyByteBudget <= 0 {
+		return out
+	}
+	for _, e := range a.engines {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour)); err == nil {
+			out[e.cfg.Name] = float64(used)
+		}
+		cancel()
+	}
+	return out
+}
+
 // Overhead implements httpapi.Source.
 func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: Confidence, Engines: []api.EngineOverhead{}}
+	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineOverhead{}}
 	for _, e := range a.engines {
 		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 			Mode: measure.ModeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
@@ -253,7 +268,7 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 		cu := measure.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
 		// The cycle's own copy-up figures, not the window's: the detail is
 		// the raw record of this cycle.
-		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, Confidence)
+		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, measure.DefaultConfidence)
 		if cu.Sizes == nil {
 			cu.Sizes = []measure.CopyUpSize{}
 		}

@@ -12,7 +12,11 @@ import (
 func BenchmarkObserve(b *testing.B) {
 	p := ParamsFrom(config.Default().Detector)
 	rng := rand.New(rand.NewPCG(1, 2))
-	st := p.warm(rng, 0.05)
+	w := make([]float64, p.WindowCap())
+	for i := range w {
+		w[i] = 0.05 * rng.NormFloat64()
+	}
+	st := p.Settled(w)
 	xs := make([]float64, 1024)
 	for i := range xs {
 		xs[i] = 0.05 * rng.NormFloat64()

@@ -266,7 +266,7 @@ func (p Params) watch(st State, o Observation) (State, Event) {
 	} else {
 		st.S = 0
 	}
-	st.Window = appendCapped(st.Window, p.windowCap(), o.X)
+	st.Window = appendCapped(st.Window, p.WindowCap(), o.X)
 	st.Baseline = p.baseline(st.Window)
 
 	if st.S > p.H {
@@ -353,9 +353,17 @@ func (p Params) windowPhase(w []float64) Phase {
 // minBaseline is MinBaselineRounds, at least 1.
 func (p Params) minBaseline() int { return max(p.MinBaselineRounds, 1) }
 
-// windowCap is BaselineRounds, but never below MinBaselineRounds: with a
+// WindowCap is BaselineRounds, but never below MinBaselineRounds: with a
 // smaller cap the window could never fill enough to leave learning.
-func (p Params) windowCap() int { return max(p.BaselineRounds, p.minBaseline()) }
+func (p Params) WindowCap() int { return max(p.BaselineRounds, p.minBaseline()) }
+
+// Settled returns the state of a series whose baseline window holds w (its
+// last WindowCap values), with S = 0 and no round after it: the start of a
+// simulated series without BaselineRounds calls of Observe.
+func (p Params) Settled(w []float64) State {
+	w = appendCapped(nil, p.WindowCap(), w...)
+	return State{Phase: p.windowPhase(w), Window: w, Baseline: p.baseline(w), Rounds: len(w), LastRound: len(w)}
+}
 
 // sigma is the σ₀ to score with: the baseline's, floored again in case the
 // state was written with a smaller SigmaFloor.

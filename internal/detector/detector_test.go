@@ -649,3 +649,23 @@ func TestObservePanicsOnInvalidParams(t *testing.T) {
 	}()
 	Params{}.Observe(State{}, Observation{Round: 1, X: 0})
 }
+
+// Settled starts a series as BaselineRounds calls of Observe would leave
+// it, with S = 0: watching, its window the last WindowCap values.
+func TestSettled(t *testing.T) {
+	p := defaults()
+	w := make([]float64, p.WindowCap()+5)
+	for i := range w {
+		w[i] = 0.01 * float64(i%7)
+	}
+	st := p.Settled(w)
+	if st.Phase != PhaseWatching || len(st.Window) != p.WindowCap() || st.Window[0] != w[5] || st.S != 0 {
+		t.Fatalf("Settled: phase %q, window %d from %v, S %v", st.Phase, len(st.Window), st.Window[0], st.S)
+	}
+	if st.Baseline != p.baseline(st.Window) || st.LastRound != p.WindowCap() {
+		t.Errorf("Settled: baseline %+v, last round %d", st.Baseline, st.LastRound)
+	}
+	if short := p.Settled(w[:1]); short.Phase != PhaseLearning {
+		t.Errorf("one value: phase %q, want learning", short.Phase)
+	}
+}

@@ -1,14 +1,12 @@
-// Package engine is layerprobe's only user of the Docker Engine API
-// (github.com/moby/moby/client). It reports what an engine is (version,
-// storage driver, backing file system, data root), imports the locally built
-// probe image, runs the long-lived probe container and executes fio in it,
-// and sweeps everything layerprobe created, found by label.
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
@@ -143,4 +141,47 @@ type SweepReport struct {
 	Images     []string `json:"images"`
 	Snapshots  []string `json:"snapshots,omitempty"`
 	Leases     []string `json:"leases,omitempty"`
+}
+
+// ClassifyDriver says how layerprobe treats a storage driver of an engine
+// of the given runtime, with a note for the operator when it is not a
+// supported one. The same name can mean different drivers: Podman's
+// (containers/storage) "overlay" is its current overlayfs driver, Docker's
+// "overlay" the legacy one that overlay2 replaced.
+func ClassifyDriver(runtime, driver string) (DriverClass, string) {
+	switch driver {
+	case "overlay2", "overlayfs", "btrfs", "zfs", "vfs", "native", "fuse-overlayfs":
+		return DriverSupported, ""
+	case "overlay":
+		if runtime == RuntimePodman {
+			return DriverSupported, ""
+		}
+		return DriverDeprecated, "the legacy overlay driver is deprecated (removed in Docker Engine 24); results are measured but not comparable with overlay2; migrate to overlay2"
+	case "devicemapper":
+		return DriverDeprecated, "devicemapper is deprecated (removed in Docker Engine 25); results are measured but not comparable with overlay2; migrate to overlay2"
+	case "aufs":
+		return DriverDeprecated, "aufs is deprecated (removed in Docker Engine 24); results are measured but not comparable with overlay2; migrate to overlay2"
+	case "":
+		return DriverUnknown, "the engine reported no storage driver; results are measured but cannot be attributed to a driver"
+	}
+	return DriverUnknown, fmt.Sprintf("storage driver %q is not one layerprobe knows; results are measured but not known to be comparable with overlay2", driver)
+}
+
+// ImageRepository is the repository of the images EnsureImage imports; the
+// tag is the first 12 hex digits of the root file system's digest.
+const ImageRepository = "layerprobe-probe"
+
+// halfStartedTimeout bounds RemoveHalfStarted.
+const halfStartedTimeout = 10 * time.Second
+
+// RemoveHalfStarted removes what a failed probe start created, through
+// remove, and logs what it could not remove: the caller returns the start's
+// own error. It uses a fresh context bounded by the kill timeout, because
+// ctx may be what failed.
+func RemoveHalfStarted(ctx context.Context, logger *slog.Logger, name string, remove func(context.Context) error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), halfStartedTimeout)
+	defer cancel()
+	if err := remove(cctx); err != nil {
+		logger.Warn("could not remove a half-started probe", "container", name, "err", err)
+	}
 }

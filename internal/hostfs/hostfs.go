@@ -1,6 +1,7 @@
 // Package hostfs holds the host-side file system facts layerprobe relies on:
-// whether two paths live on the same file system, how much space is free,
-// who owns a leftover (owner tokens) and the host-wide cycle lock.
+// whether two paths live on the same file system, its name and block device,
+// how much space is free, who owns a leftover (owner tokens) and the
+// host-wide cycle lock.
 package hostfs
 
 import (

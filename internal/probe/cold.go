@@ -180,7 +180,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 	spec := engine.ProbeSpec{Engine: s.opts.EngineName, Image: s.coldRef, Owner: s.owner,
 		Mode: measure.ModeCold, WritableLayerOnly: true, Rootless: s.Info.Rootless}
 	if s.opts.DeviceWriteIOPS > 0 {
-		if dev, err := engine.DeviceOf(s.Info.DataRoot); err == nil {
+		if dev, err := hostfs.DeviceOf(s.Info.DataRoot); err == nil {
 			spec.DeviceWriteIOPS, spec.DevicePath = s.opts.DeviceWriteIOPS, dev
 		}
 	}

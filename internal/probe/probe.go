@@ -23,9 +23,9 @@ import (
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 )
 
-// Engine is what a session needs from a container engine: a Docker engine
-// (*engine.Client) or containerd (*containerd.Client). Both speak package
-// engine's types; a probe without a named volume (containerd has none)
+// Engine is what a session needs from a container engine (engine.Client
+// has it): a Docker engine (*docker.Client) or containerd
+// (*containerd.Client). Both speak package engine's types; a probe without a named volume (containerd has none)
 // leaves the volume target out.
 type Engine interface {
 	Endpoint() string
@@ -186,7 +186,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		Owner: s.owner, Mode: opts.Mode, Rootless: info.Rootless,
 	}
 	if opts.DeviceWriteIOPS > 0 {
-		dev, err := engine.DeviceOf(info.DataRoot)
+		dev, err := hostfs.DeviceOf(info.DataRoot)
 		if err != nil {
 			return nil, fail("probe", err, "find the data root's device for throttling: %v", err)
 		}

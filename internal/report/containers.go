@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
@@ -20,7 +21,7 @@ func WriteContainers(w io.Writer, r api.ContainersResponse) error {
 	ew := &errWriter{w: w}
 	conf := r.Confidence
 	if !(conf > 0 && conf < 1) {
-		conf = DefaultConfidence
+		conf = measure.DefaultConfidence
 	}
 	for i, e := range r.Engines {
 		if i > 0 {

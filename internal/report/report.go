@@ -20,10 +20,6 @@ import (
 // pooled over the rounds, and samples carry latency histograms.
 const SchemaVersion = 2
 
-// DefaultConfidence is the confidence of the intervals `layerprobe run`
-// reports, and what WriteTable assumes when Run.Confidence is unset.
-const DefaultConfidence = measure.DefaultConfidence
-
 // Run is one `layerprobe run`: every engine measured, with summaries and the
 // raw samples they were computed from.
 type Run struct {

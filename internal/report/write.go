@@ -54,7 +54,7 @@ func WriteTable(w io.Writer, r Run) error {
 	ew := &errWriter{w: w}
 	conf := r.Confidence
 	if !(conf > 0 && conf < 1) {
-		conf = DefaultConfidence
+		conf = measure.DefaultConfidence
 	}
 	ew.printf("layerprobe %s: profile %s, %s, %s, %s, %s written\n",
 		orDash(r.LayerprobeVersion), orDash(r.Profile), roundsText(r.Rounds), modeText(r.Mode),

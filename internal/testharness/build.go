@@ -10,9 +10,13 @@ import (
 	"sync"
 )
 
-// ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS):
-// the tests run the binary that ships.
+// ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS).
 const ReleaseTags = "nomsgpack"
+
+// HookTags are ReleaseTags and testhooks: the binary that ships, with the
+// LAYERPROBE_TEST_* hooks of cmd/layerprobe/testhooks.go that the tests and
+// the benchmark use to inject faults and shorten waits.
+const HookTags = ReleaseTags + ",testhooks"
 
 // Build builds cmd/layerprobe into out the way `make build` does
 // (CGO_ENABLED=0, -trimpath) with the given build tags: ReleaseTags for
@@ -51,8 +55,12 @@ func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 	return nil
 }
 
+// productModule is the module path of the product, whose root holds
+// cmd/layerprobe.
+const productModule = "github.com/layerprobe/layerprobe"
+
 // moduleRoot is the directory of layerprobe's go.mod, wherever the test
-// runs from.
+// runs from: the product's module, or one nested in it (bench/).
 func moduleRoot(ctx context.Context) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -62,7 +70,24 @@ func moduleRoot(ctx context.Context) (string, error) {
 	if p == "" || p == os.DevNull {
 		return "", fmt.Errorf("locate the module: not inside it")
 	}
-	return filepath.Dir(p), nil
+	for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(b) == productModule {
+			return dir, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("locate the module: no go.mod of %s above %s", productModule, p)
+		}
+	}
+}
+
+// modulePath is the path on a go.mod's module line, unquoted, or "".
+func modulePath(gomod []byte) string {
+	for line := range strings.Lines(string(gomod)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 var built struct {
@@ -72,8 +97,8 @@ var built struct {
 	err  error
 }
 
-// Binary returns the release layerprobe binary, building it on the first
-// call of the test process; RemoveBinary deletes it when the tests are
+// Binary returns the release layerprobe binary with the test hooks
+// (HookTags), building it on the first call of the test process; RemoveBinary deletes it when the tests are
 // done (from TestMain, after m.Run).
 func Binary() (string, error) {
 	built.once.Do(func() {
@@ -86,7 +111,7 @@ func Binary() (string, error) {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "layerprobe")
-		built.err = Build(context.Background(), built.bin, ReleaseTags)
+		built.err = Build(context.Background(), built.bin, HookTags)
 	})
 	return built.bin, built.err
 }

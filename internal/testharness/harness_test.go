@@ -121,3 +121,16 @@ func TestTail(t *testing.T) {
 		t.Errorf("Tail = %q", got)
 	}
 }
+
+// Build finds the product's module from a module nested in it (bench/).
+func TestModulePath(t *testing.T) {
+	for in, want := range map[string]string{
+		"module github.com/layerprobe/layerprobe\n\ngo 1.26\n":                  productModule,
+		"// the benchmark\nmodule \"github.com/layerprobe/layerprobe/bench\"\n": productModule + "/bench",
+		"go 1.26\n": "",
+	} {
+		if got := modulePath([]byte(in)); got != want {
+			t.Errorf("modulePath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

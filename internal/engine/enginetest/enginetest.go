@@ -388,3 +388,6 @@ exec cat "$dir/$name.json"
 	}
 	return bin
 }
+
+// The fake answers everything a real engine client does.
+var _ engine.Client = (*Engine)(nil)

@@ -1,4 +1,9 @@
-package engine
+// Package docker is layerprobe's only user of the Docker Engine API
+// (github.com/moby/moby/client). It reports what an engine is (version,
+// storage driver, backing file system, data root), imports the locally built
+// probe image, runs the long-lived probe container and executes fio in it,
+// and sweeps everything layerprobe created, found by label.
+package docker
 
 import (
 	"context"
@@ -15,15 +20,10 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
-
-// ErrUnreachable is wrapped by every error that means the engine could not
-// be reached at all (no socket, connection refused, no answer in time).
-var ErrUnreachable = errors.New("docker engine unreachable")
-
-// ErrImageNotFound is wrapped when a user-named probe image is not present
-// on the engine (layerprobe never pulls).
-var ErrImageNotFound = errors.New("probe image not found")
 
 // Client talks to one Docker engine.
 type Client struct {
@@ -79,7 +79,7 @@ func New(name, host string, logger *slog.Logger) (*Client, error) {
 		endpoint: api.DaemonHost(),
 		api:      api,
 		logger:   logger.With("engine", name),
-		fsName:   FSName,
+		fsName:   hostfs.FSName,
 	}
 	return c, nil
 }
@@ -90,41 +90,23 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // Close releases the client's idle connections.
 func (c *Client) Close() error { return c.api.Close() }
 
-// UnreachableError is the one-line error for an engine that cannot be
-// reached; it is ErrUnreachable. The clients' own messages span several
-// lines of hints.
-type UnreachableError struct {
-	Runtime  string // "Docker engine", "containerd"
-	Endpoint string
-	Cause    string
-	Err      error
-}
-
-func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach %s at %s: %s", e.Runtime, e.Endpoint, e.Cause)
-}
-
-// Is makes errors.Is(err, ErrUnreachable) hold.
-func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
-func (e *UnreachableError) Unwrap() error        { return e.Err }
-
 // asUnreachable returns an unreachable error when err means the engine could
 // not be reached, else nil.
 func (c *Client) asUnreachable(err error) error {
 	if err == nil {
 		return nil
 	}
-	var u *UnreachableError
+	var u *engine.UnreachableError
 	if errors.As(err, &u) {
 		return u
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return &UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: "no answer before the deadline", Err: err}
+		return &engine.UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: "no answer before the deadline", Err: err}
 	case errors.Is(err, context.Canceled):
 		return nil
 	case client.IsErrConnectionFailed(err), isDialError(err):
-		return &UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: c.dialCause(err), Err: err}
+		return &engine.UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: c.dialCause(err), Err: err}
 	}
 	return nil
 }
@@ -192,3 +174,5 @@ func (c *Client) fail(op string, err error) error {
 
 // isNotFound reports a 404 from the engine (object already gone).
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+var _ engine.Client = (*Client)(nil)

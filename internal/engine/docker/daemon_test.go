@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 	"github.com/layerprobe/layerprobe/internal/testdaemon"
 	"github.com/layerprobe/layerprobe/internal/testharness"
@@ -42,7 +44,7 @@ func testCtx(t *testing.T) context.Context {
 func labelled(t *testing.T, c *Client) (ctrs, vols, imgs []string) {
 	t.Helper()
 	ctx := testCtx(t)
-	f := func() client.Filters { return make(client.Filters).Add("label", LabelManaged+"=true") }
+	f := func() client.Filters { return make(client.Filters).Add("label", engine.LabelManaged+"=true") }
 	cl, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f()})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +69,7 @@ func labelled(t *testing.T, c *Client) (ctrs, vols, imgs []string) {
 	return ctrs, vols, imgs
 }
 
-func startProbe(t *testing.T, c *Client, spec ProbeSpec) *Probe {
+func startProbe(t *testing.T, c *Client, spec engine.ProbeSpec) *engine.Probe {
 	t.Helper()
 	p, err := c.StartProbe(testCtx(t), spec)
 	if err != nil {
@@ -81,7 +83,7 @@ func startProbe(t *testing.T, c *Client, spec ProbeSpec) *Probe {
 	return p
 }
 
-func execOK(t *testing.T, c *Client, p *Probe, argv ...string) ExecResult {
+func execOK(t *testing.T, c *Client, p *engine.Probe, argv ...string) engine.ExecResult {
 	t.Helper()
 	res, err := c.Exec(testCtx(t), p, argv)
 	if err != nil {
@@ -95,11 +97,11 @@ func execOK(t *testing.T, c *Client, p *Probe, argv ...string) ExecResult {
 
 // countFio counts the fio processes in the probe, waiting up to 10 s for the
 // count to satisfy ok (a killed fio is a zombie until it is reaped).
-func countFio(t *testing.T, c *Client, p *Probe, ok func(int) bool) int {
+func countFio(t *testing.T, c *Client, p *engine.Probe, ok func(int) bool) int {
 	t.Helper()
 	var n int
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		res := execOK(t, c, p, ContainerHelper, "probe-helper", "count-fio")
+		res := execOK(t, c, p, engine.ContainerHelper, "probe-helper", "count-fio")
 		var err error
 		if n, err = strconv.Atoi(strings.TrimSpace(string(res.Stdout))); err != nil {
 			t.Fatalf("count-fio printed %q", res.Stdout)
@@ -182,13 +184,13 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Driver != "overlay2" || info.DriverClass != DriverSupported || info.BackingFS != "extfs" ||
+		if info.Driver != "overlay2" || info.DriverClass != engine.DriverSupported || info.BackingFS != "extfs" ||
 			info.DataRoot != d.DataRoot || info.ImageStore != "graphdriver" || info.Rootless ||
 			info.Endpoint != d.Host || info.Name != "test" || info.ServerVersion == "" || info.APIVersion == "" {
 			t.Errorf("Info() = %+v", info)
 		}
-		if fs, err := FSName(d.DataRoot); err != nil || fs != "extfs" {
-			t.Errorf("FSName(%s) = %q, %v; want extfs", d.DataRoot, fs, err)
+		if fs, err := hostfs.FSName(d.DataRoot); err != nil || fs != "extfs" {
+			t.Errorf("hostfs.FSName(%s) = %q, %v; want extfs", d.DataRoot, fs, err)
 		}
 	})
 
@@ -214,10 +216,10 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 			t.Fatal(err)
 		}
 		labels := first.Config.Labels
-		if labels[LabelManaged] != "true" || labels[LabelRole] != "image" || labels[LabelDigest] != im.Digest || labels[LabelOwner] != "lp-owner-image" {
+		if labels[engine.LabelManaged] != "true" || labels[engine.LabelRole] != "image" || labels[engine.LabelDigest] != im.Digest || labels[engine.LabelOwner] != "lp-owner-image" {
 			t.Errorf("image labels = %v", labels)
 		}
-		if want := []string{ContainerHelper, "probe-helper", "idle"}; !slices.Equal(first.Config.Entrypoint, want) {
+		if want := []string{engine.ContainerHelper, "probe-helper", "idle"}; !slices.Equal(first.Config.Entrypoint, want) {
 			t.Errorf("image entrypoint = %v, want %v", first.Config.Entrypoint, want)
 		}
 
@@ -256,19 +258,19 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 			t.Errorf("CheckImage(%s) = %v", ref, err)
 		}
 		err := c.CheckImage(ctx, "layerprobe-probe:doesnotexist")
-		if !errors.Is(err, ErrImageNotFound) || !strings.Contains(err.Error(), "never pulls") {
+		if !errors.Is(err, engine.ErrImageNotFound) || !strings.Contains(err.Error(), "never pulls") {
 			t.Errorf("CheckImage(missing) = %v, want ErrImageNotFound saying it never pulls", err)
 		}
 	})
 
 	t.Run("Containers", func(t *testing.T) {
 		// The probe is layerprobe's own: left out of the list.
-		startProbe(t, c, ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp-owner-list", Mode: "steady"})
+		startProbe(t, c, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp-owner-list", Mode: "steady"})
 		bind := t.TempDir()
 		created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{
 			Name: "user-app",
 			// The probe image's labels would make it one of layerprobe's.
-			Config: &container.Config{Image: ref, Env: []string{"PGDATA=/srv/pg", "SECRET=hunter2"}, Labels: map[string]string{LabelManaged: "no"}},
+			Config: &container.Config{Image: ref, Env: []string{"PGDATA=/srv/pg", "SECRET=hunter2"}, Labels: map[string]string{engine.LabelManaged: "no"}},
 			HostConfig: &container.HostConfig{NetworkMode: "none", Mounts: []mount.Mount{
 				{Type: mount.TypeVolume, Source: "user-vol", Target: "/data"},
 				{Type: mount.TypeBind, Source: bind, Target: "/conf", ReadOnly: true},
@@ -284,7 +286,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		execOK(t, c, &Probe{ContainerID: created.ID, Name: "user-app"}, ContainerHelper, "probe-helper", "write", ContainerLayer+"/x", "12345")
+		execOK(t, c, &engine.Probe{ContainerID: created.ID, Name: "user-app"}, engine.ContainerHelper, "probe-helper", "write", engine.ContainerLayer+"/x", "12345")
 
 		cs, err := c.Containers(ctx, []string{"PGDATA"})
 		if err != nil {
@@ -299,10 +301,10 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 			!strings.HasPrefix(u.UpperDir, d.DataRoot+"/overlay2/") {
 			t.Errorf("user-app = %+v", u)
 		}
-		if b, err := os.ReadFile(filepath.Join(u.UpperDir, ContainerLayer, "x")); err != nil || string(b) != "12345" {
+		if b, err := os.ReadFile(filepath.Join(u.UpperDir, engine.ContainerLayer, "x")); err != nil || string(b) != "12345" {
 			t.Errorf("the upper directory does not hold what the container wrote: %q, %v", b, err)
 		}
-		wantMounts := map[string]Mount{
+		wantMounts := map[string]engine.Mount{
 			"/data": {Type: "volume", Name: "user-vol", Source: d.DataRoot + "/volumes/user-vol/_data", Destination: "/data", Driver: "local", RW: true},
 			"/conf": {Type: "bind", Source: bind, Destination: "/conf", RW: false},
 		}
@@ -324,9 +326,9 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 
 	t.Run("Probe", func(t *testing.T) {
 		bind := t.TempDir()
-		p := startProbe(t, c, ProbeSpec{
+		p := startProbe(t, c, engine.ProbeSpec{
 			Engine: "test", Image: ref, BindSource: bind, Owner: "lp-owner-probe", Mode: "steady",
-			Labels: map[string]string{"io.layerprobe.test": "yes", LabelOwner: "spoofed"},
+			Labels: map[string]string{"io.layerprobe.test": "yes", engine.LabelOwner: "spoofed"},
 		})
 		if !strings.HasPrefix(p.Name, "layerprobe-probe-") || len(p.Name) != len("layerprobe-probe-")+8 || p.VolumeName != p.Name {
 			t.Errorf("probe name %q, volume %q", p.Name, p.VolumeName)
@@ -340,8 +342,8 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if !ct.State.Running {
 			t.Errorf("probe not running: %+v", ct.State)
 		}
-		wantLabels := map[string]string{LabelManaged: "true", LabelRole: "probe", LabelOwner: "lp-owner-probe",
-			LabelEngine: "test", LabelMode: "steady", "io.layerprobe.test": "yes"}
+		wantLabels := map[string]string{engine.LabelManaged: "true", engine.LabelRole: "probe", engine.LabelOwner: "lp-owner-probe",
+			engine.LabelEngine: "test", engine.LabelMode: "steady", "io.layerprobe.test": "yes"}
 		for k, v := range wantLabels {
 			if ct.Config.Labels[k] != v {
 				t.Errorf("container label %s = %q, want %q", k, ct.Config.Labels[k], v)
@@ -359,7 +361,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if vol.Volume.Labels[LabelOwner] != "lp-owner-probe" || vol.Volume.Labels[LabelRole] != "probe" || vol.Volume.Mountpoint != p.VolumeHostPath {
+		if vol.Volume.Labels[engine.LabelOwner] != "lp-owner-probe" || vol.Volume.Labels[engine.LabelRole] != "probe" || vol.Volume.Mountpoint != p.VolumeHostPath {
 			t.Errorf("volume %+v, probe volume path %q", vol.Volume, p.VolumeHostPath)
 		}
 
@@ -368,13 +370,13 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := execOK(t, c, p, ContainerFio, "--version")
+		res := execOK(t, c, p, engine.ContainerFio, "--version")
 		if !bytes.Equal(res.Stdout, want) {
 			t.Errorf("fio --version in the probe = %q, host %q", res.Stdout, want)
 		}
 
 		// A failing command is a result: exit code, split output, no error.
-		res, err = c.Exec(ctx, p, []string{ContainerHelper, "probe-helper", "exit", "3"})
+		res, err = c.Exec(ctx, p, []string{engine.ContainerHelper, "probe-helper", "exit", "3"})
 		if err != nil || res.ExitCode != 3 || string(res.Stdout) != "to stdout" || string(res.Stderr) != "to stderr" {
 			t.Errorf("Exec exit 3 = %+v (stdout %q stderr %q), %v; want exit code 3 and nil error", res, res.Stdout, res.Stderr, err)
 		}
@@ -384,13 +386,13 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		}
 
 		// The three targets land where the probe says.
-		execOK(t, c, p, ContainerHelper, "probe-helper", "write", ContainerBind+"/b", "bind")
-		execOK(t, c, p, ContainerHelper, "probe-helper", "write", ContainerVolume+"/v", "volume")
-		execOK(t, c, p, ContainerHelper, "probe-helper", "write", ContainerLayer+"/l", "layer")
+		execOK(t, c, p, engine.ContainerHelper, "probe-helper", "write", engine.ContainerBind+"/b", "bind")
+		execOK(t, c, p, engine.ContainerHelper, "probe-helper", "write", engine.ContainerVolume+"/v", "volume")
+		execOK(t, c, p, engine.ContainerHelper, "probe-helper", "write", engine.ContainerLayer+"/l", "layer")
 		for file, content := range map[string]string{
-			filepath.Join(bind, "b"):                       "bind",
-			filepath.Join(p.VolumeHostPath, "v"):           "volume",
-			filepath.Join(p.LayerDir, ContainerLayer, "l"): "layer",
+			filepath.Join(bind, "b"):                              "bind",
+			filepath.Join(p.VolumeHostPath, "v"):                  "volume",
+			filepath.Join(p.LayerDir, engine.ContainerLayer, "l"): "layer",
 		} {
 			if b, err := os.ReadFile(file); err != nil || string(b) != content {
 				t.Errorf("host file %s = %q, %v; want %q", file, b, err, content)
@@ -404,7 +406,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		execCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
-			_, err := c.Exec(execCtx, p, []string{ContainerFio, "--name=spin", "--filename=" + ContainerLayer + "/spin",
+			_, err := c.Exec(execCtx, p, []string{engine.ContainerFio, "--name=spin", "--filename=" + engine.ContainerLayer + "/spin",
 				"--size=1m", "--rw=write", "--bs=4k", "--ioengine=psync", "--time_based", "--runtime=600", "--eta=never"})
 			done <- err
 		}()
@@ -426,7 +428,7 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if err := c.RemoveProbe(ctx, p); err != nil {
 			t.Errorf("second RemoveProbe: %v, want nil (idempotent)", err)
 		}
-		if _, err := c.Exec(ctx, p, []string{ContainerFio, "--version"}); err == nil || errors.Is(err, ErrUnreachable) {
+		if _, err := c.Exec(ctx, p, []string{engine.ContainerFio, "--version"}); err == nil || errors.Is(err, engine.ErrUnreachable) {
 			t.Errorf("Exec in a removed probe = %v, want an error that is not ErrUnreachable", err)
 		}
 		ctrs, vols, _ := labelled(t, c)
@@ -436,13 +438,13 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 	})
 
 	t.Run("Sweep", func(t *testing.T) {
-		dev, err := DeviceOf(d.DataRoot)
+		dev, err := hostfs.DeviceOf(d.DataRoot)
 		if err != nil {
 			t.Fatal(err)
 		}
-		alive := startProbe(t, c, ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "owner-alive",
+		alive := startProbe(t, c, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "owner-alive",
 			Mode: "steady", DeviceWriteIOPS: 1000, DevicePath: dev})
-		dead := startProbe(t, c, ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "owner-dead", Mode: "cold"})
+		dead := startProbe(t, c, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "owner-dead", Mode: "cold"})
 
 		ins, err := c.api.ContainerInspect(ctx, alive.ContainerID, client.ContainerInspectOptions{})
 		if err != nil {
@@ -464,12 +466,12 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if !slices.Equal(ctrs, []string{alive.Name}) || !slices.Equal(vols, []string{alive.VolumeName}) || len(imgs) != 1 {
 			t.Errorf("left after Sweep(alive): containers %v volumes %v images %v", ctrs, vols, imgs)
 		}
-		execOK(t, c, alive, ContainerFio, "--version")
+		execOK(t, c, alive, engine.ContainerFio, "--version")
 
 		// SweepStale also removes a live owner's probe of the same engine
 		// (a session the owner could not close while the engine was down),
 		// and keeps its probe of another engine.
-		other := startProbe(t, c, ProbeSpec{Engine: "other", Image: ref, BindSource: t.TempDir(), Owner: "owner-alive", Mode: "steady"})
+		other := startProbe(t, c, engine.ProbeSpec{Engine: "other", Image: ref, BindSource: t.TempDir(), Owner: "owner-alive", Mode: "steady"})
 		rep, err = c.SweepStale(ctx, isAlive, "owner-alive", "test")
 		if err != nil || !slices.Equal(rep.Containers, []string{alive.Name}) || !slices.Equal(rep.Volumes, []string{alive.VolumeName}) || len(rep.Images) != 0 {
 			t.Errorf("SweepStale = %+v, %v; want only %s and its volume", rep, err, alive.Name)
@@ -505,15 +507,15 @@ func overlay2Steps(t *testing.T, d *testdaemon.Daemon) []string {
 		if err != nil {
 			t.Fatalf("EnsureImage after the sweep: %v", err)
 		}
-		p := startProbe(t, c, ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp-crash", Mode: "steady"})
+		p := startProbe(t, c, engine.ProbeSpec{Engine: "test", Image: ref, BindSource: t.TempDir(), Owner: "lp-crash", Mode: "steady"})
 		crashed = append(crashed, p.ContainerID)
 		d.Kill()
 		_, err = c.Info(ctx)
-		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), d.Host) || strings.Contains(err.Error(), "\n") {
+		if !errors.Is(err, engine.ErrUnreachable) || !strings.Contains(err.Error(), d.Host) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Info on a dead daemon = %v, want a one-line ErrUnreachable naming %s", err, d.Host)
 		}
-		_, err = c.Exec(ctx, p, []string{ContainerFio, "--version"})
-		if !errors.Is(err, ErrUnreachable) {
+		_, err = c.Exec(ctx, p, []string{engine.ContainerFio, "--version"})
+		if !errors.Is(err, engine.ErrUnreachable) {
 			t.Errorf("Exec on a dead daemon = %v, want ErrUnreachable", err)
 		}
 		if pids := processesOf(d.Dir, crashed); len(pids) == 0 {
@@ -531,16 +533,16 @@ func TestBtrfsEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Driver != "btrfs" || info.BackingFS != "btrfs" || info.DriverClass != DriverSupported || info.DataRoot != d.DataRoot {
+	if info.Driver != "btrfs" || info.BackingFS != "btrfs" || info.DriverClass != engine.DriverSupported || info.DataRoot != d.DataRoot {
 		t.Errorf("Info() = %+v, want driver and backing btrfs", info)
 	}
-	if fs, err := FSName(d.DataRoot); err != nil || fs != "btrfs" {
-		t.Errorf("FSName(%s) = %q, %v; want btrfs", d.DataRoot, fs, err)
+	if fs, err := hostfs.FSName(d.DataRoot); err != nil || fs != "btrfs" {
+		t.Errorf("hostfs.FSName(%s) = %q, %v; want btrfs", d.DataRoot, fs, err)
 	}
 	// btrfs reports an anonymous device number: DeviceOf must find the
 	// loop device through the mount table.
-	if dev, err := DeviceOf(d.DataRoot); err != nil || dev != d.LoopDevice() {
-		t.Errorf("DeviceOf(%s) = %q, %v; want %s", d.DataRoot, dev, err, d.LoopDevice())
+	if dev, err := hostfs.DeviceOf(d.DataRoot); err != nil || dev != d.LoopDevice() {
+		t.Errorf("hostfs.DeviceOf(%s) = %q, %v; want %s", d.DataRoot, dev, err, d.LoopDevice())
 	}
 }
 
@@ -553,36 +555,11 @@ func TestVFSEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := FSName(d.DataRoot)
+	want, err := hostfs.FSName(d.DataRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Driver != "vfs" || info.BackingFS != want || want != "extfs" || info.DriverClass != DriverSupported {
+	if info.Driver != "vfs" || info.BackingFS != want || want != "extfs" || info.DriverClass != engine.DriverSupported {
 		t.Errorf("Info() = %+v, want driver vfs on extfs", info)
-	}
-}
-
-func TestDeviceOfRoot(t *testing.T) {
-	dev, err := DeviceOf("/")
-	if err != nil {
-		t.Fatalf("DeviceOf(/): %v", err)
-	}
-	// A whole disk: it has a queue directory, partitions do not.
-	if _, err := os.Stat(filepath.Join("/sys/block", filepath.Base(dev))); err != nil {
-		t.Errorf("DeviceOf(/) = %s, not a whole disk: %v", dev, err)
-	}
-	if _, err := DeviceOf("/proc/self"); err == nil {
-		t.Errorf("DeviceOf(/proc/self) = nil error, want one (proc has no block device)")
-	}
-}
-
-func TestFSName(t *testing.T) {
-	for p, want := range map[string]string{"/proc": "unknown(0x9fa0)", "/dev/shm": "tmpfs"} {
-		if got, err := FSName(p); err != nil || got != want {
-			t.Errorf("FSName(%s) = %q, %v; want %q", p, got, err, want)
-		}
-	}
-	if _, err := FSName("/does/not/exist"); err == nil {
-		t.Errorf("FSName of a missing path: nil error")
 	}
 }

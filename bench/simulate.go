@@ -1,9 +1,13 @@
-package detector
+//go:build bench
+
+package bench
 
 import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/layerprobe/layerprobe/internal/detector"
 )
 
 // DelayHorizon is how many rounds after a shift DelayTable follows a trial
@@ -44,13 +48,13 @@ type DelayRow struct {
 // The result is a deterministic function of the arguments. Trial i uses
 // the same random numbers for every shift, so rows differ only by the
 // shift, and a row does not depend on the other shifts asked for.
-func DelayTable(p Params, shifts []float64, sigma float64, seed uint64, trials int) []DelayRow {
+func DelayTable(p detector.Params, shifts []float64, sigma float64, seed uint64, trials int) []DelayRow {
 	rows := make([]DelayRow, 0, len(shifts))
 	for _, shift := range shifts {
 		var suspect, confirm []float64
 		for trial := range trials {
 			rng := rand.New(rand.NewPCG(seed, uint64(trial)))
-			s, c := p.delayTrial(rng, shift, sigma)
+			s, c := delayTrial(p, rng, shift, sigma)
 			if s > 0 {
 				suspect = append(suspect, float64(s))
 			}
@@ -72,18 +76,18 @@ func DelayTable(p Params, shifts []float64, sigma float64, seed uint64, trials i
 
 // delayTrial runs one trial and returns the rounds after the shift to the
 // first suspicion and to the confirmation, 0 for none.
-func (p Params) delayTrial(rng *rand.Rand, shift, sigma float64) (suspect, confirm int) {
-	st := p.warm(rng, sigma)
+func delayTrial(p detector.Params, rng *rand.Rand, shift, sigma float64) (suspect, confirm int) {
+	st := warm(p, rng, sigma)
 	start := st.LastRound
 	for r := 1; r <= DelayHorizon; r++ {
-		var ev Event
-		st, ev = p.Observe(st, Observation{Round: start + r, X: shift + sigma*rng.NormFloat64()})
+		var ev detector.Event
+		st, ev = p.Observe(st, detector.Observation{Round: start + r, X: shift + sigma*rng.NormFloat64()})
 		switch ev {
-		case EventSuspect:
+		case detector.EventSuspect:
 			if suspect == 0 {
 				suspect = r
 			}
-		case EventConfirmed:
+		case detector.EventConfirmed:
 			return suspect, r
 		}
 	}
@@ -94,12 +98,12 @@ func (p Params) delayTrial(rng *rand.Rand, shift, sigma float64) (suspect, confi
 // Building it directly, rather than through BaselineRounds calls of
 // Observe, keeps simulations cheap and starts every trial at S = 0, the
 // usual convention for detection delays (a zero-state ARL).
-func (p Params) warm(rng *rand.Rand, sigma float64) State {
-	w := make([]float64, p.windowCap())
+func warm(p detector.Params, rng *rand.Rand, sigma float64) detector.State {
+	w := make([]float64, p.WindowCap())
 	for i := range w {
 		w[i] = sigma * rng.NormFloat64()
 	}
-	return State{Phase: PhaseWatching, Window: w, Baseline: p.baseline(w), Rounds: len(w), LastRound: len(w)}
+	return p.Settled(w)
 }
 
 // meanP90 returns the mean and the nearest-rank 90th percentile of xs, or

@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
 // Sweep removes what layerprobe created on the engine and whose owner is no
@@ -15,9 +17,9 @@ import (
 // Everything is found by the io.layerprobe.managed=true label, never by
 // name. alive == nil removes everything labelled. Sweep is idempotent: what
 // vanishes meanwhile is skipped, and one failure does not stop the rest.
-func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (SweepReport, error) {
+func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (engine.SweepReport, error) {
 	dead := func(labels map[string]string) bool {
-		return alive == nil || !alive(labels[LabelOwner])
+		return alive == nil || !alive(labels[engine.LabelOwner])
 	}
 	return c.sweep(ctx, dead, includeImages)
 }
@@ -31,20 +33,20 @@ func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, inclu
 // when the agent closed it. Without this, every engine crash during a cycle
 // would leak one probe container and volume for the agent's lifetime.
 // Images are not touched.
-func (c *Client) SweepStale(ctx context.Context, alive func(owner string) bool, owner, engineName string) (SweepReport, error) {
+func (c *Client) SweepStale(ctx context.Context, alive func(owner string) bool, owner, engineName string) (engine.SweepReport, error) {
 	dead := func(labels map[string]string) bool {
-		if owner != "" && labels[LabelOwner] == owner && labels[LabelEngine] == engineName {
+		if owner != "" && labels[engine.LabelOwner] == owner && labels[engine.LabelEngine] == engineName {
 			return true
 		}
-		return alive == nil || !alive(labels[LabelOwner])
+		return alive == nil || !alive(labels[engine.LabelOwner])
 	}
 	return c.sweep(ctx, dead, false)
 }
 
 // sweep removes what is labelled managed and dead says may go.
-func (c *Client) sweep(ctx context.Context, dead func(labels map[string]string) bool, includeImages bool) (SweepReport, error) {
-	rep := SweepReport{Containers: []string{}, Volumes: []string{}, Images: []string{}}
-	managed := func() client.Filters { return make(client.Filters).Add("label", LabelManaged+"=true") }
+func (c *Client) sweep(ctx context.Context, dead func(labels map[string]string) bool, includeImages bool) (engine.SweepReport, error) {
+	rep := engine.SweepReport{Containers: []string{}, Volumes: []string{}, Images: []string{}}
+	managed := func() client.Filters { return make(client.Filters).Add("label", engine.LabelManaged+"=true") }
 	var errs []error
 
 	ctrs, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: managed()})
@@ -100,9 +102,9 @@ func (c *Client) sweep(ctx context.Context, dead func(labels map[string]string) 
 
 // sweepImages removes labelled images that no container (of anyone, ours
 // or not) uses and whose owner is dead.
-func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) bool, rep *SweepReport) error {
+func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
 	imgs, err := c.api.ImageList(ctx, client.ImageListOptions{
-		Filters: make(client.Filters).Add("label", LabelManaged+"=true"),
+		Filters: make(client.Filters).Add("label", engine.LabelManaged+"=true"),
 	})
 	if err != nil {
 		return c.fail("sweep: list images", err)

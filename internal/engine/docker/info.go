@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
 // containerdSnapshotter is DriverStatus's driver-type when the engine uses
@@ -23,25 +25,25 @@ const containerdSnapshotter = "io.containerd.snapshotter.v1"
 //
 // An engine that cannot be reached yields an error wrapping ErrUnreachable
 // whose message is one line naming the endpoint.
-func (c *Client) Info(ctx context.Context) (Info, error) {
+func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 	ping, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
 		if u := c.asUnreachable(err); u != nil {
-			return Info{}, u
+			return engine.Info{}, u
 		}
-		return Info{}, c.fail("ping", err)
+		return engine.Info{}, c.fail("ping", err)
 	}
 	ver, err := c.api.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
-		return Info{}, c.fail("get engine version", err)
+		return engine.Info{}, c.fail("get engine version", err)
 	}
 	res, err := c.api.Info(ctx, client.InfoOptions{})
 	if err != nil {
-		return Info{}, c.fail("get engine info", err)
+		return engine.Info{}, c.fail("get engine info", err)
 	}
 	si := res.Info
 
-	info := Info{
+	info := engine.Info{
 		Name:          c.name,
 		Runtime:       runtimeOf(ver.Components),
 		Endpoint:      c.endpoint,
@@ -55,11 +57,11 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 		OS:            firstNonEmpty(si.OperatingSystem, si.OSType, ver.Os),
 	}
 	c.setRuntime(info.Runtime, info.APIVersion)
-	if info.Runtime == RuntimePodman && !info.Rootless {
+	if info.Runtime == engine.RuntimePodman && !info.Rootless {
 		// Podman 4 says it in a field of its own, not in SecurityOptions.
 		info.Rootless = c.podmanRootless(ctx, info.APIVersion)
 	}
-	info.DriverClass, info.DriverNote = ClassifyDriver(info.Runtime, si.Driver)
+	info.DriverClass, info.DriverNote = engine.ClassifyDriver(info.Runtime, si.Driver)
 	if v, ok := status(si.DriverStatus, "driver-type"); ok && v == containerdSnapshotter {
 		info.ImageStore = "containerd"
 	}
@@ -97,39 +99,15 @@ func (c *Client) backingFS(driver string, driverStatus [][2]string, dataRoot str
 	return name
 }
 
-// ClassifyDriver says how layerprobe treats a storage driver of an engine
-// of the given runtime, with a note for the operator when it is not a
-// supported one. The same name can mean different drivers: Podman's
-// (containers/storage) "overlay" is its current overlayfs driver, Docker's
-// "overlay" the legacy one that overlay2 replaced.
-func ClassifyDriver(runtime, driver string) (DriverClass, string) {
-	switch driver {
-	case "overlay2", "overlayfs", "btrfs", "zfs", "vfs", "native", "fuse-overlayfs":
-		return DriverSupported, ""
-	case "overlay":
-		if runtime == RuntimePodman {
-			return DriverSupported, ""
-		}
-		return DriverDeprecated, "the legacy overlay driver is deprecated (removed in Docker Engine 24); results are measured but not comparable with overlay2; migrate to overlay2"
-	case "devicemapper":
-		return DriverDeprecated, "devicemapper is deprecated (removed in Docker Engine 25); results are measured but not comparable with overlay2; migrate to overlay2"
-	case "aufs":
-		return DriverDeprecated, "aufs is deprecated (removed in Docker Engine 24); results are measured but not comparable with overlay2; migrate to overlay2"
-	case "":
-		return DriverUnknown, "the engine reported no storage driver; results are measured but cannot be attributed to a driver"
-	}
-	return DriverUnknown, fmt.Sprintf("storage driver %q is not one layerprobe knows; results are measured but not known to be comparable with overlay2", driver)
-}
-
 // runtimeOf names the engine behind the Docker API from the components
 // its /version lists: Podman's compatible API names "Podman Engine".
 func runtimeOf(components []system.ComponentVersion) string {
 	for _, c := range components {
 		if c.Name == "Podman Engine" {
-			return RuntimePodman
+			return engine.RuntimePodman
 		}
 	}
-	return RuntimeDocker
+	return engine.RuntimeDocker
 }
 
 // status looks a key up in DriverStatus; the order of its pairs is not

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
 
 // Defaults for an engine of type containerd.
@@ -108,7 +109,7 @@ func New(name, address, namespace, snapshotter string, logger *slog.Logger) (*Cl
 	}
 	c := &Client{
 		name: name, address: address, namespace: namespace, snapshotter: snapshotter,
-		api: api, conn: conn, logger: logger.With("engine", name), fsName: engine.FSName,
+		api: api, conn: conn, logger: logger.With("engine", name), fsName: hostfs.FSName,
 	}
 	c.churn = newChurnWatch(c)
 	return c, nil
@@ -185,3 +186,5 @@ func (c *Client) fail(op string, err error) error {
 	}
 	return fmt.Errorf("%s on engine %s: %w", op, c.name, err)
 }
+
+var _ engine.Client = (*Client)(nil)

@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
 // ContainerChurn counts container start, stop and removal events since the
@@ -20,7 +22,7 @@ import (
 // It asks for past events only (since..now), so the call returns at once
 // instead of streaming.
 func (c *Client) ContainerChurn(ctx context.Context, since time.Time) (int, error) {
-	if runtime, apiVersion := c.runtimeInfo(); runtime == RuntimePodman {
+	if runtime, apiVersion := c.runtimeInfo(); runtime == engine.RuntimePodman {
 		return c.podmanChurn(ctx, since, apiVersion)
 	}
 	now := time.Now()
@@ -39,7 +41,7 @@ func (c *Client) ContainerChurn(ctx context.Context, since time.Time) (int, erro
 			if !ok {
 				return n, nil
 			}
-			if m.Actor.Attributes[LabelManaged] == "true" {
+			if m.Actor.Attributes[engine.LabelManaged] == "true" {
 				continue
 			}
 			n++
@@ -86,7 +88,7 @@ func (c *Client) podmanChurn(ctx context.Context, since time.Time, apiVersion st
 		if err != nil {
 			return n, c.fail("list container events", err)
 		}
-		if m.Actor.Attributes[LabelManaged] != "true" {
+		if m.Actor.Attributes[engine.LabelManaged] != "true" {
 			n++
 		}
 	}

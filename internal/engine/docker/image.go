@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"context"
@@ -13,12 +13,9 @@ import (
 	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/client"
 
+	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 )
-
-// ImageRepository is the repository of the images EnsureImage imports; the
-// tag is the first 12 hex digits of the root file system's digest.
-const ImageRepository = "layerprobe-probe"
 
 // labelValue is what layerprobe writes into LABEL changes unquoted.
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
@@ -37,7 +34,7 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	if owner != "" && !labelValue.MatchString(owner) {
 		return "", fmt.Errorf("ensure probe image: owner %q has characters a label cannot carry unquoted", owner)
 	}
-	ref := ImageRepository + ":" + im.Digest[:12]
+	ref := engine.ImageRepository + ":" + im.Digest[:12]
 
 	// By reference first: the engine resolves its own spelling of the
 	// name (Podman stores docker.io/library/layerprobe-probe:...).
@@ -58,7 +55,7 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	}
 
 	list, err := c.api.ImageList(ctx, client.ImageListOptions{
-		Filters: make(client.Filters).Add("label", LabelDigest+"="+im.Digest),
+		Filters: make(client.Filters).Add("label", engine.LabelDigest+"="+im.Digest),
 	})
 	if err != nil {
 		return "", c.fail("list probe images", err)
@@ -110,7 +107,7 @@ func isImage(got image.InspectResponse, im *probeimage.Image) (bool, error) {
 }
 
 func carriesDigest(got image.InspectResponse, im *probeimage.Image) bool {
-	return got.Config != nil && got.Config.Labels[LabelDigest] == im.Digest
+	return got.Config != nil && got.Config.Labels[engine.LabelDigest] == im.Digest
 }
 
 func rootLayers(got image.InspectResponse) []string { return got.RootFS.Layers }
@@ -130,14 +127,14 @@ func hasOnlyLayer(got image.InspectResponse, diffID string) bool {
 // value.
 func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, owner string) (string, error) {
 	labels := []string{
-		LabelManaged + "=true",
-		LabelRole + "=image",
-		LabelDigest + "=" + im.Digest,
+		engine.LabelManaged + "=true",
+		engine.LabelRole + "=image",
+		engine.LabelDigest + "=" + im.Digest,
 	}
 	if owner != "" {
-		labels = append(labels, LabelOwner+"="+owner)
+		labels = append(labels, engine.LabelOwner+"="+owner)
 	}
-	entrypoint, _ := json.Marshal([]string{ContainerHelper, "probe-helper", "idle"})
+	entrypoint, _ := json.Marshal([]string{engine.ContainerHelper, "probe-helper", "idle"})
 	changes := make([]string, 0, len(labels)+1)
 	for _, l := range labels {
 		changes = append(changes, "LABEL "+l)
@@ -232,7 +229,7 @@ func (c *Client) CheckImage(ctx context.Context, ref string) error {
 	_, err := c.api.ImageInspect(ctx, ref)
 	if isNotFound(err) {
 		return fmt.Errorf("check probe image: %q is not present on engine %s and layerprobe never pulls; load or pull it yourself: %w",
-			ref, c.name, ErrImageNotFound)
+			ref, c.name, engine.ErrImageNotFound)
 	}
 	if err != nil {
 		return c.fail("check probe image", err)

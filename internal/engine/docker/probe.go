@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
 // Probe container limits. They bound what a misbehaving job can take from
@@ -52,18 +53,6 @@ func probeUlimits(rootless bool) []*container.Ulimit {
 	return out
 }
 
-// RemoveHalfStarted removes what a failed probe start created, through
-// remove, and logs what it could not remove: the caller returns the start's
-// own error. It uses a fresh context bounded by the kill timeout, because
-// ctx may be what failed.
-func RemoveHalfStarted(ctx context.Context, logger *slog.Logger, name string, remove func(context.Context) error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
-	defer cancel()
-	if err := remove(cctx); err != nil {
-		logger.Warn("could not remove a half-started probe", "container", name, "err", err)
-	}
-}
-
 // StartProbe creates the probe's named volume and container, starts the
 // container and waits until it runs. The container is locked down: no
 // network, no capabilities, no new privileges, bounded pids and memory, no
@@ -71,7 +60,7 @@ func RemoveHalfStarted(ctx context.Context, logger *slog.Logger, name string, re
 // (with AutoRemove a daemon restart can drop it, and Podman then mounts the
 // layer volatile, which makes fsync a no-op). On any failure what was
 // created is removed again.
-func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err error) {
+func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engine.Probe, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("start probe: %w", err)
 	}
@@ -81,20 +70,20 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 	}
 	name := probeNamePrefix + hex.EncodeToString(suffix)
 	managed := map[string]string{
-		LabelManaged: "true",
-		LabelRole:    "probe",
-		LabelOwner:   spec.Owner,
-		LabelEngine:  spec.Engine,
-		LabelMode:    string(spec.Mode),
+		engine.LabelManaged: "true",
+		engine.LabelRole:    "probe",
+		engine.LabelOwner:   spec.Owner,
+		engine.LabelEngine:  spec.Engine,
+		engine.LabelMode:    string(spec.Mode),
 	}
-	p = &Probe{Name: name, Image: spec.Image}
+	p = &engine.Probe{Name: name, Image: spec.Image}
 	if !spec.WritableLayerOnly {
 		p.VolumeName = name
 	}
 
 	defer func() {
 		if err != nil {
-			RemoveHalfStarted(ctx, c.logger, name, func(ctx context.Context) error { return c.RemoveProbe(ctx, p) })
+			engine.RemoveHalfStarted(ctx, c.logger, name, func(ctx context.Context) error { return c.RemoveProbe(ctx, p) })
 			p = nil
 		}
 	}()
@@ -140,8 +129,8 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 	}
 	if !spec.WritableLayerOnly {
 		hc.Mounts = []mount.Mount{
-			{Type: mount.TypeBind, Source: spec.BindSource, Target: ContainerBind},
-			{Type: mount.TypeVolume, Source: name, Target: ContainerVolume},
+			{Type: mount.TypeBind, Source: spec.BindSource, Target: engine.ContainerBind},
+			{Type: mount.TypeVolume, Source: name, Target: engine.ContainerVolume},
 		}
 	}
 	if spec.DeviceWriteIOPS > 0 {
@@ -153,7 +142,7 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 			Image: spec.Image,
 			// Explicit, so a user-named image with another entrypoint
 			// still runs the helper.
-			Entrypoint: []string{ContainerHelper, "probe-helper", "idle"},
+			Entrypoint: []string{engine.ContainerHelper, "probe-helper", "idle"},
 			Cmd:        []string{},
 			Labels:     labels,
 			Tty:        false,
@@ -223,7 +212,7 @@ func (c *Client) waitRunning(ctx context.Context, id string) (container.InspectR
 // When ctx ends, the command keeps running in the container (the engine
 // does not stop detached execs), so every fio in it is killed with the
 // helper's kill-fio before Exec returns.
-func (c *Client) Exec(ctx context.Context, p *Probe, argv []string) (ExecResult, error) {
+func (c *Client) Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error) {
 	res, started, err := c.exec(ctx, p, argv)
 	if err != nil && ctx.Err() != nil {
 		if !started {
@@ -231,7 +220,7 @@ func (c *Client) Exec(ctx context.Context, p *Probe, argv []string) (ExecResult,
 		}
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		defer cancel()
-		kill, _, kerr := c.exec(kctx, p, []string{ContainerHelper, "probe-helper", "kill-fio"})
+		kill, _, kerr := c.exec(kctx, p, []string{engine.ContainerHelper, "probe-helper", "kill-fio"})
 		switch {
 		case kerr != nil:
 			c.logger.Warn("could not kill fio in the probe after a cancelled exec", "container", p.Name, "err", kerr)
@@ -246,7 +235,7 @@ func (c *Client) Exec(ctx context.Context, p *Probe, argv []string) (ExecResult,
 
 // exec runs argv; started reports that the engine may have started the
 // process (so a cancelled exec may have left it running).
-func (c *Client) exec(ctx context.Context, p *Probe, argv []string) (res ExecResult, started bool, err error) {
+func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string) (res engine.ExecResult, started bool, err error) {
 	res.ExitCode = -1
 	if p == nil || p.ContainerID == "" {
 		return res, false, errors.New("exec in probe: no probe container")
@@ -321,7 +310,7 @@ func (c *Client) exitCode(ctx context.Context, execID string) (int, error) {
 
 // RemoveProbe force-removes the probe container (with its anonymous
 // volumes) and its named volume. What is already gone is not an error.
-func (c *Client) RemoveProbe(ctx context.Context, p *Probe) error {
+func (c *Client) RemoveProbe(ctx context.Context, p *engine.Probe) error {
 	if p == nil {
 		return nil
 	}

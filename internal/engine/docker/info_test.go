@@ -1,4 +1,4 @@
-package engine
+package docker
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 	"github.com/layerprobe/layerprobe/internal/testharness"
 )
@@ -120,56 +121,56 @@ func TestInfoRecordedEngines(t *testing.T) {
 	tests := []struct {
 		dir        string
 		api        string // negotiated API version
-		want       Info
+		want       engine.Info
 		noteSubstr string
 	}{
 		{
 			dir: "docker-20.10-overlay2", api: "1.41",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "overlay2", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "overlay2", DriverClass: engine.DriverSupported,
 				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-btrfs", api: "1.41",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "btrfs", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "btrfs", DriverClass: engine.DriverSupported,
 				BackingFS: "btrfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			// vfs reports no DriverStatus: the data root is statfs'ed.
 			dir: "docker-20.10-vfs", api: "1.41",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "vfs", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "vfs", DriverClass: engine.DriverSupported,
 				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-zfs", api: "1.41",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "zfs", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "zfs", DriverClass: engine.DriverSupported,
 				BackingFS: "zfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				Zpool: "rpool", ZFSDataset: "rpool/var/lib/docker",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-29-containerd-overlayfs", api: "1.52",
-			want: Info{Runtime: "docker", ServerVersion: "29.1.3", APIVersion: "1.52", Driver: "overlayfs", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "docker", ServerVersion: "29.1.3", APIVersion: "1.52", Driver: "overlayfs", DriverClass: engine.DriverSupported,
 				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "containerd",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-devicemapper", api: "1.41", noteSubstr: "removed in Docker Engine 25",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "devicemapper", DriverClass: DriverDeprecated,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "devicemapper", DriverClass: engine.DriverDeprecated,
 				BackingFS: "xfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-aufs", api: "1.41", noteSubstr: "aufs is deprecated",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "aufs", DriverClass: DriverDeprecated,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "aufs", DriverClass: engine.DriverDeprecated,
 				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
 		{
 			dir: "docker-20.10-rootless-fuse-overlayfs", api: "1.41",
-			want: Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "fuse-overlayfs", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "docker", ServerVersion: "20.10.24+dfsg1", APIVersion: "1.41", Driver: "fuse-overlayfs", DriverClass: engine.DriverSupported,
 				BackingFS: "extfs", DataRoot: "/home/user/.local/share/docker", ImageStore: "graphdriver", Rootless: true,
 				KernelVersion: "6.18.44-fc-v769", OS: "Debian GNU/Linux 12 (bookworm)"},
 		},
@@ -177,7 +178,7 @@ func TestInfoRecordedEngines(t *testing.T) {
 			// Podman's Docker-compatible API: its overlay driver is
 			// containers/storage's, not Docker's legacy overlay.
 			dir: "podman-4.3-overlay", api: "1.41",
-			want: Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "overlay", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "overlay", DriverClass: engine.DriverSupported,
 				BackingFS: "extfs", DataRoot: "/var/lib/containers/storage", ImageStore: "graphdriver",
 				KernelVersion: "6.18.44-fc-v782", OS: "debian"},
 		},
@@ -185,7 +186,7 @@ func TestInfoRecordedEngines(t *testing.T) {
 			// Rootless Podman 4.3 says so only in its own "Rootless"
 			// field, not in SecurityOptions.
 			dir: "podman-4.3-rootless-vfs", api: "1.41",
-			want: Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "vfs", DriverClass: DriverSupported,
+			want: engine.Info{Runtime: "podman", ServerVersion: "4.3.1", APIVersion: "1.41", Driver: "vfs", DriverClass: engine.DriverSupported,
 				BackingFS: "extfs", DataRoot: "/home/user/.local/share/containers/storage", ImageStore: "graphdriver", Rootless: true,
 				KernelVersion: "6.18.44-fc-v782", OS: "debian"},
 		},
@@ -235,22 +236,22 @@ func TestInfoRecordedEngines(t *testing.T) {
 func TestClassifyDriver(t *testing.T) {
 	for _, tt := range []struct {
 		runtime, driver string
-		want            DriverClass
+		want            engine.DriverClass
 	}{
-		{"docker", "overlay2", DriverSupported}, {"docker", "overlayfs", DriverSupported},
-		{"docker", "btrfs", DriverSupported}, {"docker", "zfs", DriverSupported},
-		{"docker", "vfs", DriverSupported}, {"docker", "fuse-overlayfs", DriverSupported},
-		{"docker", "devicemapper", DriverDeprecated}, {"docker", "aufs", DriverDeprecated},
+		{"docker", "overlay2", engine.DriverSupported}, {"docker", "overlayfs", engine.DriverSupported},
+		{"docker", "btrfs", engine.DriverSupported}, {"docker", "zfs", engine.DriverSupported},
+		{"docker", "vfs", engine.DriverSupported}, {"docker", "fuse-overlayfs", engine.DriverSupported},
+		{"docker", "devicemapper", engine.DriverDeprecated}, {"docker", "aufs", engine.DriverDeprecated},
 		// Docker's legacy overlay, removed in Engine 24; Podman's current one.
-		{"docker", "overlay", DriverDeprecated}, {"podman", "overlay", DriverSupported},
-		{"podman", "vfs", DriverSupported}, {"podman", "btrfs", DriverSupported},
-		{"docker", "windowsfilter", DriverUnknown}, {"docker", "", DriverUnknown},
+		{"docker", "overlay", engine.DriverDeprecated}, {"podman", "overlay", engine.DriverSupported},
+		{"podman", "vfs", engine.DriverSupported}, {"podman", "btrfs", engine.DriverSupported},
+		{"docker", "windowsfilter", engine.DriverUnknown}, {"docker", "", engine.DriverUnknown},
 	} {
-		class, note := ClassifyDriver(tt.runtime, tt.driver)
+		class, note := engine.ClassifyDriver(tt.runtime, tt.driver)
 		if class != tt.want {
 			t.Errorf("ClassifyDriver(%q, %q) = %q, want %q", tt.runtime, tt.driver, class, tt.want)
 		}
-		if (class == DriverSupported) != (note == "") {
+		if (class == engine.DriverSupported) != (note == "") {
 			t.Errorf("ClassifyDriver(%q, %q): note %q; want a note exactly for unsupported drivers", tt.runtime, tt.driver, note)
 		}
 	}
@@ -286,7 +287,7 @@ func TestUnreachable(t *testing.T) {
 		_, err = c.Info(ctx)
 		cancel()
 		c.Close()
-		if !errors.Is(err, ErrUnreachable) {
+		if !errors.Is(err, engine.ErrUnreachable) {
 			t.Fatalf("Info on %s: %v, want ErrUnreachable", host, err)
 		}
 		want := "cannot reach Docker engine at " + host + ": "
@@ -323,7 +324,7 @@ func TestEndpointFromEnv(t *testing.T) {
 		t.Errorf("Endpoint() = %q, want DOCKER_HOST %q", got, host)
 	}
 	_, err = c.Info(context.Background())
-	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), host) {
+	if !errors.Is(err, engine.ErrUnreachable) || !strings.Contains(err.Error(), host) {
 		t.Errorf("Info = %v, want ErrUnreachable naming %s", err, host)
 	}
 }
@@ -499,7 +500,7 @@ func TestLayerDir(t *testing.T) {
 // TestImagePathsAgree: the image puts fio, the helper and the mount points
 // where the container expects them.
 func TestImagePathsAgree(t *testing.T) {
-	if probeimage.FioPath != ContainerFio || probeimage.HelperPath != ContainerHelper {
-		t.Errorf("probeimage paths %s, %s; engine expects %s, %s", probeimage.FioPath, probeimage.HelperPath, ContainerFio, ContainerHelper)
+	if probeimage.FioPath != engine.ContainerFio || probeimage.HelperPath != engine.ContainerHelper {
+		t.Errorf("probeimage paths %s, %s; engine expects %s, %s", probeimage.FioPath, probeimage.HelperPath, engine.ContainerFio, engine.ContainerHelper)
 	}
 }

@@ -1,12 +1,10 @@
-package engine
+package hostfs
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/layerprobe/layerprobe/internal/hostfs"
 )
 
 // fsNames maps statfs f_type magic numbers to the names Docker uses for
@@ -69,7 +67,7 @@ func DeviceOf(path string) (string, error) {
 	if dev, err := blockDevice(uint64(st.Dev)); err == nil {
 		return dev, nil
 	}
-	m, err := hostfs.MountOf(path)
+	m, err := MountOf(path)
 	if err != nil {
 		return "", fmt.Errorf("device of %s: %w", path, err)
 	}
