@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -225,6 +226,7 @@ type testBox struct {
 	inner  []string // ... and for the box's own engine
 	share  string   // the shared directory, on this machine
 	docker string
+	bin    string // layerprobe as `make build` builds it (no test hooks)
 }
 
 // dockerIn runs the docker CLI against the box's engine.
@@ -330,7 +332,12 @@ func startBox(t *testing.T) *testBox {
 	if err := os.MkdirAll(filepath.Join(ctx, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, agentBinary(t), filepath.Join(ctx, "bin", "layerprobe"), 0o755)
+	bin := filepath.Join(tmp, "layerprobe")
+	if err := testharness.Build(context.Background(), bin, testharness.ReleaseTags); err != nil {
+		t.Fatalf("build the release binary: %v", err)
+	}
+	b.bin = bin
+	copyFile(t, bin, filepath.Join(ctx, "bin", "layerprobe"), 0o755)
 	if r := b.dockerIn(t, 8*time.Minute, "build", "--network", "host", "--build-arg", "BASE_IMAGE=layerprobe-base:test",
 		"-f", repoPath("deploy/docker/Dockerfile"), "-t", "layerprobe:local", ctx); r.err != nil {
 		t.Fatalf("docker build:\n%s", testharness.Tail(r.stdout+r.stderr, 30))
@@ -456,7 +463,7 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			t.Fatal(r)
 		}
 		agentConfigFile(t, b.share, addr)
-		copyFile(t, agentBinary(t), filepath.Join(b.share, "layerprobe"), 0o755)
+		copyFile(t, b.bin, filepath.Join(b.share, "layerprobe"), 0o755)
 		copyFile(t, repoPath(unitFile), filepath.Join(b.share, "layerprobe.service"), 0o644)
 		// The binary goes where the unit's ExecStart= runs it.
 		exe := strings.Fields(strings.Join(unitDirectives(t, repoPath(unitFile))["Service.ExecStart"], " "))
