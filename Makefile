@@ -14,8 +14,16 @@ all: build
 # less resident memory (docs/benchmarks.md, footprint).
 GO_TAGS       ?= nomsgpack
 
+# The version lives in VERSION alone; the binary, the release archives, the
+# .deb and the image take it from there (`layerprobe --version`).
+VERSION       := $(shell cat VERSION)
+REVISION      ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+BUILD_DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG   := github.com/layerprobe/layerprobe/internal/version
+LDFLAGS       := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -o $(BIN) ./cmd/layerprobe
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/layerprobe
 
 deps:
 	./scripts/install-deps.sh

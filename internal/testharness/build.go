@@ -42,6 +42,9 @@ func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
+	if ld := VersionLDFlags(root); ld != "" {
+		args = append(args, "-ldflags", ld)
+	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -49,6 +52,21 @@ func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
+}
+
+// VersionLDFlags are the -ldflags `make build` sets from the VERSION file
+// in root (the version only; no revision or date, so builds repeat): ""
+// for a tree without one, such as an earlier revision.
+func VersionLDFlags(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		return ""
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return ""
+	}
+	return "-X github.com/layerprobe/layerprobe/internal/version.Version=" + v
 }
 
 // moduleRoot is the directory of layerprobe's go.mod, wherever the test
