@@ -5,7 +5,7 @@ BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 45m
 
-.PHONY: all build deps agent run test lint unit clean bench bench-smoke bench-report mixin
+.PHONY: all build deps deps-test agent run test lint unit clean bench bench-smoke bench-report mixin
 
 all: build
 
@@ -25,7 +25,14 @@ LDFLAGS       := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/layerprobe
 
+# What the agent needs on the host it measures: fio, and a container engine
+# only where none answers.
 deps:
+	./scripts/install-agent-deps.sh
+
+# The whole test toolchain (daemons, Prometheus, browsers, helm, ...), for
+# `make test` and the benchmark only.
+deps-test:
 	./scripts/install-deps.sh
 
 # The agent with its built-in defaults: a cycle soon after start, then every 6 h;
@@ -64,7 +71,7 @@ lint:
 # include every test whose assertions depend on the disk's timing). Then
 # the unit tests of the benchmark's own statistics (bench/, build tag bench;
 # `make bench` itself is not part of it).
-test: deps lint
+test: deps-test lint
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -parallel 4 ./...
 	$(GO) test -race -count=1 -tags bench -run '^TestUnit' ./bench
 
@@ -87,11 +94,11 @@ unit:
 BENCH_OUT     ?= docs
 BENCH_RUN     := -tags bench -count=1 -v ./bench
 
-bench: deps build
+bench: deps-test build
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(BIN)) \
 		$(GO) test -run 'TestBench$$' -timeout 18h $(BENCH_RUN)
 
-bench-smoke: deps build
+bench-smoke: deps-test build
 	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(BIN)) \
 		$(GO) test -run 'TestBench$$' -timeout 60m $(BENCH_RUN)
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what layerprobe's commands and tests need, from Debian's packages,
-# when it is missing. Idempotent; needs root (or nothing to install).
+# Installs the test toolchain (`make deps-test`, which `make test` runs):
+# everything the unit, end-to-end and operators' kit tests need, from
+# Debian's packages, when it is missing. The agent alone needs much less:
+# scripts/install-agent-deps.sh (`make deps`). Idempotent; needs root (or
+# nothing to install).
 set -euo pipefail
 
 need=()

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +84,37 @@ func TestReleaseLicenseAndChangelog(t *testing.T) {
 		}
 	}
 	t.Error("CHANGELOG.md has no version entry")
+}
+
+// TestAgentDepsAreTheAgentsOnly: `make agent` and `make run` install what
+// the agent needs (fio, and an engine where none answers) and never the
+// test toolchain, which only `make test` (deps-test) and the benchmark
+// install.
+func TestAgentDepsAreTheAgentsOnly(t *testing.T) {
+	b, err := os.ReadFile(repoPath("scripts/install-agent-deps.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"fio": true, "docker.io": true}
+	for _, m := range regexp.MustCompile(`need\+=\(([^)]*)\)`).FindAllStringSubmatch(string(b), -1) {
+		for _, pkg := range strings.Fields(m[1]) {
+			if !allowed[pkg] {
+				t.Errorf("install-agent-deps.sh installs %s; the agent needs fio and an engine only", pkg)
+			}
+		}
+	}
+	for _, target := range []string{"agent", "run", "test"} {
+		r := run(t, time.Minute, "", nil, "make", "-n", target)
+		if r.err != nil {
+			t.Fatalf("make -n %s:\n%s", target, r)
+		}
+		agentDeps := strings.Contains(r.stdout, "scripts/install-agent-deps.sh")
+		testDeps := strings.Contains(r.stdout, "scripts/install-deps.sh")
+		switch {
+		case target != "test" && (!agentDeps || testDeps):
+			t.Errorf("make %s runs install-agent-deps.sh %v, install-deps.sh %v; want only the agent's", target, agentDeps, testDeps)
+		case target == "test" && !testDeps:
+			t.Errorf("make test does not install the test toolchain (scripts/install-deps.sh)")
+		}
+	}
 }
