@@ -5,7 +5,7 @@ BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 45m
 
-.PHONY: all build deps deps-test agent run test lint unit clean bench bench-smoke bench-report mixin
+.PHONY: all build deps deps-test agent run test lint unit clean release release-tools bench bench-smoke bench-report mixin
 
 all: build
 
@@ -106,5 +106,42 @@ bench-report: build
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(BIN)) \
 		$(GO) test -run 'TestBenchReport$$' -timeout 5m $(BENCH_RUN)
 
+# Release artifacts in dist/ (version from VERSION): static linux/amd64 and
+# linux/arm64 binaries in Prometheus-style archives, SHA256SUMS, a CycloneDX
+# SBOM per binary, a .deb per architecture (the binary in /usr/bin, the
+# systemd unit, /etc/layerprobe/config.yaml as a conffile, the man page;
+# Depends: fio), and the agent image for this machine's architecture built
+# from the release binary, saved as a docker-load tarball. The tools
+# (goreleaser, cyclonedx-gomod) are built from the Go module proxy into
+# .build/tools, outside layerprobe's go.mod. RELEASE_IMAGE=0 skips the
+# image (it needs a running engine; its base is made with debootstrap unless
+# BASE_IMAGE names a local one).
+GORELEASER    := github.com/goreleaser/goreleaser/v2@v2.15.1
+CYCLONEDX     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+TOOLS_BIN     := $(CURDIR)/.build/tools
+RELEASE_IMAGE ?= 1
+HOST_ARCH     := $(shell $(GO) env GOARCH)
+
+release-tools:
+	GOBIN=$(TOOLS_BIN) $(GO) install $(GORELEASER)
+	GOBIN=$(TOOLS_BIN) $(GO) install $(CYCLONEDX)
+
+# The release's date is its commit's, so that a rebuild of the same commit
+# gives the same binaries.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+RELEASE_DATE  := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+
+release: build release-tools
+	mkdir -p .build
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) scripts/manpage.sh $(BIN) > .build/layerprobe.1
+	gzip -9n < .build/layerprobe.1 > .build/layerprobe.1.gz
+	PATH="$(TOOLS_BIN):$$PATH" VERSION=$(VERSION) REVISION=$(REVISION) BUILD_DATE=$(RELEASE_DATE) \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(TOOLS_BIN)/goreleaser release --snapshot --clean
+ifeq ($(RELEASE_IMAGE),1)
+	scripts/release-image.sh dist/layerprobe_linux_$(HOST_ARCH)_*/layerprobe layerprobe:$(VERSION) \
+		dist/layerprobe-$(VERSION).linux-$(HOST_ARCH).image.tar
+	cd dist && sha256sum layerprobe-$(VERSION).linux-$(HOST_ARCH).image.tar >> SHA256SUMS
+endif
+
 clean:
-	rm -rf bin
+	rm -rf bin dist .build
