@@ -314,3 +314,20 @@ func TestReleaseArtifacts(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseToolVersionsAgree: scripts/install-deps.sh prebuilds the
+// release tools `make release` runs, at the same versions.
+func TestReleaseToolVersionsAgree(t *testing.T) {
+	mk := readFile(t, repoPath("Makefile"))
+	deps := readFile(t, repoPath("scripts/install-deps.sh"))
+	for _, c := range []struct{ makeVar, module, depsVar string }{
+		{"GORELEASER", "github.com/goreleaser/goreleaser/v2", "goreleaser_version"},
+		{"CYCLONEDX", "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod", "cyclonedx_version"},
+	} {
+		m := regexp.MustCompile(`(?m)^` + c.makeVar + `\s*:=\s*` + regexp.QuoteMeta(c.module) + `@(\S+)$`).FindStringSubmatch(mk)
+		d := regexp.MustCompile(`(?m)^` + c.depsVar + `=(\S+)$`).FindStringSubmatch(deps)
+		if m == nil || d == nil || m[1] != d[1] {
+			t.Errorf("%s: Makefile %v, install-deps.sh %v; want one version", c.module, m, d)
+		}
+	}
+}
