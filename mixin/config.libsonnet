@@ -48,6 +48,9 @@
     coldFsyncOverheadFor: '1h',
     budgetExhaustedFor: '%dh' % (2 * self.agentIntervalHours),
     slowStorageDriverFor: '%dh' % (2 * self.agentIntervalHours),
+    // The join is checked once per probe container (at start and after a
+    // restart): an hour rides out scrape gaps and is far shorter than a cycle.
+    hostArmOutsideFor: '1h',
     databaseInLayerFor: '%dh' % (2 * self.agentIntervalHours),
 
     // Severity label of every alert, and where the runbook lives.

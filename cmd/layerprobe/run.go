@@ -261,6 +261,7 @@ func fillEngine(er *report.Engine, s *probe.Session) {
 	er.ImageStore = s.Info.ImageStore
 	er.Rootless = s.Info.Rootless
 	er.FioVersion = s.FioVersion
+	er.HostArmCgroup, er.HostArmCgroupError = s.HostArmCgroup, s.HostArmCgroupError
 	er.Warnings = append(er.Warnings, s.Warnings...)
 }
 

@@ -54,11 +54,15 @@ type engineState struct {
 	backoff time.Duration
 
 	// published
-	info         engine.Info
-	reachable    bool
-	infoErr      string
-	fioVersion   string
-	warnings     []string
+	info       engine.Info
+	reachable  bool
+	infoErr    string
+	fioVersion string
+	warnings   []string
+	// hostArm and hostArmErr: the session's HostArmCgroup and why not
+	// joined (probe.Session).
+	hostArm      string
+	hostArmErr   string
 	targets      []measure.Target
 	results      []measure.Result // windowed overheads
 	raw          []measure.Sample // samples of the last cycle that has any
@@ -427,6 +431,7 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 	e.sess = s
 	a.mu.Lock()
 	e.fioVersion, e.warnings, e.targets = s.FioVersion, s.Warnings, s.Targets()
+	e.hostArm, e.hostArmErr = s.HostArmCgroup, s.HostArmCgroupError
 	a.mu.Unlock()
 	return nil
 }

@@ -37,6 +37,7 @@ func (a *Agent) publish() {
 			Name: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 			EngineVersion: e.info.ServerVersion, DataRoot: e.info.DataRoot, FioVersion: e.fioVersion,
 			Runtime:           e.runtime(),
+			HostArmCgroup:     e.hostArm,
 			Regression:        map[measure.Target]bool{},
 			CyclesTotal:       maps.Clone(e.cycles),
 			SkipsTotal:        maps.Clone(e.skips),
@@ -290,6 +291,7 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 			EngineVersion: e.info.ServerVersion, Driver: e.info.Driver, DriverClass: string(e.info.DriverClass),
 			BackingFS: e.info.BackingFS, DataRoot: e.info.DataRoot, ImageStore: e.info.ImageStore,
 			Rootless: e.info.Rootless, FioVersion: e.fioVersion, Warnings: append([]string{}, e.warnings...),
+			HostArmCgroup: e.hostArm, HostArmCgroupError: e.hostArmErr,
 			FsyncRegression: map[string]bool{}, Detector: map[string]api.DetectorState{}}
 		if e.infoErr != "" {
 			ae.Warnings = append(ae.Warnings, e.infoErr)

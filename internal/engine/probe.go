@@ -21,7 +21,10 @@ import (
 // Probe container limits. They bound what a misbehaving job can take from
 // the host; fio's built-in profiles need far less.
 const (
-	probePidsLimit   = 64
+	probePidsLimit = 64
+	// The probe's own open-file and process limits (probeUlimits).
+	probeNoFile      = 1024
+	probeNProc       = 4096
 	probeMemoryBytes = 512 << 20
 	probeLogMaxSize  = "1m"
 	probeNamePrefix  = "layerprobe-probe-"
@@ -29,6 +32,25 @@ const (
 	killTimeout      = 10 * time.Second
 	exitCodeTimeout  = 5 * time.Second
 )
+
+// probeUlimits are the probe container's open-file and process limits,
+// set rather than left to the engine: an engine's defaults can exceed the
+// hard limits its runtime may set without CAP_SYS_RESOURCE (Podman asks for
+// 1048576 open files and processes; on a CI runner or a constrained host
+// the container then fails to start with "error setting rlimit type 7",
+// or 6). fio and the helper keep a few dozen files open. The process limit
+// does not bind root of the host's user namespace, which the kernel exempts
+// from RLIMIT_NPROC at fork, so a rootful probe only needs a value the
+// runtime may set; a rootless engine's container root is an ordinary user
+// whose other processes count too, so there the engine's (the user's own)
+// limit stays.
+func probeUlimits(rootless bool) []*container.Ulimit {
+	out := []*container.Ulimit{{Name: "nofile", Soft: probeNoFile, Hard: probeNoFile}}
+	if !rootless {
+		out = append(out, &container.Ulimit{Name: "nproc", Soft: probeNProc, Hard: probeNProc})
+	}
+	return out
+}
 
 // RemoveHalfStarted removes what a failed probe start created, through
 // remove, and logs what it could not remove: the caller returns the start's
@@ -113,6 +135,7 @@ func (c *Client) StartProbe(ctx context.Context, spec ProbeSpec) (p *Probe, err 
 		Resources: container.Resources{
 			PidsLimit: &pids,
 			Memory:    probeMemoryBytes,
+			Ulimits:   probeUlimits(spec.Rootless),
 		},
 	}
 	if !spec.WritableLayerOnly {

@@ -88,6 +88,11 @@ type ProbeSpec struct {
 	// the named volume: the cold probe measures only a fresh container's
 	// writable layer, and a volume per cold round would be needless churn.
 	WritableLayerOnly bool
+	// Rootless says the engine runs rootless: the container's root is an
+	// ordinary user on the host, whose process limit the kernel enforces,
+	// so the probe keeps the engine's process limit (a rootless engine
+	// sets the user's own).
+	Rootless bool
 	// DeviceWriteIOPS, when non-zero, throttles the container's writes to
 	// the data root's device (cgroup blkio). Test-only: it injects a real
 	// slowdown for detection tests.

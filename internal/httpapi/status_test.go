@@ -155,3 +155,24 @@ func TestStatusTableAxis(t *testing.T) {
 		}
 	}
 }
+
+// Where the host arm runs is on the page: a quiet line when it joined the
+// probe container's CPU cgroups, a red one with the reason when it could
+// not, and nothing before the probe container has started.
+func TestStatusPageHostArm(t *testing.T) {
+	ts := newTestServer(t, nil)
+	ts.src.engines[0].HostArmCgroup = "joined"
+	ts.src.engines[1].HostArmCgroup = "outside"
+	ts.src.engines[1].HostArmCgroupError = "join cgroup /sys/fs/cgroup/cpu/docker/x: read-only file system"
+	body := ts.do("GET", "/", nil, "").Body.String()
+	if !strings.Contains(body, `data-host-arm="joined"`) {
+		t.Errorf("no line for the joined host arm:\n%s", body)
+	}
+	if !strings.Contains(body, `<p class="bad host-arm" data-host-arm="outside">`) || !strings.Contains(body, "read-only file system") {
+		t.Errorf("no red line with the reason for the host arm outside:\n%s", body)
+	}
+	ts.src.engines[0].HostArmCgroup, ts.src.engines[1].HostArmCgroup = "", ""
+	if body := ts.do("GET", "/", nil, "").Body.String(); strings.Contains(body, "data-host-arm") {
+		t.Errorf("a host-arm line before any probe container:\n%s", body)
+	}
+}

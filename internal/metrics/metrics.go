@@ -36,6 +36,9 @@ type Snapshot struct {
 type Engine struct {
 	Name, Driver, BackingFS, EngineVersion, DataRoot, FioVersion string
 	Runtime                                                      string // docker, podman or containerd
+	// HostArmCgroup is "joined" or "outside" (probe.Session.HostArmCgroup);
+	// "" omits layerprobe_host_arm_cgroup_joined.
+	HostArmCgroup string
 
 	// Overheads are the paired median overheads versus the host. A NaN
 	// field omits only that series.
@@ -207,7 +210,11 @@ var (
 		"1 if the data root's file system shares extents (reflink, so overlay2 copy-up clones instead of copying), 0 if not; from the last cold cycle."+cached,
 		[]string{"engine", "backing_fs"}, nil)
 
-	allDescs = []*prometheus.Desc{descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
+	descHostArm = prometheus.NewDesc(namespace+"_host_arm_cgroup_joined",
+		"1 if the host arm's fio runs in the probe container's CPU cgroups, 0 if it cannot join them (then CPU contention on a busy host reads as storage overhead: see the agent's warnings); absent before the probe container has started."+cached,
+		[]string{"engine"}, nil)
+
+	allDescs = []*prometheus.Desc{descHostArm, descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
 		descRegression, descCycles, descSkips, descDuration, descLastSuccess, descWritten, descInfo,
 		descBudget, descBudgetUsed, descCopyUp, descCopyUpCost, descReflink}
 )
@@ -255,6 +262,12 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	}
 
 	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion, e.Runtime)
+	switch e.HostArmCgroup {
+	case "joined":
+		gauge(descHostArm, 1, e.Name)
+	case "outside":
+		gauge(descHostArm, 0, e.Name)
+	}
 
 	for _, o := range e.Overheads {
 		lv := []string{e.Name, e.Driver, string(o.Target), string(o.Workload), o.Metric, modeOf(o.Mode)}

@@ -51,7 +51,7 @@ func lat(p50, p99, p999 float64) map[string]float64 {
 func fullSnapshot() *Snapshot {
 	healthy := Engine{
 		Name: "default", Runtime: "docker", Driver: "overlay2", BackingFS: "extfs", EngineVersion: "29.1.3",
-		DataRoot: "/var/lib/docker", FioVersion: "fio-3.33",
+		DataRoot: "/var/lib/docker", FioVersion: "fio-3.33", HostArmCgroup: "joined",
 		Overheads: []Overhead{
 			{Target: "bind", Workload: "fsync", Metric: "bandwidth", Ratio: 0.004, CILow: -0.011, CIHigh: 0.019},
 			{Target: "bind", Workload: "fsync", Metric: "fsync_p99", Ratio: -0.012, CILow: -0.05, CIHigh: 0.031},
@@ -197,6 +197,7 @@ func TestCollectOmitsNaN(t *testing.T) {
 		"layerprobe_backing_fs_reflink":             1, // lab has no answer
 		"layerprobe_cycle_skips_total":              11,
 		"layerprobe_engine_info":                    2,
+		"layerprobe_host_arm_cgroup_joined":         1, // the failed engine never started its probe container
 		"layerprobe_daily_budget_bytes":             1,
 		"layerprobe_budget_used_bytes":              1,
 	} {

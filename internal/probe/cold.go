@@ -178,7 +178,7 @@ func writeSynced(path string, size int64) (int64, error) {
 func (s *Session) coldContainerRound(ctx context.Context, round, order int, job fio.Job, hostFiles map[int64]string, rng *rand.Rand) (measure.Sample, []measure.CopyUpSample, int64) {
 	started := time.Now()
 	spec := engine.ProbeSpec{Engine: s.opts.EngineName, Image: s.coldRef, Owner: s.owner,
-		Mode: measure.ModeCold, WritableLayerOnly: true}
+		Mode: measure.ModeCold, WritableLayerOnly: true, Rootless: s.Info.Rootless}
 	if s.opts.DeviceWriteIOPS > 0 {
 		if dev, err := engine.DeviceOf(s.Info.DataRoot); err == nil {
 			spec.DeviceWriteIOPS, spec.DevicePath = s.opts.DeviceWriteIOPS, dev

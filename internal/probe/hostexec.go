@@ -56,13 +56,21 @@ func runHost(ctx context.Context, argv []string) (stdout, stderr []byte, exitCod
 	return out.Bytes(), errb.Bytes(), 0, nil
 }
 
+// The values of Session.HostArmCgroup.
+const (
+	HostArmJoined  = "joined"
+	HostArmOutside = "outside"
+)
+
 // cgroupsOf returns the CPU cgroups of probe container p for the host arm
 // to join, or none with a warning: the measurement still runs, but a host
-// whose CPUs are busy can then show CPU contention as overhead.
+// whose CPUs are busy can then show CPU contention as overhead, so the
+// session records it (HostArmCgroup) for every surface to show.
 func (s *Session) cgroupsOf(p *engine.Probe) []string {
 	warn := func(err error) []string {
 		s.logger.Warn("the host arm runs outside the probe container's CPU cgroup", "err", err)
 		s.Warnings = append(s.Warnings, fmt.Sprintf("host arm outside the probe container's CPU cgroup (%v): on a host with busy CPUs the overheads include CPU contention", err))
+		s.HostArmCgroup, s.HostArmCgroupError = HostArmOutside, err.Error()
 		return nil
 	}
 	if p == nil || p.Pid <= 0 {
@@ -79,6 +87,7 @@ func (s *Session) cgroupsOf(p *engine.Probe) []string {
 		return warn(err)
 	}
 	s.self = self
+	s.HostArmCgroup = HostArmJoined
 	s.logger.Debug("host arm joins the probe container's CPU cgroups", "cgroups", dirs)
 	return dirs
 }

@@ -82,6 +82,12 @@ type Session struct {
 	Info       engine.Info
 	FioVersion string
 	Warnings   []string
+	// HostArmCgroup says whether the host arm's fio runs in the probe
+	// container's CPU cgroups: HostArmJoined, HostArmOutside (then
+	// HostArmCgroupError says why) or "" when the engine did not tell the
+	// probe container's process.
+	HostArmCgroup      string
+	HostArmCgroupError string
 
 	fioPath string // resolved host fio
 	// hostCgroups are the probe container's CPU cgroups, which the host
@@ -177,7 +183,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 	}
 	spec := engine.ProbeSpec{
 		Engine: opts.EngineName, Image: s.imageRef, BindSource: s.scratch,
-		Owner: s.owner, Mode: opts.Mode,
+		Owner: s.owner, Mode: opts.Mode, Rootless: info.Rootless,
 	}
 	if opts.DeviceWriteIOPS > 0 {
 		dev, err := engine.DeviceOf(info.DataRoot)

@@ -53,19 +53,25 @@ type Run struct {
 
 // Engine is the measurement of one engine (Docker or containerd).
 type Engine struct {
-	Name          string   `json:"name"`
-	Endpoint      string   `json:"endpoint"`
-	Runtime       string   `json:"runtime"` // docker, podman (its Docker-compatible API) or containerd
-	EngineVersion string   `json:"engine_version"`
-	Driver        string   `json:"driver"`
-	DriverClass   string   `json:"driver_class"`
-	DriverNote    string   `json:"driver_note,omitempty"`
-	BackingFS     string   `json:"backing_fs"`
-	DataRoot      string   `json:"data_root"`
-	ImageStore    string   `json:"image_store"`
-	FioVersion    string   `json:"fio_version"`
-	Rootless      bool     `json:"rootless"`
-	Warnings      []string `json:"warnings"`
+	Name          string `json:"name"`
+	Endpoint      string `json:"endpoint"`
+	Runtime       string `json:"runtime"` // docker, podman (its Docker-compatible API) or containerd
+	EngineVersion string `json:"engine_version"`
+	Driver        string `json:"driver"`
+	DriverClass   string `json:"driver_class"`
+	DriverNote    string `json:"driver_note,omitempty"`
+	BackingFS     string `json:"backing_fs"`
+	DataRoot      string `json:"data_root"`
+	ImageStore    string `json:"image_store"`
+	FioVersion    string `json:"fio_version"`
+	Rootless      bool   `json:"rootless"`
+	// HostArmCgroup is "joined" when the host arm's fio ran in the probe
+	// container's CPU cgroups, "outside" when it could not (then CPU
+	// contention on a busy host reads as overhead; HostArmCgroupError says
+	// why), "" when not known.
+	HostArmCgroup      string   `json:"host_arm_cgroup"`
+	HostArmCgroupError string   `json:"host_arm_cgroup_error,omitempty"`
+	Warnings           []string `json:"warnings"`
 	// Error is set when the engine could not be measured at all
 	// (unreachable, scratch directory on another file system, ...).
 	Error           *Error  `json:"error,omitempty"`

@@ -110,10 +110,16 @@ func writeEngineInfo(ew *errWriter, e Engine) {
 	ew.printf("  fio:          %s\n", orDash(e.FioVersion))
 }
 
-// writeEngineBody writes the warnings, the error and the results: the
-// steady table under steadyTitle ("" for none) and the cold block under
-// coldTitle, then the footnotes and failures.
+// writeEngineBody writes the host arm's cgroup alarm, the warnings, the
+// error and the results: the steady table under steadyTitle ("" for none)
+// and the cold block under coldTitle, then the footnotes and failures.
 func writeEngineBody(ew *errWriter, e Engine, conf float64, steadyTitle, coldTitle string) {
+	if e.HostArmCgroup == "outside" {
+		// Louder than a warning: on a busy host the numbers below are
+		// then off by a factor, not a few percent.
+		ew.printf("  !!! HOST ARM NOT IN THE PROBE CONTAINER'S CPU CGROUPS: %s\n", e.HostArmCgroupError)
+		ew.printf("  !!! With busy CPUs, CPU contention reads as storage overhead below; docs/security.md says what access the join needs.\n")
+	}
 	for _, warn := range e.Warnings {
 		ew.printf("  warning:      %s\n", warn)
 	}

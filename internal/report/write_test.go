@@ -266,3 +266,30 @@ func TestWriteJSONEmptyLists(t *testing.T) {
 		t.Errorf("WriteJSON(Run{}) = %q, %v; want engines []", buf.String(), err)
 	}
 }
+
+// A host arm outside the probe container's CPU cgroups is said above the
+// table, in capitals, with its reason; a joined one adds nothing.
+func TestWriteTableHostArmOutside(t *testing.T) {
+	for _, c := range []struct {
+		state string
+		loud  bool
+	}{{"outside", true}, {"joined", false}, {"", false}} {
+		r := tableRun()
+		r.Engines[0].HostArmCgroup = c.state
+		if c.loud {
+			r.Engines[0].HostArmCgroupError = "join cgroup /sys/fs/cgroup/cpu/docker/x: read-only file system"
+		}
+		var buf bytes.Buffer
+		if err := WriteTable(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		loud := strings.Contains(out, "HOST ARM NOT IN THE PROBE CONTAINER'S CPU CGROUPS: join cgroup /sys/fs/cgroup/cpu/docker/x: read-only file system")
+		if loud != c.loud {
+			t.Errorf("host arm %q: capital warning %v, want %v:\n%s", c.state, loud, c.loud, out)
+		}
+		if c.loud && strings.Index(out, "HOST ARM") > strings.Index(out, "% of host") {
+			t.Errorf("the warning comes after the table:\n%s", out)
+		}
+	}
+}

@@ -72,7 +72,17 @@ type Options struct {
 	// user namespace of its own: the daemon's directory is the user's,
 	// with its home and runtime directories. Docker daemons run as root.
 	User int
+	// EngineLimits, for Podman, leaves out the containers.conf limits
+	// below and starts the service with a hard open-file limit of
+	// ConstrainedNoFile: a user's Podman on a constrained host, whose
+	// default container limits (1048576) exceed what the host allows.
+	// Only containers that set their own limits start there.
+	EngineLimits bool
 }
+
+// ConstrainedNoFile is the hard open-file limit of a Podman service started
+// with Options.EngineLimits (a CI runner's, for example).
+const ConstrainedNoFile = 20000
 
 // Daemon is a running private dockerd, Podman service or containerd.
 type Daemon struct {
@@ -350,21 +360,24 @@ func (d *Daemon) writeConfig() error {
 	// inherits, which a restricted root (a container, some VMs) lacks;
 	// these stay below. runc: crun 1.8 refuses a hybrid cgroup hierarchy.
 	// cgroupfs and file events: no systemd needed.
+	limits := fmt.Sprintf("default_ulimits = [\"nofile=%[1]d:%[1]d\", \"nproc=%[2]d:%[2]d\"]\n", podmanNoFile, podmanNProc)
+	if d.opts.EngineLimits {
+		limits = ""
+	}
 	containers := fmt.Sprintf(`[containers]
-default_ulimits = ["nofile=%[2]d:%[2]d", "nproc=%[3]d:%[3]d"]
-
+%[2]s
 [engine]
 cgroup_manager = "cgroupfs"
 events_logger = "file"
 events_logfile_path = %[1]q
 runtime = "runc"
-tmp_dir = %[4]q
-static_dir = %[5]q
-volume_path = %[6]q
+tmp_dir = %[3]q
+static_dir = %[4]q
+volume_path = %[5]q
 
 [network]
-network_config_dir = %[7]q
-`, filepath.Join(d.Dir, "events.log"), podmanNoFile, podmanNProc, filepath.Join(d.ExecRoot, "libpod-tmp"),
+network_config_dir = %[6]q
+`, filepath.Join(d.Dir, "events.log"), limits, filepath.Join(d.ExecRoot, "libpod-tmp"),
 		filepath.Join(d.DataRoot, "libpod"), filepath.Join(d.DataRoot, "volumes"), filepath.Join(d.Dir, "networks"))
 	if d.opts.User != 0 {
 		// A rootless store ignores graphroot.
@@ -439,7 +452,16 @@ func (d *Daemon) command() (string, []string, []string, error) {
 			"CONTAINERS_STORAGE_CONF="+filepath.Join(d.Dir, "storage.conf"))
 		env = append(env, d.Env()...)
 		// --time=0: serve until stopped, not only while clients talk.
-		return bin, []string{"system", "service", "--time=0", d.Host}, env, nil
+		args := []string{"system", "service", "--time=0", d.Host}
+		if d.opts.EngineLimits {
+			prlimit, err := lookPath("prlimit")
+			if err != nil {
+				return "", nil, nil, err
+			}
+			args = append([]string{fmt.Sprintf("--nofile=%d:%d", ConstrainedNoFile, ConstrainedNoFile), "--", bin}, args...)
+			bin = prlimit
+		}
+		return bin, args, env, nil
 	}
 	if d.opts.Engine == EngineContainerd {
 		bin, err := lookPath("containerd")

@@ -166,6 +166,21 @@ local promql = import '../lib/promql.libsonnet';
             ||| % c.budgetExhaustedFor,
           ),
 
+          // The host arm could not join the probe container's CPU cgroups:
+          // on a busy host the published overheads then include CPU
+          // contention, by a factor rather than a few percent.
+          alert(
+            'LayerprobeHostArmOutsideCPUCgroup',
+            |||
+              max_over_time(%s[30m]) == 0
+            ||| % s('layerprobe_host_arm_cgroup_joined'),
+            c.hostArmOutsideFor,
+            "layerprobe's host arm cannot join the probe container's CPU cgroups: overheads on a busy host include CPU contention.",
+            |||
+              Engine {{ $labels.engine }} on {{ $labels.instance }}: the agent cannot write the probe container's CPU cgroups, so its host-side fio competes for CPU apart from the container's. With busy CPUs the overheads read too high; the agent's /api/v1/engines says why (host_arm_cgroup_error).
+            |||,
+          ),
+
           // The version labels are dropped: an engine or fio upgrade must
           // not restart the for:.
           alert(

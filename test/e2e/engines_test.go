@@ -9,7 +9,8 @@ import (
 
 // TestMoreEngines runs layerprobe on the engines beyond dockerd's overlay2,
 // btrfs and vfs: Podman (rootful, its Docker-compatible API, its overlay
-// driver), dockerd with fuse-overlayfs, and overlay2 on xfs with reflink.
+// driver, its default container limits above the service's hard open-file
+// limit, as on a constrained host), dockerd with fuse-overlayfs, and overlay2 on xfs with reflink.
 // On each: a run (6 rounds, as TestRunOnPrivateEngines) whose every target
 // works and that reports the engine as it is; a run killed with SIGKILL,
 // then `layerprobe cleanup`; an agent cycle (the smoke profile). None may
@@ -22,7 +23,9 @@ func TestMoreEngines(t *testing.T) {
 		opts                     testdaemon.Options
 		runtime, driver, backing string
 	}{
-		{"podman-overlay", testdaemon.Options{Engine: testdaemon.EnginePodman}, "podman", "overlay", "extfs"},
+		// Podman with its own default container limits, under a hard
+		// open-file limit below them: the probe must set its own.
+		{"podman-overlay", testdaemon.Options{Engine: testdaemon.EnginePodman, EngineLimits: true}, "podman", "overlay", "extfs"},
 		{"fuse-overlayfs", testdaemon.Options{Driver: "fuse-overlayfs"}, "docker", "fuse-overlayfs", "extfs"},
 		{"overlay2-xfs", testdaemon.Options{Driver: "overlay2", Backing: "xfs", SizeMiB: 2048}, "docker", "overlay2", "xfs"},
 	} {

@@ -51,6 +51,9 @@ func TestStatusPageInChromium(t *testing.T) {
 	if n := len(elements(doc, "tr", "cycle")); n != len(cs) {
 		t.Errorf("%d cycle rows, want %d", n, len(cs))
 	}
+	if ha := elements(doc, "p", "host-arm"); len(ha) != 1 || attr(ha[0], "data-host-arm") != "joined" {
+		t.Errorf("the page does not say the host arm joined the probe's CPU cgroups: %v", ha)
+	}
 	det := elements(doc, "table", "detector")
 	if len(det) != 1 || !strings.Contains(text(det[0]), "learning") {
 		t.Errorf("the detector's state is not shown: %v", det)
@@ -67,7 +70,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Errorf("screenshot %s: %v (%v bytes)", shot, err, fi)
 	}
 	t.Logf("screenshot: %s", shot)
-	// LAYERPROBE_STATUS_SCREENSHOT=docs/status-page.png takes the README's
+	// LAYERPROBE_STATUS_SCREENSHOT=$PWD/docs/status-page.png takes docs/agent.md's
 	// screenshot anew from this agent.
 	if dst := os.Getenv("LAYERPROBE_STATUS_SCREENSHOT"); dst != "" {
 		b, err := os.ReadFile(shot)

@@ -102,6 +102,8 @@ func TestComposeFile(t *testing.T) {
 		"/var/lib/docker/layerprobe-scratch:/var/lib/docker/layerprobe-scratch:rw",
 		"/run/lock:/run/lock:rw",
 		"layerprobe-state:/var/lib/layerprobe:rw",
+		// The host arm joins the probe container's CPU cgroups.
+		"/sys/fs/cgroup:/sys/fs/cgroup:rw",
 		repoPath("deploy/compose/layerprobe/config.yaml") + ":/etc/layerprobe/config.yaml:ro",
 	} {
 		if !slices.Contains(lp.Volumes, want) {
@@ -531,10 +533,13 @@ func TestKubernetesConsistency(t *testing.T) {
 			t.Errorf("volume %s names ConfigMap %s, which is not shipped", v.Name, v.ConfigMap.Name)
 		}
 	}
-	for _, p := range []string{"/var/run/docker.sock", "/var/lib/docker", "/var/lib/docker/layerprobe-scratch", "/var/lib/layerprobe", "/run/lock", "/etc/layerprobe", "/tmp"} {
+	for _, p := range []string{"/var/run/docker.sock", "/var/lib/docker", "/var/lib/docker/layerprobe-scratch", "/var/lib/layerprobe", "/run/lock", "/etc/layerprobe", "/tmp", "/sys/fs/cgroup"} {
 		if _, ok := mounts[p]; !ok {
 			t.Errorf("nothing mounted at %s (mounts %v)", p, slices.Sorted(maps.Keys(mounts)))
 		}
+	}
+	if m := mounts["/sys/fs/cgroup"]; m.ReadOnly || m.Volume.HostPath == nil {
+		t.Error("the node's /sys/fs/cgroup is not mounted writable: the host arm cannot join the probe container's CPU cgroups")
 	}
 	if !slices.Equal(c.Args, []string{"agent", "--config", "/etc/layerprobe/config.yaml"}) || cm.Data["config.yaml"] == "" {
 		t.Errorf("args %v, config map keys %v: want the agent reading config.yaml from the ConfigMap", c.Args, cm.Data)
@@ -654,11 +659,19 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("%s=%v, want %q", k, got, v)
 		}
 	}
-	rw := strings.Fields(strings.Join(d["Service.ReadWritePaths"], " "))
-	for _, p := range []string{"/var/lib/docker/layerprobe-scratch", "/run/lock"} {
+	var rw []string
+	for _, p := range strings.Fields(strings.Join(d["Service.ReadWritePaths"], " ")) {
+		rw = append(rw, strings.TrimPrefix(p, "-")) // "-": skipped while missing
+	}
+	for _, p := range []string{"/var/lib/docker/layerprobe-scratch", "/run/lock",
+		// The CPU cgroups the host arm joins (cgroup v1 and v2).
+		"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/system.slice"} {
 		if !slices.Contains(rw, p) {
 			t.Errorf("ReadWritePaths %v lacks %s", rw, p)
 		}
+	}
+	if got := d["Service.ProtectControlGroups"]; len(got) != 1 || got[0] != "yes" {
+		t.Errorf("ProtectControlGroups=%v: the rest of the cgroup file system stays read-only", got)
 	}
 	// Every privilege the unit keeps is explained next to it.
 	text := string(b)

@@ -103,6 +103,8 @@ func troubledAgent(now time.Time) *synthAgent {
 			a.samples[i].value = constant(1)
 		case s.name == "layerprobe_databases_in_layer":
 			a.samples[i].value = constant(1)
+		case s.name == "layerprobe_host_arm_cgroup_joined":
+			a.samples[i].value = constant(0)
 		}
 	}
 	// A database keeping its data in its layer, for the advisor's examples.

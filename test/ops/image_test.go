@@ -168,6 +168,7 @@ func composeRunFlags(t *testing.T, s composeService, d *testdaemon.Daemon, tmp s
 		"/var/lib/docker":                    d.DataRoot,
 		"/var/lib/docker/layerprobe-scratch": filepath.Join(d.DataRoot, "layerprobe-scratch"),
 		"/run/lock":                          filepath.Join(tmp, "lock"),
+		"/sys/fs/cgroup":                     "/sys/fs/cgroup",
 		"layerprobe-state":                   filepath.Join(tmp, "state"),
 		repoPath("deploy/compose/layerprobe/config.yaml"): cfg,
 	}

@@ -104,6 +104,8 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	ed := []string{"engine", "default", "driver", "overlay2"}
 	kvs := func(kv ...string) []string { return append(slices.Clone(ed), kv...) }
 
+	gauge("layerprobe_host_arm_cgroup_joined", 1, "engine", "default")
+
 	jobMetrics := map[string][]string{
 		"seqwrite":  {"iops", "bandwidth", "latency_p50", "latency_p99"},
 		"randwrite": {"iops", "bandwidth", "latency_p50", "latency_p99"},
@@ -401,6 +403,7 @@ var syntheticFiring = map[string][]agentKind{
 	"LayerprobeAgentNeverSucceeded":     nil, // also not for the agent from before the mode label
 	"LayerprobeCyclesFailing":           {kindCold},
 	"LayerprobeBudgetExhausted":         nil,
+	"LayerprobeHostArmOutsideCPUCgroup": nil,
 	"LayerprobeSlowStorageDriver":       nil,
 	"LayerprobeDatabaseInWritableLayer": nil,
 }
