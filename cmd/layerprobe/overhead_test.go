@@ -18,7 +18,7 @@ import (
 
 // fakeAgent serves the three answers `layerprobe overhead` reads, over TLS,
 // to clients that authenticate as auth says.
-func fakeAgent(t *testing.T, auth func(*http.Request) bool) (*httptest.Server, string) {
+func fakeAgent(t *testing.T, auth func(*http.Request) bool, edit ...func(*api.Engine)) (*httptest.Server, string) {
 	t.Helper()
 	finished := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
 	result := func(target measure.Target, w measure.Workload) measure.Result {
@@ -46,6 +46,9 @@ func fakeAgent(t *testing.T, auth func(*http.Request) bool) (*httptest.Server, s
 			{ID: 6, Engine: "default", Mode: measure.ModeCold, Profile: "quick", Result: "ok", Trigger: "schedule",
 				StartedAt: finished.Add(-2 * time.Minute), FinishedAt: finished.Add(-time.Minute), DurationSeconds: 50, Rounds: 3, BytesWritten: 20 << 20, StopReason: "rounds"},
 		}},
+	}
+	for _, f := range edit {
+		f(&answers["/api/v1/engines"].(api.EnginesResponse).Engines[0])
 	}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -164,5 +167,21 @@ func TestOverheadBearerTokenAndHTTPConfigFile(t *testing.T) {
 		if exitCode(err) != exitUsage {
 			t.Errorf("%v: %v (exit %d), want a usage error", args, err, exitCode(err))
 		}
+	}
+}
+
+// TestOverheadHostArmOutside: an agent whose host arm could not join the
+// probe container's CPU cgroups says so in /api/v1/engines, and the table
+// carries the same alarm as `layerprobe run`'s.
+func TestOverheadHostArmOutside(t *testing.T) {
+	srv, ca := fakeAgent(t, func(*http.Request) bool { return true }, func(e *api.Engine) {
+		e.HostArmCgroup, e.HostArmCgroupError = "outside", "join cgroup /sys/fs/cgroup/cpu/docker/x: read-only file system"
+	})
+	out, err := runCLI(t, "overhead", "--url", srv.URL, "--tls.ca-file", ca)
+	if err != nil {
+		t.Fatalf("overhead: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "!!! HOST ARM NOT IN THE PROBE CONTAINER'S CPU CGROUPS: join cgroup /sys/fs/cgroup/cpu/docker/x: read-only file system") {
+		t.Errorf("no host-arm alarm:\n%s", out)
 	}
 }
