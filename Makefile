@@ -126,8 +126,8 @@ release-tools:
 	GOBIN=$(TOOLS_BIN) $(GO) install $(GORELEASER)
 	GOBIN=$(TOOLS_BIN) $(GO) install $(CYCLONEDX)
 
-# The release's date is its commit's, so that a rebuild of the same commit
-# gives the same binaries.
+# The release's date is its commit's: the build date in --version and the
+# files' times do not depend on when the release was built.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 RELEASE_DATE  := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 
