@@ -5,7 +5,7 @@ BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 TEST_TIMEOUT  ?= 45m
 
-.PHONY: all build deps agent run test lint unit clean bench bench-smoke bench-report mixin
+.PHONY: all build deps deps-test agent run test lint unit clean release release-tools bench bench-smoke bench-report mixin
 
 all: build
 
@@ -14,10 +14,25 @@ all: build
 # less resident memory (docs/benchmarks.md, footprint).
 GO_TAGS       ?= nomsgpack
 
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -o $(BIN) ./cmd/layerprobe
+# The version lives in VERSION alone; the binary, the release archives, the
+# .deb and the image take it from there (`layerprobe --version`).
+VERSION       := $(shell cat VERSION)
+REVISION      ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+BUILD_DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+VERSION_PKG   := github.com/layerprobe/layerprobe/internal/version
+LDFLAGS       := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/layerprobe
+
+# What the agent needs on the host it measures: fio, and a container engine
+# only where none answers.
 deps:
+	./scripts/install-agent-deps.sh
+
+# The whole test toolchain (daemons, Prometheus, browsers, helm, ...), for
+# `make test` and the benchmark only.
+deps-test:
 	./scripts/install-deps.sh
 
 # The agent with its built-in defaults: a cycle soon after start, then every 6 h;
@@ -66,7 +81,7 @@ lint:
 # the unit tests of the benchmark's own statistics (bench/, build tag bench;
 # `make bench` itself is not part of it) and the mixin generator's tests
 # (the checked-in outputs are what it builds).
-test: deps lint
+test: deps-test lint
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -parallel 4 ./...
 	$(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' .
 	$(GO) -C mixin/gen test -count=1 .
@@ -99,11 +114,11 @@ HOOKS_BIN     := bin/layerprobe-testhooks
 build-testhooks:
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS),testhooks' -o $(HOOKS_BIN) ./cmd/layerprobe
 
-bench: deps build-testhooks
+bench: deps-test build-testhooks
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBench$$' -timeout 18h $(BENCH_RUN)
 
-bench-smoke: deps build-testhooks
+bench-smoke: deps-test build-testhooks
 	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBench$$' -timeout 60m $(BENCH_RUN)
 
@@ -111,5 +126,42 @@ bench-report: build-testhooks
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBenchReport$$' -timeout 5m $(BENCH_RUN)
 
+# Release artifacts in dist/ (version from VERSION): static linux/amd64 and
+# linux/arm64 binaries in Prometheus-style archives, SHA256SUMS, a CycloneDX
+# SBOM per binary, a .deb per architecture (the binary in /usr/bin, the
+# systemd unit, /etc/layerprobe/config.yaml as a conffile, the man page;
+# Depends: fio), and the agent image for this machine's architecture built
+# from the release binary, saved as a docker-load tarball. The tools
+# (goreleaser, cyclonedx-gomod) are built from the Go module proxy into
+# .build/tools, outside layerprobe's go.mod. RELEASE_IMAGE=0 skips the
+# image (it needs a running engine; its base is made with debootstrap unless
+# BASE_IMAGE names a local one).
+GORELEASER    := github.com/goreleaser/goreleaser/v2@v2.15.1
+CYCLONEDX     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+TOOLS_BIN     := $(CURDIR)/.build/tools
+RELEASE_IMAGE ?= 1
+HOST_ARCH     := $(shell $(GO) env GOARCH)
+
+release-tools:
+	GOBIN=$(TOOLS_BIN) $(GO) install $(GORELEASER)
+	GOBIN=$(TOOLS_BIN) $(GO) install $(CYCLONEDX)
+
+# The release's date is its commit's: the build date in --version and the
+# files' times do not depend on when the release was built.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+RELEASE_DATE  := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+
+release: build release-tools
+	mkdir -p .build
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) scripts/manpage.sh $(BIN) > .build/layerprobe.1
+	gzip -9n < .build/layerprobe.1 > .build/layerprobe.1.gz
+	PATH="$(TOOLS_BIN):$$PATH" VERSION=$(VERSION) REVISION=$(REVISION) BUILD_DATE=$(RELEASE_DATE) \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(TOOLS_BIN)/goreleaser release --snapshot --clean
+ifeq ($(RELEASE_IMAGE),1)
+	scripts/release-image.sh dist/layerprobe_linux_$(HOST_ARCH)_*/layerprobe layerprobe:$(VERSION) \
+		dist/layerprobe-$(VERSION).linux-$(HOST_ARCH).image.tar
+	cd dist && sha256sum layerprobe-$(VERSION).linux-$(HOST_ARCH).image.tar >> SHA256SUMS
+endif
+
 clean:
-	rm -rf bin
+	rm -rf bin dist .build

@@ -3,7 +3,15 @@
 # systemd has none running). Used by `make agent` and `make run` only; the
 # tests start their own private daemons.
 set -euo pipefail
-answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+# The engine answers: through the Docker CLI, or (an engine without the CLI,
+# such as Podman's compatible socket) the default socket's /_ping.
+answers() {
+  if command -v docker >/dev/null && docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
+    return 0
+  fi
+  [[ -z "${DOCKER_HOST:-}" && -S /var/run/docker.sock ]] && command -v curl >/dev/null &&
+    curl -sf --max-time 5 --unix-socket /var/run/docker.sock http://engine/_ping >/dev/null 2>&1
+}
 if answers; then
   exit 0
 fi

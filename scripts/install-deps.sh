@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Installs what layerprobe's commands and tests need, from Debian's packages,
-# when it is missing. Idempotent; needs root (or nothing to install).
+# Installs the test toolchain (`make deps-test`, which `make test` runs):
+# everything the unit, end-to-end and operators' kit tests need, from
+# Debian's packages, when it is missing. The agent alone needs much less:
+# scripts/install-agent-deps.sh (`make deps`). Idempotent; needs root (or
+# nothing to install).
 set -euo pipefail
 
 need=()
@@ -72,4 +75,22 @@ if [[ ! -x $tools/bin/helm ]] || ! go version -m "$tools/bin/helm" 2>/dev/null |
   echo "install-deps: building helm $helm_version into $tools/bin" >&2
   mkdir -p "$tools/bin"
   GOBIN=$tools/bin go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+fi
+
+# `make release` builds goreleaser and cyclonedx-gomod from the Go module
+# proxy; test/ops TestReleaseArtifacts runs it. Building them here, once,
+# fills Go's build cache, so that the test's own build of them only links
+# (the first build takes several minutes).
+goreleaser_version=v2.15.1
+cyclonedx_version=v1.10.0
+if ! go version -m "$tools/bin/goreleaser" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+github\.com/goreleaser/goreleaser/v2[[:space:]]+$goreleaser_version[[:space:]]" ||
+  ! go version -m "$tools/bin/cyclonedx-gomod" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+github\.com/CycloneDX/cyclonedx-gomod[[:space:]]+$cyclonedx_version[[:space:]]"; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing $tools/bin/goreleaser or cyclonedx-gomod; run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: building goreleaser $goreleaser_version and cyclonedx-gomod $cyclonedx_version into $tools/bin" >&2
+  mkdir -p "$tools/bin"
+  GOBIN=$tools/bin go install "github.com/goreleaser/goreleaser/v2@$goreleaser_version"
+  GOBIN=$tools/bin go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$cyclonedx_version"
 fi

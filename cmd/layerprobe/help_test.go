@@ -70,8 +70,8 @@ func TestVersionFlag(t *testing.T) {
 			t.Fatalf("%v: %v", c.args, err)
 		}
 	}
-	if flag.String() != sub.String() || !regexp.MustCompile(`^layerprobe \S+ \(.*go1\.\d+.*\)\n$`).MatchString(flag.String()) {
-		t.Errorf("--version %q, version %q; want the same version line", flag.String(), sub.String())
+	if flag.String() != sub.String() || !regexp.MustCompile(`^layerprobe, version \S+ \(revision: \S+\)\n(  [a-z ]+: +.*\n){4}$`).MatchString(flag.String()) {
+		t.Errorf("--version %q, version %q; want the same Prometheus-style version block", flag.String(), sub.String())
 	}
 }
 

@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,71 +11,74 @@ import (
 	"github.com/layerprobe/layerprobe/internal/report"
 )
 
-func newOverheadCommand(g *globalOptions) *cobra.Command {
-	var url, output string
-	var timeout time.Duration
+// overheadCycles is how many recent cycles `layerprobe overhead` asks for
+// to find each engine's last cycle of each mode.
+const overheadCycles = 50
+
+func newOverheadCommand(_ *globalOptions) *cobra.Command {
+	var o agentClientOptions
+	var output string
 	cmd := &cobra.Command{
 		Use:   "overhead",
 		Short: "Print the latest overhead table from a running agent",
 		Long: `Ask a running layerprobe agent for its latest overheads (GET /api/v1/overhead) and
-print them as a table, or as the API's JSON with --output json.`,
+print them as a table, with what the agent says of each engine (GET /api/v1/engines)
+and its last steady and cold cycles (GET /api/v1/cycles); or the API's JSON with
+--output json.
+
+An agent run with --web.config.file (TLS, client certificates, basic auth) is read
+with the same settings a Prometheus server scrapes it with: the --tls.* and
+--basic-auth.* flags, --bearer-token-file, or a Prometheus HTTP client
+configuration file with --http.config.file, e.g.
+
+  tls_config:
+    ca_file: /etc/layerprobe/ca.pem
+  basic_auth:
+    username: prometheus
+    password_file: /etc/layerprobe/password`,
+		Example: `  layerprobe overhead
+  layerprobe overhead --url https://node1:9811 --tls.ca-file ca.pem \
+    --basic-auth.username prometheus --basic-auth.password-file password
+  layerprobe overhead --url https://node1:9811 --http.config.file client.yml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return usageError{fmt.Errorf("--output %q: want table or json", output)}
 			}
-			return runOverhead(cmd.Context(), url, output, timeout, cmd.OutOrStdout())
+			c, err := o.client(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return runOverhead(cmd.Context(), c, output, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:9811", "base URL of the agent")
+	o.addFlags(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "request timeout")
 	return cmd
 }
 
-func runOverhead(ctx context.Context, base, output string, timeout time.Duration, out io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	u := strings.TrimRight(base, "/") + "/api/v1/overhead"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return usageError{fmt.Errorf("--url %q: %w", base, err)}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask the agent at %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("read the agent's answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e api.ErrorResponse
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("agent at %s answered %s: %s", base, resp.Status, e.Error.Message)
-		}
-		return fmt.Errorf("agent at %s answered %s", base, resp.Status)
-	}
+func runOverhead(ctx context.Context, c *agentClient, output string, out io.Writer) error {
 	if output == "json" {
-		_, err := out.Write(body)
+		body, err := c.get(ctx, "/api/v1/overhead")
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(body)
 		return err
 	}
-	var o api.OverheadResponse
-	if err := json.Unmarshal(body, &o); err != nil {
-		return fmt.Errorf("decode the agent's answer: %w", err)
+	a := report.Agent{URL: c.base}
+	if err := c.getJSON(ctx, "/api/v1/overhead", &a.Overhead); err != nil {
+		return err
 	}
-	run := report.Run{SchemaVersion: report.SchemaVersion, Mode: "steady", Confidence: o.Confidence,
-		StartedAt: o.GeneratedAt, FinishedAt: o.GeneratedAt}
-	for _, e := range o.Engines {
-		re := report.Engine{Name: e.Engine, Driver: e.Driver, BackingFS: e.BackingFS, Results: e.Results}
-		if e.LastSuccess == nil {
-			re.Warnings = append(re.Warnings, "no successful cycle yet")
-		} else {
-			re.Warnings = append(re.Warnings, fmt.Sprintf("last successful cycle %s; estimates over the last %d rounds",
-				e.LastSuccess.Format(time.RFC3339), e.Window))
-		}
-		run.Engines = append(run.Engines, re)
+	var engines api.EnginesResponse
+	if err := c.getJSON(ctx, "/api/v1/engines", &engines); err != nil {
+		return err
 	}
-	return report.WriteTable(out, run)
+	a.Engines = engines.Engines
+	var cycles api.CyclesResponse
+	if err := c.getJSON(ctx, fmt.Sprintf("/api/v1/cycles?limit=%d", overheadCycles), &cycles); err != nil {
+		return err
+	}
+	a.Cycles = cycles.Cycles
+	return report.WriteAgentTable(out, a)
 }

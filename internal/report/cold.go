@@ -10,6 +10,9 @@ type Cold struct {
 	Results []measure.Result `json:"results"`
 	Samples []measure.Sample `json:"samples"`
 	CopyUp  measure.CopyUp   `json:"copy_up"`
+	// noCopyUp: there is no copy-up record to show (an agent's answer
+	// without one), rather than a record without results.
+	noCopyUp bool
 }
 
 // NewCold summarises a cold measurement; lists are never nil.

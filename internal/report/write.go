@@ -70,24 +70,7 @@ func WriteTable(w io.Writer, r Run) error {
 }
 
 func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
-	ew.printf("Engine %s (%s)\n", e.Name, orDash(e.Endpoint))
-	if e.Driver != "" {
-		driver := e.Driver
-		if e.DriverClass != "" && e.DriverClass != "supported" {
-			driver += " (" + e.DriverClass + ")"
-		}
-		ew.printf("  driver:       %s on %s, data root %s, image store %s\n",
-			driver, orDash(e.BackingFS), orDash(e.DataRoot), orDash(e.ImageStore))
-		if e.DriverNote != "" {
-			ew.printf("                %s\n", e.DriverNote)
-		}
-		rootless := ""
-		if e.Rootless {
-			rootless = ", rootless"
-		}
-		ew.printf("  engine:       %s%s%s\n", runtimeName(e.Runtime), orDash(e.EngineVersion), rootless)
-		ew.printf("  fio:          %s\n", orDash(e.FioVersion))
-	}
+	writeEngineInfo(ew, e)
 	if len(e.Results) > 0 || e.BytesWritten > 0 {
 		rounds := roundsText(r.Rounds)
 		if r.Rounds == 0 && e.Rounds > 0 {
@@ -96,6 +79,41 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 		ew.printf("  measurement:  profile %s, %s, %s, %s written\n",
 			orDash(r.Profile), rounds, formatDuration(e.DurationSeconds), formatBytes(e.BytesWritten))
 	}
+	steady := ""
+	if e.Cold != nil {
+		steady = "Steady state (one long-lived probe container):"
+	}
+	writeEngineBody(ew, e, conf, steady, "Cold (a fresh container per round, fsync job in its first seconds):")
+}
+
+// writeEngineInfo writes the engine's heading and, when the engine was
+// reached, its driver, engine and fio lines.
+func writeEngineInfo(ew *errWriter, e Engine) {
+	ew.printf("Engine %s (%s)\n", e.Name, orDash(e.Endpoint))
+	if e.Driver == "" {
+		return
+	}
+	driver := e.Driver
+	if e.DriverClass != "" && e.DriverClass != "supported" {
+		driver += " (" + e.DriverClass + ")"
+	}
+	ew.printf("  driver:       %s on %s, data root %s, image store %s\n",
+		driver, orDash(e.BackingFS), orDash(e.DataRoot), orDash(e.ImageStore))
+	if e.DriverNote != "" {
+		ew.printf("                %s\n", e.DriverNote)
+	}
+	rootless := ""
+	if e.Rootless {
+		rootless = ", rootless"
+	}
+	ew.printf("  engine:       %s%s%s\n", runtimeName(e.Runtime), orDash(e.EngineVersion), rootless)
+	ew.printf("  fio:          %s\n", orDash(e.FioVersion))
+}
+
+// writeEngineBody writes the host arm's cgroup alarm, the warnings, the
+// error and the results: the steady table under steadyTitle ("" for none)
+// and the cold block under coldTitle, then the footnotes and failures.
+func writeEngineBody(ew *errWriter, e Engine, conf float64, steadyTitle, coldTitle string) {
 	if e.HostArmCgroup == "outside" {
 		// Louder than a warning: on a busy host the numbers below are
 		// then off by a factor, not a few percent.
@@ -117,13 +135,13 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 	lowCoverage := false
 	if len(e.Results) > 0 {
 		ew.printf("\n")
-		if e.Cold != nil {
-			ew.printf("  Steady state (one long-lived probe container):\n")
+		if steadyTitle != "" {
+			ew.printf("  %s\n", steadyTitle)
 		}
 		lowCoverage = writeResults(ew, e.Results, conf)
 	}
 	if e.Cold != nil {
-		lowCoverage = writeCold(ew, e.Cold, conf) || lowCoverage
+		lowCoverage = writeCold(ew, e.Cold, coldTitle, conf) || lowCoverage
 	}
 
 	ew.printf("\n  %% of host: the target's speed relative to the host's in the same round, Hodges-Lehmann\n")
@@ -144,13 +162,16 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 }
 
 // writeCold writes the cold fsync rows and the copy-up table.
-func writeCold(ew *errWriter, c *Cold, conf float64) bool {
-	ew.printf("\n  Cold (a fresh container per round, fsync job in its first seconds):\n")
+func writeCold(ew *errWriter, c *Cold, title string, conf float64) bool {
+	ew.printf("\n  %s\n", title)
 	low := false
 	if len(c.Results) > 0 {
 		low = writeResults(ew, c.Results, conf)
 	} else {
 		ew.printf("  no results\n")
+	}
+	if c.noCopyUp {
+		return low
 	}
 	reflink := "unknown"
 	if c.CopyUp.Reflink != nil {
@@ -196,7 +217,7 @@ func writeCopyUpFailures(ew *errWriter, samples []measure.CopyUpSample) {
 	}
 }
 
-// writeResults writes the table, grouped by job with the host row first as
+// writeResults writes the table, grouped by workload with the host row first as
 // the baseline of the rows below it. It reports whether any interval was
 // marked as under-covered.
 func writeResults(ew *errWriter, results []measure.Result, conf float64) bool {
@@ -208,7 +229,7 @@ func writeResults(ew *errWriter, results []measure.Result, conf float64) bool {
 		)
 	})
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  TARGET\tJOB\t%% OF HOST [%s CI]\tIOPS\tBANDWIDTH\tWRITE P99\tFSYNC P99\tROUNDS OK/FAILED\n",
+	fmt.Fprintf(tw, "  TARGET\tWORKLOAD\t%% OF HOST [%s CI]\tIOPS\tBANDWIDTH\tWRITE P99\tFSYNC P99\tROUNDS OK/FAILED\n",
 		formatPercentPlain(100*conf))
 	lowCoverage := false
 	for _, res := range rows {

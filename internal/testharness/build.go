@@ -46,6 +46,9 @@ func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
+	if ld := VersionLDFlags(root); ld != "" {
+		args = append(args, "-ldflags", ld)
+	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -58,6 +61,21 @@ func buildIn(ctx context.Context, root, out, pkg, tags string) error {
 // productModule is the module path of the product, whose root holds
 // cmd/layerprobe.
 const productModule = "github.com/layerprobe/layerprobe"
+
+// VersionLDFlags are the -ldflags `make build` sets from the VERSION file
+// in root (the version only; no revision or date, so builds repeat): ""
+// for a tree without one, such as an earlier revision.
+func VersionLDFlags(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		return ""
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return ""
+	}
+	return "-X github.com/layerprobe/layerprobe/internal/version.Version=" + v
+}
 
 // moduleRoot is the directory of layerprobe's go.mod, wherever the test
 // runs from: the product's module, or one nested in it (bench/).

@@ -1,21 +1,26 @@
-// Package version holds build information, set with -ldflags at release
-// time and read from the module build info otherwise.
+// Package version holds build information. `make build` and `make release`
+// set it with -ldflags from the repository's VERSION file, the commit and
+// the build date; a plain `go build` falls back to the module build info.
 package version
 
 import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	promversion "github.com/prometheus/common/version"
 )
 
-// Version and Revision are set at build time:
+// Version, Revision and BuildDate are set at build time:
 //
-//	go build -ldflags "-X github.com/layerprobe/layerprobe/internal/version.Version=v0.1.0"
+//	go build -ldflags "-X github.com/layerprobe/layerprobe/internal/version.Version=$(cat VERSION) \
+//	  -X github.com/layerprobe/layerprobe/internal/version.Revision=$(git rev-parse --short=12 HEAD) \
+//	  -X github.com/layerprobe/layerprobe/internal/version.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 var (
-	Version  = ""
-	Revision = ""
+	Version   = ""
+	Revision  = ""
+	BuildDate = ""
 )
 
 // Info returns the version, the VCS revision and the Go version.
@@ -40,13 +45,36 @@ func Info() (version, revision, goVersion string) {
 	return version, revision, runtime.Version()
 }
 
-// String is the one-line version.
+// buildTags are the build tags the binary was built with, "" if none.
+func buildTags() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-tags" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}
+
+// String is what `layerprobe --version` and `layerprobe version` print, in
+// the Prometheus exporters' shape: the version and revision on the first
+// line, then the build date, Go version, platform and build tags.
 func String() string {
 	v, r, g := Info()
-	if r == "" {
-		return fmt.Sprintf("layerprobe %s (%s)", v, g)
+	orUnknown := func(s string) string {
+		if s == "" {
+			return "unknown"
+		}
+		return s
 	}
-	return fmt.Sprintf("layerprobe %s (revision %s, %s)", v, r, g)
+	var b strings.Builder
+	fmt.Fprintf(&b, "layerprobe, version %s (revision: %s)\n", v, orUnknown(r))
+	fmt.Fprintf(&b, "  build date:       %s\n", orUnknown(BuildDate))
+	fmt.Fprintf(&b, "  go version:       %s\n", g)
+	fmt.Fprintf(&b, "  platform:         %s/%s\n", runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "  tags:             %s", orUnknown(buildTags()))
+	return b.String()
 }
 
 // init hands the version to prometheus/common/version, which client_golang's
@@ -54,4 +82,5 @@ func String() string {
 // `layerprobe version` always agree.
 func init() {
 	promversion.Version, promversion.Revision, _ = Info()
+	promversion.BuildDate = BuildDate
 }

@@ -24,7 +24,8 @@ var statusConfig = strings.Replace(agentConfig, "rounds_per_cycle: 2", "rounds_p
 // headless Chromium: a row per target and job with its interval bar, the
 // detector's state and the cycle are in the DOM the browser built, the
 // browser refused nothing under the page's Content-Security-Policy, and a
-// screenshot goes into the test's output directory.
+// screenshot goes into the test's output directory (and, with
+// LAYERPROBE_STATUS_SCREENSHOT, to that path: docs/status-page.png is made so).
 func TestStatusPageInChromium(t *testing.T) {
 	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
 	chromium := lookChromium(t)
@@ -69,6 +70,17 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Errorf("screenshot %s: %v (%v bytes)", shot, err, fi)
 	}
 	t.Logf("screenshot: %s", shot)
+	// LAYERPROBE_STATUS_SCREENSHOT=$PWD/docs/status-page.png takes docs/agent.md's
+	// screenshot anew from this agent.
+	if dst := os.Getenv("LAYERPROBE_STATUS_SCREENSHOT"); dst != "" {
+		b, err := os.ReadFile(shot)
+		if err == nil {
+			err = os.WriteFile(dst, b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("copy the screenshot to %s: %v", dst, err)
+		}
+	}
 	a.stop()
 }
 

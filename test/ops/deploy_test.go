@@ -603,7 +603,7 @@ const unitFile = "deploy/systemd/layerprobe.service"
 
 // TestSystemdUnit checks the unit with systemd itself: `systemd-analyze
 // verify` (syntax, unknown directives, executables; ExecStart is pointed at
-// a freshly built binary, since /usr/local/bin/layerprobe is not installed
+// a freshly built binary, since /usr/bin/layerprobe is not installed
 // here) and `systemd-analyze security --offline` (the exposure score must
 // stay at 3.0 or below). Then the hardening the issue asks for: dedicated
 // privileges reasoned in comments, ProtectSystem, NoNewPrivileges,
@@ -615,12 +615,12 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "ExecStart=/usr/local/bin/layerprobe agent") {
-		t.Fatal("ExecStart does not run /usr/local/bin/layerprobe agent")
+	if !strings.Contains(string(b), "ExecStart=/usr/bin/layerprobe agent") {
+		t.Fatal("ExecStart does not run /usr/bin/layerprobe agent")
 	}
 	dir := t.TempDir()
 	unit := filepath.Join(dir, "layerprobe.service")
-	if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/layerprobe", bin)), 0o644); err != nil {
+	if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/bin/layerprobe", bin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := run(t, time.Minute, dir, nil, sa, "verify", unit)

@@ -28,8 +28,9 @@ agent:
   churn_quiet_period: 0s
 `
 
-// TestAgentImage builds the agent image with deploy/docker/Dockerfile on a
-// private dockerd, from a Debian base made with deploy/docker/debootstrap-base.sh
+// TestAgentImage builds the agent image with scripts/release-image.sh (what
+// `make release` runs: deploy/docker/Dockerfile COPYing the built binary) on
+// a private dockerd, from a Debian base made with deploy/docker/debootstrap-base.sh
 // (debootstrap from Debian's mirror, `docker import`: no image registry),
 // and runs it with the compose file's settings (no capability, read-only,
 // no-new-privileges, host pid namespace) and the daemon's socket and data
@@ -65,19 +66,24 @@ func TestAgentImage(t *testing.T) {
 	}
 	t.Logf("debootstrap base: %s", time.Since(start).Round(time.Second))
 
-	// The image, from the repository's Dockerfile; the context holds
-	// bin/layerprobe as `make build` leaves it. --network host: the private
-	// daemon has no bridge, and apt needs Debian's mirror.
+	// The image, as `make release` builds it: scripts/release-image.sh
+	// COPYs the built binary into deploy/docker/Dockerfile's image (a
+	// context holding nothing else) and saves it for `docker load`.
 	start = time.Now()
-	ctx := filepath.Join(tmp, "context")
-	if err := os.MkdirAll(filepath.Join(ctx, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, bin, filepath.Join(ctx, "bin", "layerprobe"), 0o755)
-	r = dockerCmd(8*time.Minute, "build", "--network", "host", "--build-arg", "BASE_IMAGE=layerprobe-base:test",
-		"-f", repoPath("deploy/docker/Dockerfile"), "-t", "layerprobe:test", ctx)
+	tarball := filepath.Join(tmp, "layerprobe.image.tar")
+	r = run(t, 8*time.Minute, "", append(env, "TMPDIR="+tmp, "BASE_IMAGE=layerprobe-base:test"),
+		repoPath("scripts/release-image.sh"), bin, "layerprobe:test", tarball)
 	if r.err != nil {
-		t.Fatalf("docker build:\n%s", testharness.Tail(r.stdout+r.stderr, 40))
+		t.Fatalf("release-image.sh:\n%s", testharness.Tail(r.stdout+r.stderr, 40))
+	}
+	if fi, err := os.Stat(tarball); err != nil || fi.Size() < 1<<20 {
+		t.Errorf("release-image.sh saved no image: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "layerprobe-image.*")); len(left) > 0 {
+		t.Errorf("release-image.sh left %v behind", left)
+	}
+	if v := strings.TrimSpace(dockerCmd(time.Minute, "image", "inspect", "-f", `{{index .Config.Labels "org.opencontainers.image.version"}}`, "layerprobe:test").stdout); v != versionFile(t) {
+		t.Errorf("image version label %q, want the VERSION file's %q", v, versionFile(t))
 	}
 	t.Logf("docker build: %s", time.Since(start).Round(time.Second))
 	fioVersion := strings.TrimSpace(dockerCmd(time.Minute, "run", "--rm", "--network", "none", "--entrypoint", "fio", "layerprobe:test", "--version").stdout)

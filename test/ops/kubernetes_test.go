@@ -1,6 +1,9 @@
 package ops
 
 import (
+	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -315,8 +318,286 @@ func TestHelmChart(t *testing.T) {
 		} else if strings.HasPrefix(set, "monitor") {
 			args = append(args, "monitor.enabled=true")
 		}
-		if out := helmTemplate(t, helm, true, args...); !strings.Contains(out, want) {
+		// The template's own message names engine.type; the schema's
+		// names /engine/type.
+		if out := helmTemplate(t, helm, true, args...); !strings.Contains(out, want) && !strings.Contains(out, "'/"+strings.ReplaceAll(want, ".", "/")+"'") {
 			t.Errorf("helm template --set %v: %q does not name %s", args, out, want)
 		}
+	}
+}
+
+// helmValuesFiles are the values files TestHelmChartValuesFiles renders
+// the chart with, besides its defaults.
+var helmValuesFiles = []string{"secured", "placement", "existing-secrets"}
+
+// TestHelmChartValuesFiles renders the chart under each values file in
+// testdata/helm, validates every object with kubernetes-validate (the
+// operator's kinds excepted), and checks that the values reach the
+// objects: Secrets and their mounts for the web configuration and the API
+// token, the monitor's TLS, basic auth, relabelings and timeouts, names,
+// image, placement and the securityContext overrides.
+func TestHelmChartValuesFiles(t *testing.T) {
+	helm := tool(t, "helm", "/opt/layerprobe-test-tools/bin")
+	kv := tool(t, "kubernetes-validate", "/opt/layerprobe-test-tools/bin")
+	for _, name := range helmValuesFiles {
+		t.Run(name, func(t *testing.T) {
+			file := repoPath("test/ops/testdata/helm/" + name + ".yaml")
+			if r := run(t, time.Minute, "", nil, helm, "lint", "--strict", "--kube-version", kubernetesVersion, "-f", file, repoPath(chartPath)); r.err != nil {
+				t.Errorf("helm lint -f %s:\n%s", name, r)
+			}
+			r := run(t, time.Minute, "", nil, helm, "template", "lp", repoPath(chartPath), "--namespace", "layerprobe",
+				"--kube-version", kubernetesVersion, "-f", file)
+			if r.err != nil {
+				t.Fatalf("helm template -f %s:\n%s", name, r)
+			}
+			objs := map[string]map[string]any{} // kind/name -> object
+			var core []string
+			dec := yaml.NewDecoder(strings.NewReader(r.stdout))
+			for {
+				var o map[string]any
+				if err := dec.Decode(&o); err != nil {
+					break
+				}
+				if o == nil {
+					continue
+				}
+				kind, _ := o["kind"].(string)
+				objs[kind+"/"+dig[string](o, "metadata", "name")] = o
+				if kind != "PodMonitor" && kind != "ServiceMonitor" && kind != "PrometheusRule" {
+					b, _ := yaml.Marshal(o)
+					core = append(core, string(b))
+				}
+			}
+			f := filepath.Join(t.TempDir(), "core.yaml")
+			if err := os.WriteFile(f, []byte(strings.Join(core, "---\n")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			v := run(t, 2*time.Minute, "", nil, kv, "--strict", "--kubernetes-version", kubernetesVersion, f)
+			if v.err != nil || strings.Count(v.stdout+v.stderr, " passed ") != len(core) {
+				t.Errorf("kubernetes-validate: %d objects:\n%s", len(core), v)
+			}
+			checkHelmValues(t, name, objs)
+		})
+	}
+}
+
+// dig walks nested maps and lists (an int indexes a list) and returns the
+// value there, or T's zero value.
+func dig[T any](v any, path ...any) T {
+	var zero T
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return zero
+			}
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			if !ok || k >= len(l) {
+				return zero
+			}
+			v = l[k]
+		}
+	}
+	t, _ := v.(T)
+	return t
+}
+
+func checkHelmValues(t *testing.T, name string, objs map[string]map[string]any) {
+	t.Helper()
+	var ds map[string]any
+	for k, o := range objs {
+		if strings.HasPrefix(k, "DaemonSet/") {
+			ds = o
+		}
+	}
+	if ds == nil {
+		t.Fatalf("no DaemonSet among %v", slices.Sorted(maps.Keys(objs)))
+	}
+	pod := dig[map[string]any](ds, "spec", "template", "spec")
+	c := dig[map[string]any](pod, "containers", 0)
+	var args []string
+	for _, a := range dig[[]any](c, "args") {
+		args = append(args, fmt.Sprint(a))
+	}
+	secretVolumes := map[string]string{} // volume -> secret
+	for _, v := range dig[[]any](pod, "volumes") {
+		if s := dig[string](v, "secret", "secretName"); s != "" {
+			secretVolumes[dig[string](v, "name")] = s
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range dig[[]any](c, "volumeMounts") {
+		mounts[dig[string](m, "name")] = dig[string](m, "mountPath")
+	}
+	hasArgs := func(pair ...string) bool {
+		for i := range args {
+			if slices.Equal(args[i:min(i+len(pair), len(args))], pair) {
+				return true
+			}
+		}
+		return false
+	}
+	checkSecrets := func(web, token, tokenKey string) {
+		t.Helper()
+		if secretVolumes["web-config"] != web || mounts["web-config"] != "/etc/layerprobe-web" ||
+			!hasArgs("--web.config.file", "/etc/layerprobe-web/web-config.yml") {
+			t.Errorf("web config: volumes %v, mounts %v, args %v; want Secret %s at /etc/layerprobe-web", secretVolumes, mounts, args, web)
+		}
+		if secretVolumes["api-token"] != token || mounts["api-token"] != "/etc/layerprobe-api-token" ||
+			!hasArgs("--api-token-file", "/etc/layerprobe-api-token/"+tokenKey) {
+			t.Errorf("API token: volumes %v, mounts %v, args %v; want Secret %s, key %s", secretVolumes, mounts, args, token, tokenKey)
+		}
+	}
+	endpoint := func(kind string) map[string]any {
+		for k, o := range objs {
+			if strings.HasPrefix(k, kind+"/") {
+				list := "podMetricsEndpoints"
+				if kind == "ServiceMonitor" {
+					list = "endpoints"
+				}
+				return dig[map[string]any](o, "spec", list, 0)
+			}
+		}
+		t.Fatalf("no %s", kind)
+		return nil
+	}
+
+	switch name {
+	case "secured":
+		checkSecrets("lp-layerprobe-web-config", "lp-layerprobe-api-token", "token")
+		web := objs["Secret/lp-layerprobe-web-config"]
+		var cfg map[string]any
+		if err := yaml.Unmarshal([]byte(dig[string](web, "stringData", "web-config.yml")), &cfg); err != nil ||
+			dig[string](cfg, "tls_server_config", "cert_file") != "/etc/layerprobe-web/tls.crt" {
+			t.Errorf("web-config.yml in the Secret: %v, %v", cfg, err)
+		}
+		if !strings.Contains(dig[string](web, "stringData", "tls.key"), "BEGIN EC PRIVATE KEY") {
+			t.Errorf("the web config Secret lacks webConfig.files: %v", dig[map[string]any](web, "stringData"))
+		}
+		if dig[string](objs["Secret/lp-layerprobe-api-token"], "stringData", "token") != "test-token-0123456789abcdef" {
+			t.Errorf("API token Secret: %v", objs["Secret/lp-layerprobe-api-token"])
+		}
+		for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+			if dig[string](c, probe, "tcpSocket", "port") != "metrics" || dig[map[string]any](c, probe, "httpGet") != nil {
+				t.Errorf("%s %v: with basic auth the probes check the port", probe, c[probe])
+			}
+		}
+		ep := endpoint("PodMonitor")
+		if dig[string](ep, "scheme") != "https" || dig[string](ep, "interval") != "1m" || dig[string](ep, "scrapeTimeout") != "20s" ||
+			dig[string](ep, "tlsConfig", "serverName") != "layerprobe" || dig[string](ep, "basicAuth", "password", "name") != "layerprobe-scrape" ||
+			len(dig[[]any](ep, "relabelings")) != 2 || dig[string](ep, "relabelings", 1, "targetLabel") != "cluster" ||
+			dig[string](ep, "metricRelabelings", 0, "action") != "drop" {
+			t.Errorf("PodMonitor endpoint: %v", ep)
+		}
+	case "existing-secrets":
+		checkSecrets("layerprobe-web", "layerprobe-token", "api-token")
+		for k := range objs {
+			if strings.HasPrefix(k, "Secret/") {
+				t.Errorf("%s rendered: the values name existing Secrets", k)
+			}
+		}
+		if dig[string](ds, "metadata", "name") != "layerprobe" {
+			t.Errorf("fullnameOverride: DaemonSet %q", dig[string](ds, "metadata", "name"))
+		}
+		for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+			if dig[string](c, probe, "httpGet", "scheme") != "HTTPS" {
+				t.Errorf("%s %v: TLS without basic auth probes over HTTPS", probe, c[probe])
+			}
+		}
+		ep := endpoint("ServiceMonitor")
+		if dig[string](ep, "scheme") != "https" || dig[bool](ep, "tlsConfig", "insecureSkipVerify") != true {
+			t.Errorf("ServiceMonitor endpoint: %v", ep)
+		}
+	case "placement":
+		if got := dig[string](ds, "metadata", "name"); got != "lp-storage-probe" {
+			t.Errorf("nameOverride: DaemonSet %q", got)
+		}
+		if got := dig[string](ds, "spec", "template", "metadata", "labels", "app.kubernetes.io/name"); got != "storage-probe" {
+			t.Errorf("nameOverride: name label %q", got)
+		}
+		want := "registry.example.com/infra/layerprobe@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+		if dig[string](c, "image") != want || dig[string](c, "imagePullPolicy") != "Always" {
+			t.Errorf("image %q %q, want %q", dig[string](c, "image"), dig[string](c, "imagePullPolicy"), want)
+		}
+		if dig[string](pod, "priorityClassName") != "system-node-critical" ||
+			dig[string](pod, "nodeSelector", "storage.example.com/probe") != "yes" ||
+			dig[string](pod, "tolerations", 0, "key") != "dedicated" || len(dig[[]any](pod, "tolerations")) != 1 ||
+			dig[map[string]any](pod, "affinity", "nodeAffinity") == nil ||
+			dig[string](pod, "securityContext", "seccompProfile", "type") != "RuntimeDefault" ||
+			dig[string](pod, "imagePullSecrets", 0, "name") != "registry-credentials" {
+			t.Errorf("placement values do not reach the pod: %v", pod)
+		}
+		if dig[string](c, "resources", "limits", "memory") != "1Gi" || dig[map[string]any](c, "securityContext", "seccompProfile") != nil ||
+			!hasArgs("--log.level=debug", "--log.format=json") {
+			t.Errorf("container: resources %v, securityContext %v, args %v", c["resources"], c["securityContext"], args)
+		}
+		env := map[string]string{}
+		for _, e := range dig[[]any](c, "env") {
+			env[dig[string](e, "name")] = dig[string](e, "value")
+		}
+		if env["TZ"] != "UTC" || env["DOCKER_HOST"] != "unix:///var/run/docker.sock" {
+			t.Errorf("env %v: want TZ beside DOCKER_HOST", env)
+		}
+		if dig[string](ds, "spec", "template", "metadata", "labels", "team") != "storage" ||
+			dig[string](ds, "spec", "template", "metadata", "annotations", "example.com/team") != "storage" {
+			t.Errorf("podLabels/podAnnotations: %v", dig[map[string]any](ds, "spec", "template", "metadata"))
+		}
+	}
+}
+
+// TestHelmChartREADME: the chart's README lists every top-level value, the
+// schema describes exactly the values the chart has, and the chart's
+// appVersion is the VERSION file's.
+func TestHelmChartREADME(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(chartPath+"/values.yaml"))), &values); err != nil {
+		t.Fatal(err)
+	}
+	readme := readFile(t, repoPath(chartPath+"/README.md"))
+	for k := range values {
+		if !strings.Contains(readme, "| `"+k+"` |") {
+			t.Errorf("%s/README.md does not list the value %s", chartPath, k)
+		}
+	}
+	var schema struct {
+		AdditionalProperties *bool                      `json:"additionalProperties"`
+		Properties           map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(readFile(t, repoPath(chartPath+"/values.schema.json"))), &schema); err != nil {
+		t.Fatal(err)
+	}
+	if schema.AdditionalProperties == nil || *schema.AdditionalProperties {
+		t.Error("values.schema.json allows unknown top-level values")
+	}
+	if got, want := slices.Sorted(maps.Keys(schema.Properties)), slices.Sorted(maps.Keys(values)); !slices.Equal(got, want) {
+		t.Errorf("values.schema.json describes %v; values.yaml has %v", got, want)
+	}
+	var nested struct {
+		Properties map[string]struct {
+			Properties map[string]any `json:"properties"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal([]byte(readFile(t, repoPath(chartPath+"/values.schema.json"))), &nested)
+	for k, v := range values {
+		m, ok := v.(map[string]any)
+		props := nested.Properties[k].Properties
+		if !ok || props == nil {
+			continue
+		}
+		if got, want := slices.Sorted(maps.Keys(props)), slices.Sorted(maps.Keys(m)); !slices.Equal(got, want) {
+			t.Errorf("values.schema.json's %s has %v; values.yaml's %v", k, got, want)
+		}
+	}
+	var chart struct {
+		AppVersion string `yaml:"appVersion"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(chartPath+"/Chart.yaml"))), &chart); err != nil {
+		t.Fatal(err)
+	}
+	if chart.AppVersion != versionFile(t) {
+		t.Errorf("Chart.yaml appVersion %q, VERSION %q", chart.AppVersion, versionFile(t))
 	}
 }

@@ -1,14 +1,23 @@
-{{/* Names and labels. */}}
+{{/* Names and labels, overridable as in prometheus-community's charts. */}}
+{{- define "layerprobe.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "layerprobe.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "layerprobe.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "layerprobe.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -18,6 +27,33 @@ app.kubernetes.io/component: agent
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The agent image: [registry/]repository:tag, or @digest when set. */}}
+{{- define "layerprobe.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- if .Values.image.registry -}}
+{{- $repo = printf "%s/%s" .Values.image.registry $repo -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret names of the web configuration and the API token. */}}
+{{- define "layerprobe.webConfigSecret" -}}
+{{- .Values.webConfig.existingSecret | default (printf "%s-web-config" (include "layerprobe.fullname" .)) -}}
+{{- end -}}
+
+{{- define "layerprobe.apiTokenSecret" -}}
+{{- .Values.apiToken.existingSecret | default (printf "%s-api-token" (include "layerprobe.fullname" .)) -}}
+{{- end -}}
+
+{{/* The scheme the agent serves: https when the web configuration has TLS. */}}
+{{- define "layerprobe.scheme" -}}
+{{- if and .Values.webConfig.enabled .Values.webConfig.tls -}}https{{- else -}}http{{- end -}}
 {{- end -}}
 
 {{/* The engine type, checked: every template that branches on it uses this. */}}
