@@ -45,5 +45,6 @@ DOCKER_BUILDKIT=0 docker build --quiet --network host \
 echo "release-image: built $tag" >&2
 if [[ -n $out ]]; then
   docker save -o "$out" "$tag"
+  chmod 0644 "$out"
   echo "release-image: saved $tag to $out" >&2
 fi

@@ -185,3 +185,18 @@ func TestOverheadHostArmOutside(t *testing.T) {
 		t.Errorf("no host-arm alarm:\n%s", out)
 	}
 }
+
+// TestOverheadHelpListsTLSAndAuthFlags: `layerprobe overhead --help` names
+// every TLS and authentication flag.
+func TestOverheadHelpListsTLSAndAuthFlags(t *testing.T) {
+	out, err := runCLI(t, "overhead", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"--tls.ca-file", "--tls.cert-file", "--tls.key-file", "--tls.server-name", "--tls.insecure-skip-verify",
+		"--basic-auth.username", "--basic-auth.password-file", "--bearer-token-file", "--http.config.file"} {
+		if !strings.Contains(out, "      "+f+" ") {
+			t.Errorf("overhead --help lacks %s:\n%s", f, out)
+		}
+	}
+}
