@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -440,6 +441,8 @@ func checkLoadedAgent(t *testing.T, addr string, alive func() string, log func()
 // by containers of its engine:
 //   - deploy/systemd/layerprobe.service, unchanged, under the box's systemd
 //     (`systemctl enable --now`);
+//   - the .deb of `make release`, installed with `apt-get install`, its
+//     unit started by the package (the same unit file);
 //   - deploy/compose/docker-compose.yml with docker-compose, its agent
 //     service only, with an override that sets the test's configuration
 //     file, published on a free port (LAYERPROBE_PORT);
@@ -493,7 +496,8 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 				t.Logf("journal of layerprobe.service:\n%s", testharness.Tail(journal(), 40))
 			}
 			b.exec(t, 2*time.Minute, "systemctl", "disable", "--now", "layerprobe")
-			b.exec(t, time.Minute, "rm", "-rf", "/var/lib/layerprobe")
+			b.exec(t, time.Minute, "rm", "-rf", "/var/lib/layerprobe", "/etc/systemd/system/layerprobe.service", "/etc/layerprobe")
+			b.exec(t, time.Minute, "systemctl", "daemon-reload")
 		})
 		alive := func() string {
 			if r := b.exec(t, time.Minute, "systemctl", "is-active", "layerprobe"); strings.TrimSpace(r.stdout) != "active" {
@@ -502,6 +506,54 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			return ""
 		}
 		checkLoadedAgent(t, addr, alive, journal)
+	})
+
+	// The .deb of `make release`, installed with apt as a user would, its
+	// configuration put in place beforehand (dpkg keeps it: --force-confold).
+	// Its postinst enables and starts the unit it carries.
+	t.Run("deb", func(t *testing.T) {
+		deb := filepath.Join(releaseDist(t), fmt.Sprintf("layerprobe_%s_%s.deb", versionFile(t), runtime.GOARCH))
+		copyFile(t, deb, filepath.Join(b.share, "layerprobe.deb"), 0o644)
+		addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
+		agentConfigFile(t, filepath.Join(b.share, "deb"), addr)
+		if r := b.exec(t, time.Minute, "install", "-D", "-m", "0644", boxShare+"/deb/config.yaml", "/etc/layerprobe/config.yaml"); r.err != nil {
+			t.Fatal(r)
+		}
+		start := time.Now()
+		r := b.exec(t, 5*time.Minute, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends",
+			"-o", "Dpkg::Options::=--force-confold", boxShare+"/layerprobe.deb")
+		if r.err != nil {
+			t.Fatalf("apt-get install ./layerprobe.deb:\n%s", r)
+		}
+		journal := func() string {
+			return b.exec(t, time.Minute, "journalctl", "-u", "layerprobe", "--no-pager").stdout
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("journal of layerprobe.service:\n%s", testharness.Tail(journal(), 40))
+			}
+			b.exec(t, 3*time.Minute, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-y", "layerprobe")
+			b.exec(t, time.Minute, "rm", "-rf", "/var/lib/layerprobe")
+		})
+		for _, c := range [][]string{{"is-enabled", "layerprobe"}, {"is-active", "layerprobe"}} {
+			if r := b.exec(t, time.Minute, append([]string{"systemctl"}, c...)...); r.err != nil {
+				t.Fatalf("systemctl %v after the install: %s", c, r)
+			}
+		}
+		if r := b.exec(t, time.Minute, "systemctl", "show", "-p", "FragmentPath", "layerprobe"); !strings.Contains(r.stdout, "/lib/systemd/system/layerprobe.service") {
+			t.Errorf("the running unit is not the package's: %s", r.stdout)
+		}
+		alive := func() string {
+			if r := b.exec(t, time.Minute, "systemctl", "is-active", "layerprobe"); strings.TrimSpace(r.stdout) != "active" {
+				return "layerprobe.service is " + strings.TrimSpace(r.stdout) + "\n" + testharness.Tail(journal(), 20)
+			}
+			return ""
+		}
+		checkLoadedAgent(t, addr, alive, journal)
+		if d := time.Since(start); d > 10*time.Minute {
+			t.Errorf("the first steady result came %s after apt-get install, want within 10 minutes", d.Round(time.Second))
+		}
+		t.Logf("apt-get install to the first steady result: %s", time.Since(start).Round(time.Second))
 	})
 
 	t.Run("compose", func(t *testing.T) {

@@ -111,5 +111,6 @@ func agentBinary(t testing.TB) string {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testharness.RemoveBinary()
+	removeRelease()
 	os.Exit(code)
 }

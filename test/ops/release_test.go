@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,12 +127,11 @@ func TestAgentDepsAreTheAgentsOnly(t *testing.T) {
 	}
 }
 
-// releaseClone copies the repository's files as they are in the work tree
-// (tracked and new, not ignored) into a fresh git repository of one commit,
-// as a fresh clone would have them, and returns its directory.
-func releaseClone(t *testing.T) string {
+// releaseCloneInto copies the repository's files as they are in the work
+// tree (tracked and new, not ignored) into dir, a fresh git repository of
+// one commit, as a fresh clone would have them, and returns dir.
+func releaseCloneInto(t *testing.T, dir string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "layerprobe")
 	out, err := exec.Command("git", "-C", repoRoot, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
@@ -156,6 +156,54 @@ func releaseClone(t *testing.T) string {
 	return dir
 }
 
+// The release that `make release RELEASE_IMAGE=0` builds in a fresh copy of
+// the repository, once per test binary run: TestReleaseArtifacts checks it,
+// TestShippedDeploymentsUnderLoad installs its .deb. Its directory outlives
+// the test that built it (TestMain removes it).
+var release struct {
+	once sync.Once
+	dist string
+	err  string
+	tmp  string
+}
+
+// releaseDist returns the dist directory of that release, building it on
+// the first call.
+func releaseDist(t *testing.T) string {
+	t.Helper()
+	release.once.Do(func() {
+		tmp, err := os.MkdirTemp("", "layerprobe-release-")
+		if err != nil {
+			release.err = err.Error()
+			return
+		}
+		release.tmp = tmp
+		dir := releaseCloneInto(t, filepath.Join(tmp, "layerprobe"))
+		start := time.Now()
+		r := run(t, 20*time.Minute, dir, nil, "make", "release", "RELEASE_IMAGE=0")
+		if r.err != nil {
+			release.err = "make release:\n" + testharness.Tail(r.stdout+r.stderr, 60)
+			return
+		}
+		t.Logf("make release: %s", time.Since(start).Round(time.Second))
+		release.dist = filepath.Join(dir, "dist")
+	})
+	if release.err != "" {
+		t.Fatal(release.err)
+	}
+	if release.dist == "" {
+		t.Fatal("the release build stopped in the test that started it")
+	}
+	return release.dist
+}
+
+// removeRelease deletes the release's directory (TestMain).
+func removeRelease() {
+	if release.tmp != "" {
+		os.RemoveAll(release.tmp)
+	}
+}
+
 // TestReleaseArtifacts runs `make release` (goreleaser, nfpm, cyclonedx-gomod;
 // the image is TestAgentImage's) in a fresh copy of the repository and checks
 // every artifact: static linux/amd64 and linux/arm64 binaries stamped with
@@ -170,14 +218,8 @@ func TestReleaseArtifacts(t *testing.T) {
 	dpkgDeb := tool(t, "dpkg-deb")
 	t.Parallel()
 	version := versionFile(t)
-	dir := releaseClone(t)
-	start := time.Now()
-	r := run(t, 20*time.Minute, dir, nil, "make", "release", "RELEASE_IMAGE=0")
-	if r.err != nil {
-		t.Fatalf("make release:\n%s", testharness.Tail(r.stdout+r.stderr, 60))
-	}
-	t.Logf("make release: %s", time.Since(start).Round(time.Second))
-	dist := filepath.Join(dir, "dist")
+	dist := releaseDist(t)
+	dir := filepath.Dir(dist)
 	rev := strings.TrimSpace(run(t, time.Minute, dir, nil, "git", "rev-parse", "--short=12", "HEAD").stdout)
 
 	// Every artifact is in SHA256SUMS, and the sums verify.
