@@ -52,12 +52,13 @@ agent:
 
 // aaSlack is how far from 100% the bind target's interval may end and the
 // A/A check still pass: its interval (speed in percent of the host's) must
-// reach into [100/aaSlack, 100·aaSlack]. An honest 95% interval misses the truth in one
-// run of twenty, usually by little; CPU contention without the join shifts
-// the bind target's fsync figure by a factor of 3 to 6 under this load
-// (the interval's near end at 3x the host's), which this margin still
-// catches without making the test a draw.
-const aaSlack = 1.5
+// reach into [100/aaSlack, 100·aaSlack]. An honest 95% interval misses the
+// truth in one run of twenty, usually by little, and the smoke profile's
+// short jobs on a busy CPU give wide ones (joined, the lowest upper end seen
+// here was 110%, the highest lower end 90%); a lost join in the DaemonSet's pod read
+// bind at 289–1418% of the host with near ends of 217–772%, and elsewhere
+// at 467% [299–845]: a factor 2 keeps both apart.
+const aaSlack = 2.0
 
 // checkLoadedAA checks what a loaded deployment's agent published: the
 // host arm joined (engines), the first steady cycle succeeded, and the
