@@ -55,7 +55,7 @@ agent:
 // reach into [100/aaSlack, 100·aaSlack]. An honest 95% interval misses the
 // truth in one run of twenty, usually by little, and the smoke profile's
 // short jobs on a busy CPU give wide ones (joined, the lowest upper end seen
-// here was 110%, the highest lower end 90%); a lost join in the DaemonSet's pod read
+// here was 110%, the highest lower end 84%); a lost join in the DaemonSet's pod read
 // bind at 289–1418% of the host with near ends of 217–772%, and elsewhere
 // at 467% [299–845]: a factor 2 keeps both apart.
 const aaSlack = 2.0
