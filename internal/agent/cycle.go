@@ -335,17 +335,10 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
-// cyclePlan is the plan of a steady cycle from the configuration: fixed
-// rounds when agent.rounds_per_cycle says so, adaptive otherwise.
+// cyclePlan is the plan of a steady cycle from agent.budget: fixed rounds
+// when agent.budget.rounds says so, adaptive otherwise.
 func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
-	ac := a.cfg.Agent
-	return probe.Plan{
-		Rounds:      ac.RoundsPerCycle,
-		MinRounds:   ac.MinRoundsPerCycle,
-		Precision:   ac.TargetPrecision,
-		MaxBytes:    int64(ac.CycleMaxBytes),
-		MaxDuration: ac.CycleMaxDuration,
-	}
+	return probe.NewPlan(a.cfg.Agent.Budget, prof, false)
 }
 
 // plannedRounds is the most rounds a plan can run: the round numbers a
