@@ -243,18 +243,8 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 }
 
 func fillEngine(er *report.Engine, s *probe.Session) {
-	er.Runtime = s.Info.Runtime
-	er.EngineVersion = s.Info.ServerVersion
-	er.Runtime = s.Info.Runtime
-	er.Driver = s.Info.Driver
-	er.DriverClass = string(s.Info.DriverClass)
+	er.SetFacts(s.Facts())
 	er.DriverNote = s.Info.DriverNote
-	er.BackingFS = s.Info.BackingFS
-	er.DataRoot = s.Info.DataRoot
-	er.ImageStore = s.Info.ImageStore
-	er.Rootless = s.Info.Rootless
-	er.FioVersion = s.FioVersion
-	er.HostArmCgroup, er.HostArmCgroupError = s.HostArmCgroup, s.HostArmCgroupError
 	er.Warnings = append(er.Warnings, s.Warnings...)
 }
 

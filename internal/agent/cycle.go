@@ -590,6 +590,17 @@ func fsyncOnly(p fio.Profile) fio.Profile {
 	return q
 }
 
+// facts are what the agent publishes of the engine: its last answer, and
+// what the probe session found (fio's version restored from the store
+// until a session has started).
+func (e *engineState) facts() measure.EngineFacts {
+	f := e.info.Facts()
+	f.Runtime = e.runtime()
+	f.FioVersion = e.fioVersion
+	f.HostArmCgroup, f.HostArmCgroupError = e.hostArm, e.hostArmErr
+	return f
+}
+
 // runtime is the engine's runtime label: what the engine said, or before
 // it answered, containerd for an engine of that type. A Docker API engine
 // stays empty until it answers: only its /version tells Docker from
