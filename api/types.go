@@ -131,27 +131,13 @@ type CycleDetail struct {
 
 // Engine is one entry of GET /api/v1/engines.
 type Engine struct {
-	Name          string `json:"name"`
-	Endpoint      string `json:"endpoint"`
-	Reachable     bool   `json:"reachable"`
-	Runtime       string `json:"runtime"` // docker, podman (its Docker-compatible API) or containerd
-	EngineVersion string `json:"engine_version"`
-	Driver        string `json:"driver"`
-	DriverClass   string `json:"driver_class"`
-	BackingFS     string `json:"backing_fs"`
-	DataRoot      string `json:"data_root"`
-	ImageStore    string `json:"image_store"`
-	Rootless      bool   `json:"rootless"`
-	FioVersion    string `json:"fio_version"`
-	// HostArmCgroup is "joined" when the host arm's fio runs in the probe
-	// container's CPU cgroups, "outside" when it cannot (CPU contention on a
-	// busy host then reads as overhead; HostArmCgroupError says why), ""
-	// before the probe container has started.
-	HostArmCgroup      string          `json:"host_arm_cgroup"`
-	HostArmCgroupError string          `json:"host_arm_cgroup_error,omitempty"`
-	Warnings           []string        `json:"warnings"`
-	LastCycle          *Cycle          `json:"last_cycle"`
-	FsyncRegression    map[string]bool `json:"fsync_regression"` // target -> regressed
+	Name      string `json:"name"`
+	Endpoint  string `json:"endpoint"`
+	Reachable bool   `json:"reachable"`
+	measure.EngineFacts
+	Warnings        []string        `json:"warnings"`
+	LastCycle       *Cycle          `json:"last_cycle"`
+	FsyncRegression map[string]bool `json:"fsync_regression"` // target -> regressed
 	// Detector is the fsync regression detector's state per target.
 	Detector map[string]DetectorState `json:"detector"`
 }

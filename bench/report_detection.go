@@ -107,7 +107,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		"cycle is skipped, and schedules nothing itself: the benchmark starts each cycle with `POST /api/v1/cycles` as "+
 		"soon as the previous one, with its confirmation cycle if it raised a suspicion, is over, and then reads "+
 		"`layerprobe_fsync_regression` from `/metrics` (the agent publishes once per cycle, after the confirmation).",
-		ac.MinRoundsPerCycle, pp(100*ac.TargetPrecision), gib(int64(ac.CycleMaxBytes)), dur(ac.CycleMaxDuration.Seconds()))
+		ac.Budget.MinRounds, pp(100*ac.Budget.Precision), gib(int64(ac.Budget.MaxBytes)), dur(ac.Budget.MaxDuration.Seconds()))
 	w.line("```yaml")
 	w.line("%s", strings.TrimRight(d.AgentConfig, "\n"))
 	w.line("```\n")
@@ -423,7 +423,7 @@ func detectionReplay(r *results) replayReport {
 	rp := replayReport{block: cycleBlock(r.Detection), sigma: math.NaN()}
 	if rp.block == 0 {
 		// No agent cycles measured: a cycle's minimum rounds.
-		rp.block = config.Default().Agent.MinRoundsPerCycle
+		rp.block = config.Default().Agent.Budget.MinRounds
 	}
 	for _, dr := range r.Drivers {
 		src := aaSourcesOf(r, dr.Driver)

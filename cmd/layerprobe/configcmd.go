@@ -18,19 +18,26 @@ func newConfigCommand(g *globalOptions) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Validate a configuration file (default: --config); exit 2 if it is invalid",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Validate a configuration file (default: --config) and print "FILE: valid", or
+every problem with its line, and exit 2 if it is invalid. Deprecated keys, which
+still work, are named on stderr with their new names.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := g.ConfigPath
 			if len(args) == 1 {
 				path = args[0]
 			}
-			if _, err := config.Load(path); err != nil {
+			cfg, err := config.Load(path)
+			if err != nil {
 				if errors.Is(err, os.ErrNotExist) {
 					return usageError{err}
 				}
 				return err
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", path)
+			for _, d := range cfg.Deprecated {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", path, d)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", path)
 			return err
 		},
 	})

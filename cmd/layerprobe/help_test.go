@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,8 +26,8 @@ func TestHelpShowsConfigDefaults(t *testing.T) {
 		{"agent", "profile", strconv.Quote(def.Profile)},
 		{"agent", "web.listen-address", "[" + def.Agent.ListenAddress + "]"},
 		{"run", "profile", strconv.Quote(def.Profile)},
-		{"run", "precision", strconv.FormatFloat(def.Precision, 'g', -1, 64)},
-		{"run", "max-bytes", strconv.Quote(def.MaxBytes.String())},
+		{"run", "precision", strconv.FormatFloat(def.Budget.Precision, 'g', -1, 64)},
+		{"run", "max-bytes", strconv.Quote(def.Budget.MaxBytes.String())},
 	}
 	help := map[string]string{}
 	for _, tt := range tests {
@@ -52,8 +54,8 @@ func TestHelpShowsConfigDefaults(t *testing.T) {
 	}
 	// --rounds 0 (adaptive) is pflag's zero value, which it does not print;
 	// it must be the configuration's default all the same.
-	if def.Rounds != 0 {
-		t.Errorf("config default rounds %d; the run --help text says 0 is the default", def.Rounds)
+	if def.Budget.Rounds != 0 {
+		t.Errorf("config default rounds %d; the run --help text says 0 is the default", def.Budget.Rounds)
 	}
 }
 
@@ -99,5 +101,29 @@ func TestRunRefusesABudgetBelowOneRound(t *testing.T) {
 	}
 	if err := run("--engine", "nope"); err == nil || strings.Contains(err.Error(), "max-bytes") {
 		t.Errorf("run with the defaults: %v, want no budget error", err)
+	}
+}
+
+// TestConfigCheckWarnsOfDeprecatedKeys: a file with an old key is valid,
+// and config check names the key and its new name on stderr.
+func TestConfigCheckWarnsOfDeprecatedKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(path, []byte("agent:\n  cycle_max_bytes: 1GiB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newRootCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"config", "check", path})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != path+": valid\n" {
+		t.Errorf("stdout %q, want %q", out.String(), path+": valid\n")
+	}
+	want := "line 2: agent.cycle_max_bytes is deprecated, write agent.budget.max_bytes"
+	if !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr %q, want it to contain %q", errOut.String(), want)
 	}
 }

@@ -61,20 +61,20 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 				cfg.Profile = o.Profile
 			}
 			if cmd.Flags().Changed("rounds") {
-				cfg.Rounds = o.Rounds
+				cfg.Budget.Rounds = o.Rounds
 			}
 			if cmd.Flags().Changed("precision") {
-				cfg.Precision = o.Precision
+				cfg.Budget.Precision = o.Precision
 			}
 			if cmd.Flags().Changed("max-bytes") {
 				n, err := config.ParseByteSize(o.MaxBytes)
 				if err != nil {
 					return usageError{fmt.Errorf("--max-bytes %q: %w", o.MaxBytes, err)}
 				}
-				cfg.MaxBytes = n
+				cfg.Budget.MaxBytes = n
 			}
 			if cmd.Flags().Changed("max-duration") {
-				cfg.MaxDuration = o.MaxTime
+				cfg.Budget.MaxDuration = o.MaxTime
 			}
 			switch measure.Mode(o.Mode) {
 			case measure.ModeSteady, measure.ModeCold, measure.ModeBoth:
@@ -87,8 +87,8 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 			if err := cfg.Validate(); err != nil {
 				return usageError{fmt.Errorf("flags: %w", err)}
 			}
-			if err := cfg.RoundFits(cfg.MaxBytes); err != nil {
-				return usageError{fmt.Errorf("--max-bytes (max_bytes) %w", err)}
+			if err := cfg.RoundFits(cfg.Budget.MaxBytes); err != nil {
+				return usageError{fmt.Errorf("--max-bytes (budget.max_bytes) %w", err)}
 			}
 			return runRun(cmd.Context(), cfg, o, g.logger, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -97,10 +97,10 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 	def := config.Default()
 	f := cmd.Flags()
 	f.StringVar(&o.Profile, "profile", def.Profile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", "))
-	f.IntVar(&o.Rounds, "rounds", def.Rounds, "fixed rounds of every job (0 = the profile's default: adaptive for quick; at least 6 for a 95% interval)")
-	f.Float64Var(&o.Precision, "precision", def.Precision, "stop an adaptive run when every 95% interval's half-width is at most this (0.03 = 3 percentage points)")
-	f.StringVar(&o.MaxBytes, "max-bytes", def.MaxBytes.String(), "most bytes the run writes per engine (0 = no cap)")
-	f.DurationVar(&o.MaxTime, "max-duration", def.MaxDuration, "longest an adaptive run adds rounds per engine (0 = no cap)")
+	f.IntVar(&o.Rounds, "rounds", def.Budget.Rounds, "fixed rounds of every job (0 = the profile's default: adaptive for quick; at least 6 for a 95% interval)")
+	f.Float64Var(&o.Precision, "precision", def.Budget.Precision, "stop an adaptive run when every 95% interval's half-width is at most this (0.03 = 3 percentage points)")
+	f.StringVar(&o.MaxBytes, "max-bytes", def.Budget.MaxBytes.String(), "most bytes the run writes per engine (0 = no cap)")
+	f.DurationVar(&o.MaxTime, "max-duration", def.Budget.MaxDuration, "longest an adaptive run adds rounds per engine (0 = no cap)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
@@ -113,11 +113,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	if err != nil {
 		return usageError{err}
 	}
-	plan := probe.Plan{Rounds: cfg.Rounds, MinRounds: prof.MinRounds, Precision: cfg.Precision,
-		MaxBytes: int64(cfg.MaxBytes), MaxDuration: cfg.MaxDuration, Confidence: measure.DefaultConfidence}
-	if plan.Rounds == 0 {
-		plan.Rounds = prof.DefaultRounds
-	}
+	plan := probe.NewPlan(cfg.Budget, prof, true)
 	engines, err := selectEngines(cfg.EffectiveEngines(), o.Engines)
 	if err != nil {
 		return err
@@ -247,18 +243,8 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 }
 
 func fillEngine(er *report.Engine, s *probe.Session) {
-	er.Runtime = s.Info.Runtime
-	er.EngineVersion = s.Info.ServerVersion
-	er.Runtime = s.Info.Runtime
-	er.Driver = s.Info.Driver
-	er.DriverClass = string(s.Info.DriverClass)
+	er.SetFacts(s.Facts())
 	er.DriverNote = s.Info.DriverNote
-	er.BackingFS = s.Info.BackingFS
-	er.DataRoot = s.Info.DataRoot
-	er.ImageStore = s.Info.ImageStore
-	er.Rootless = s.Info.Rootless
-	er.FioVersion = s.FioVersion
-	er.HostArmCgroup, er.HostArmCgroupError = s.HostArmCgroup, s.HostArmCgroupError
 	er.Warnings = append(er.Warnings, s.Warnings...)
 }
 

@@ -89,8 +89,11 @@ func New(o Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	if err := o.Config.RoundFits(o.Config.Agent.CycleMaxBytes); err != nil {
-		return nil, fmt.Errorf("agent: agent.cycle_max_bytes %w", err)
+	if err := o.Config.RoundFits(o.Config.Agent.Budget.MaxBytes); err != nil {
+		return nil, fmt.Errorf("agent: agent.budget.max_bytes %w", err)
+	}
+	for _, d := range o.Config.Deprecated {
+		o.Logger.Warn("deprecated configuration key, still honoured", "key", d.Old, "write", d.New, "line", d.Line)
 	}
 	if o.JobTimeout > 0 {
 		for i := range prof.Jobs {

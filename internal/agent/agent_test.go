@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -43,8 +44,8 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 	cfg.Engines = []config.Engine{{Name: "default", Host: "unix:///fake.sock", ProbeImage: "layerprobe-test:fake"}}
 	cfg.FreeSpace = config.FreeSpace{}
 	cfg.Agent.StateDir = filepath.Join(t.TempDir(), "state")
-	cfg.Agent.RoundsPerCycle = 2
-	cfg.Agent.CycleMaxBytes = 0 // the fake engine's jobs "write" hundreds of MiB
+	cfg.Agent.Budget.Rounds = 2
+	cfg.Agent.Budget.MaxBytes = 0 // the fake engine's jobs "write" hundreds of MiB
 	cfg.Agent.ColdInterval = 0
 	cfg.Agent.ColdRounds = 2
 	cfg.Agent.DailyByteBudget = 0
@@ -430,7 +431,7 @@ func TestLoop(t *testing.T) {
 	a := newTestAgent(t, func(c *config.Config) {
 		c.Agent.Interval = 300 * time.Millisecond
 		c.Agent.ColdInterval = time.Hour
-		c.Agent.RoundsPerCycle = 1
+		c.Agent.Budget.Rounds = 1
 		c.Agent.Jitter = 0.5
 	})
 	a.opts.FirstCycleDelay = 10 * time.Millisecond
@@ -496,7 +497,7 @@ func TestLoopRetriesAfterBackoff(t *testing.T) {
 		c.Agent.Interval = time.Hour
 		c.Agent.RetryBackoff = 200 * time.Millisecond
 		c.Agent.MaxIOPressure = 10
-		c.Agent.RoundsPerCycle = 1
+		c.Agent.Budget.Rounds = 1
 	})
 	pressure := filepath.Join(a.procRoot, "pressure", "io")
 	writeFile(t, pressure, "some avg10=42.00 avg60=1.00 avg300=1.00 total=1\n")
@@ -632,7 +633,7 @@ func TestAdaptiveCycle(t *testing.T) {
 		// there are 6 pairs, the fewest for a 95% interval; the next cycle
 		// finds the window precise and makes its minimum rounds only.
 		a := newTestAgent(t, func(c *config.Config) {
-			c.Agent.RoundsPerCycle, c.Agent.MinRoundsPerCycle, c.Agent.TargetPrecision = 0, 2, 0.03
+			c.Agent.Budget.Rounds, c.Agent.Budget.MinRounds, c.Agent.Budget.Precision = 0, 2, 0.03
 		})
 		a.cycleAll(context.Background(), triggerSchedule)
 		if c := a.last(t); c.Result != ResultOK || c.StopReason != "precision" || c.Rounds != 6*len(a.prof.Jobs) {
@@ -645,8 +646,8 @@ func TestAdaptiveCycle(t *testing.T) {
 	})
 	t.Run("budget", func(t *testing.T) {
 		a := newTestAgent(t, func(c *config.Config) {
-			c.Agent.RoundsPerCycle, c.Agent.MinRoundsPerCycle, c.Agent.TargetPrecision = 0, 1, 0.000001
-			c.Agent.CycleMaxBytes = 1 << 30
+			c.Agent.Budget.Rounds, c.Agent.Budget.MinRounds, c.Agent.Budget.Precision = 0, 1, 0.000001
+			c.Agent.Budget.MaxBytes = 1 << 30
 		})
 		rng := rand.New(rand.NewPCG(1, 2))
 		a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
@@ -712,11 +713,25 @@ func TestNewRefusesACycleBudgetBelowOneRound(t *testing.T) {
 	cfg := config.Default()
 	cfg.Profile = "long"
 	_, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
-	if err == nil || !strings.Contains(err.Error(), "agent.cycle_max_bytes") || !strings.Contains(err.Error(), `profile "long"`) {
+	if err == nil || !strings.Contains(err.Error(), "agent.budget.max_bytes") || !strings.Contains(err.Error(), `profile "long"`) {
 		t.Errorf("New with profile long and a 512 MiB cycle budget: %v", err)
 	}
-	cfg.Agent.CycleMaxBytes = 0
+	cfg.Agent.Budget.MaxBytes = 0
 	if _, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Errorf("New without a cycle budget: %v", err)
+	}
+}
+
+// TestNewLogsDeprecatedKeys: every deprecated key of the file is logged
+// once, when the agent is made, with the key that replaced it.
+func TestNewLogsDeprecatedKeys(t *testing.T) {
+	cfg := config.Default()
+	cfg.Deprecated = []config.Deprecation{{Line: 3, Alias: config.Alias{Old: "agent.target_precision", New: "agent.budget.precision"}}}
+	var buf bytes.Buffer
+	if _, err := New(Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&buf, nil))}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(buf.String(), "key=agent.target_precision write=agent.budget.precision line=3"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, buf.String())
 	}
 }

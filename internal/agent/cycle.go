@@ -335,17 +335,10 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
-// cyclePlan is the plan of a steady cycle from the configuration: fixed
-// rounds when agent.rounds_per_cycle says so, adaptive otherwise.
+// cyclePlan is the plan of a steady cycle from agent.budget: fixed rounds
+// when agent.budget.rounds says so, adaptive otherwise.
 func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
-	ac := a.cfg.Agent
-	return probe.Plan{
-		Rounds:      ac.RoundsPerCycle,
-		MinRounds:   ac.MinRoundsPerCycle,
-		Precision:   ac.TargetPrecision,
-		MaxBytes:    int64(ac.CycleMaxBytes),
-		MaxDuration: ac.CycleMaxDuration,
-	}
+	return probe.NewPlan(a.cfg.Agent.Budget, prof, false)
 }
 
 // plannedRounds is the most rounds a plan can run: the round numbers a
@@ -595,6 +588,17 @@ func fsyncOnly(p fio.Profile) fio.Profile {
 	q := p
 	q.Jobs = slices.DeleteFunc(slices.Clone(p.Jobs), func(j fio.Job) bool { return j.Workload != measure.Fsync })
 	return q
+}
+
+// facts are what the agent publishes of the engine: its last answer, and
+// what the probe session found (fio's version restored from the store
+// until a session has started).
+func (e *engineState) facts() measure.EngineFacts {
+	f := e.info.Facts()
+	f.Runtime = e.runtime()
+	f.FioVersion = e.fioVersion
+	f.HostArmCgroup, f.HostArmCgroupError = e.hostArm, e.hostArmErr
+	return f
 }
 
 // runtime is the engine's runtime label: what the engine said, or before

@@ -37,10 +37,8 @@ func (a *Agent) publish() {
 	snap := &metrics.Snapshot{}
 	for _, e := range a.engines {
 		me := metrics.Engine{
-			Name: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-			EngineVersion: e.info.ServerVersion, DataRoot: e.info.DataRoot, FioVersion: e.fioVersion,
-			Runtime:           e.runtime(),
-			HostArmCgroup:     e.hostArm,
+			Name:              e.cfg.Name,
+			EngineFacts:       e.facts(),
 			Regression:        map[measure.Target]bool{},
 			CyclesTotal:       maps.Clone(e.cycles),
 			SkipsTotal:        maps.Clone(e.skips),
@@ -302,12 +300,8 @@ func (a *Agent) Engines(context.Context) ([]api.Engine, error) {
 	defer a.mu.Unlock()
 	out := make([]api.Engine, 0, len(a.engines))
 	for _, e := range a.engines {
-		ae := api.Engine{Name: e.cfg.Name, Endpoint: e.cli.Endpoint(), Reachable: e.reachable, Runtime: e.runtime(),
-			EngineVersion: e.info.ServerVersion, Driver: e.info.Driver, DriverClass: string(e.info.DriverClass),
-			BackingFS: e.info.BackingFS, DataRoot: e.info.DataRoot, ImageStore: e.info.ImageStore,
-			Rootless: e.info.Rootless, FioVersion: e.fioVersion, Warnings: append([]string{}, e.warnings...),
-			HostArmCgroup: e.hostArm, HostArmCgroupError: e.hostArmErr,
-			FsyncRegression: map[string]bool{}, Detector: map[string]api.DetectorState{}}
+		ae := api.Engine{Name: e.cfg.Name, Endpoint: e.cli.Endpoint(), Reachable: e.reachable, EngineFacts: e.facts(),
+			Warnings: append([]string{}, e.warnings...), FsyncRegression: map[string]bool{}, Detector: map[string]api.DetectorState{}}
 		if e.infoErr != "" {
 			ae.Warnings = append(ae.Warnings, e.infoErr)
 		}

@@ -14,21 +14,9 @@ import (
 type Config struct {
 	// Profile is the built-in fio profile (fio.ProfileNames).
 	Profile string `yaml:"profile"`
-	// Rounds is a fixed number of rounds of every job per `layerprobe
-	// run`; 0 means the profile's default, which for the default profile
-	// is adaptive: rounds go on until every interval is within Precision or
-	// MaxBytes is spent.
-	Rounds int `yaml:"rounds"`
-	// Precision is the 95% interval half-width, as a ratio (0.03 = 3
-	// percentage points), at which an adaptive `layerprobe run` stops.
-	Precision float64 `yaml:"precision"`
-	// MaxBytes bounds what one `layerprobe run` writes per engine, file
-	// layout included (probe.Plan.MaxBytes says how; RoundFits, what it
-	// must at least hold).
-	MaxBytes ByteSize `yaml:"max_bytes"`
-	// MaxDuration bounds how long an adaptive `layerprobe run` adds rounds
-	// per engine.
-	MaxDuration time.Duration `yaml:"max_duration"`
+	// Budget is how many rounds one `layerprobe run` makes per engine and
+	// what stops them.
+	Budget Budget `yaml:"budget"`
 	// Targets to measure besides host (host is always measured: every
 	// overhead is relative to it): container, bind, volume. A file may
 	// list "host" too; Load drops it, so after Load Targets never holds it.
@@ -41,6 +29,33 @@ type Config struct {
 	Agent     Agent     `yaml:"agent"`
 	Detector  Detector  `yaml:"detector"`
 	Advisor   Advisor   `yaml:"advisor"`
+
+	// Deprecated lists the deprecated keys the file set, in file order
+	// (Load fills it; see Aliases).
+	Deprecated []Deprecation `yaml:"-"`
+}
+
+// Budget is the rounds and the precision/byte/time budget of one
+// measurement: a `layerprobe run` (the top-level budget) or an agent's
+// steady cycle (agent.budget). Both have the same keys with the same
+// meaning; probe.NewPlan turns either into the plan the probe follows.
+type Budget struct {
+	// Rounds fixes the rounds of every job; 0 makes the measurement
+	// adaptive (for a run: the profile's fixed rounds when it has them).
+	Rounds int `yaml:"rounds"`
+	// MinRounds is how many rounds of every job an adaptive measurement
+	// makes before it may stop; 0 means the profile's minimum.
+	MinRounds int `yaml:"min_rounds"`
+	// Precision is the 95% interval half-width, as a ratio (0.03 = 3
+	// percentage points), at which an adaptive measurement stops.
+	Precision float64 `yaml:"precision"`
+	// MaxBytes bounds what the measurement writes per engine, file layout
+	// included (probe.Plan.MaxBytes says how; RoundFits, what it must at
+	// least hold). 0 is no cap.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// MaxDuration bounds how long an adaptive measurement adds rounds per
+	// engine. 0 is no cap.
+	MaxDuration time.Duration `yaml:"max_duration"`
 }
 
 // Fio configures the fio binary run on the host and copied into the probe
@@ -98,16 +113,12 @@ type Agent struct {
 	// twice as long after each further miss, never longer than Interval.
 	// 0 waits the whole interval.
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
-	// RoundsPerCycle fixes the rounds of every job per cycle; 0 (the
-	// default) makes cycles adaptive: at least MinRoundsPerCycle rounds of
+	// Budget is how many rounds a steady cycle makes and what stops them.
+	// Its rounds are adaptive by default: at least MinRounds rounds of
 	// every job, then more until the published interval (over the window,
-	// this cycle's rounds included) is within TargetPrecision or the cycle
-	// has written CycleMaxBytes.
-	RoundsPerCycle    int           `yaml:"rounds_per_cycle"`
-	MinRoundsPerCycle int           `yaml:"min_rounds_per_cycle"`
-	TargetPrecision   float64       `yaml:"target_precision"`
-	CycleMaxBytes     ByteSize      `yaml:"cycle_max_bytes"`
-	CycleMaxDuration  time.Duration `yaml:"cycle_max_duration"`
+	// this cycle's rounds included) is within Precision or the cycle has
+	// written MaxBytes or run MaxDuration.
+	Budget Budget `yaml:"budget"`
 	// ColdInterval is the time between cold cycles (a fresh container per
 	// round, and copy-up); 0 turns the cold probe off. ColdRounds is the
 	// number of rounds per cold cycle.

@@ -74,13 +74,14 @@ func Load(path string) (*Config, error) {
 // problems of keys the file sets carry the line that set them.
 func parse(data []byte) (*Config, error) {
 	c := Default()
-	d := &decoder{lines: map[string]int{}, failed: map[string]bool{}, active: map[*yaml.Node]bool{}}
+	d := &decoder{lines: map[string]int{}, failed: map[string]bool{}, active: map[*yaml.Node]bool{}, sets: map[string]int{}}
 	root, err := parseDocument(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w:\n%w", ErrInvalid, err)
 	}
 	if root != nil {
 		d.value(root, reflect.ValueOf(c).Elem(), "")
+		d.bothSet()
 	}
 	// Validation runs even after decoding problems, so one pass shows
 	// everything; it skips keys whose value could not be decoded, since
@@ -93,6 +94,7 @@ func parse(data []byte) (*Config, error) {
 	if len(d.problems) > 0 {
 		return nil, joinProblems(d.problems, d.lines)
 	}
+	c.Deprecated = d.deprecated
 	return c, nil
 }
 
@@ -215,6 +217,9 @@ type decoder struct {
 	active   map[*yaml.Node]bool      // mappings being decoded, to stop merge-key cycles
 	visits   int                      // nodes visited, bounded by maxNodeVisits
 	fields   map[reflect.Type][]field // cache of struct fields by yaml key
+	sets     map[string]int           // path -> how often the file set it (a deprecated key and its successor: 2)
+	// deprecated lists the deprecated keys set, in the order decoded.
+	deprecated []Deprecation
 }
 
 // isFailed reports whether path, or a key that contains it, could not be
@@ -261,6 +266,7 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if path != "" {
 		d.lines[path] = n.Line
+		d.sets[path]++
 	}
 	switch {
 	case v.Type() == durationType:
@@ -356,10 +362,41 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		seen[name] = k.Line
 		j := slices.IndexFunc(fields, func(f field) bool { return f.key == name })
 		if j < 0 {
-			d.unknownKey(k, path, d.keys(v.Type()))
+			if !d.alias(k, n.Content[i+1], v, path) {
+				d.unknownKey(k, path, d.keys(v.Type()))
+			}
 			continue
 		}
 		d.value(n.Content[i+1], v.Field(fields[j].index), joinPath(path, name))
+	}
+}
+
+// alias decodes a deprecated key's value into the key that replaced it
+// and records the deprecation; false when k is no deprecated key.
+func (d *decoder) alias(k, val *yaml.Node, v reflect.Value, path string) bool {
+	old := joinPath(path, k.Value)
+	to, ok := aliasOf(old)
+	if !ok {
+		return false
+	}
+	for _, key := range relativeKeys(path, to) {
+		j := slices.IndexFunc(d.structFields(v.Type()), func(f field) bool { return f.key == key })
+		v = v.Field(d.structFields(v.Type())[j].index)
+	}
+	d.deprecated = append(d.deprecated, Deprecation{Line: k.Line, Alias: Alias{Old: old, New: to}})
+	d.value(val, v, to)
+	return true
+}
+
+// bothSet reports every deprecated key set beside the key that replaced
+// it: which one holds would depend on their order in the file.
+func (d *decoder) bothSet() {
+	for _, dep := range d.deprecated {
+		if d.sets[dep.New] > 1 {
+			d.problems = append(d.problems, problem{line: dep.Line, path: dep.Old,
+				msg: fmt.Sprintf("is deprecated and %s is set too, want only %s", dep.New, dep.New)})
+			d.failed[dep.New] = true
+		}
 	}
 }
 

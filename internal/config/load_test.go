@@ -83,9 +83,10 @@ func TestLoadBadReportsEachProblemOnce(t *testing.T) {
 	if strings.Contains(err.Error(), "engines[0].name") {
 		t.Errorf("a key that failed to decode also failed validation:\n%s", err)
 	}
-	// rounds_per_cycle failed to decode: no validation message about it.
-	if n := strings.Count(err.Error(), "agent.rounds_per_cycle"); n != 1 {
-		t.Errorf("agent.rounds_per_cycle reported %d times:\n%s", n, err)
+	// agent.rounds_per_cycle (agent.budget.rounds) failed to decode: no
+	// validation message about it.
+	if n := strings.Count(err.Error(), "agent.budget.rounds"); n != 1 {
+		t.Errorf("agent.budget.rounds reported %d times:\n%s", n, err)
 	}
 }
 
@@ -405,5 +406,75 @@ func TestParseHostileStructures(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%s: parse did not return", name)
 		}
+	}
+}
+
+// TestAliases: a deprecated key alone sets its successor and is listed in
+// Deprecated with its line; the new key alone is not listed; both together
+// are an error naming both.
+func TestAliases(t *testing.T) {
+	for _, a := range Aliases {
+		t.Run(a.Old, func(t *testing.T) {
+			value := "3"
+			if strings.HasSuffix(a.New, "precision") {
+				value = "0.05"
+			} else if strings.HasSuffix(a.New, "max_bytes") {
+				value = "1GiB"
+			} else if strings.HasSuffix(a.New, "max_duration") {
+				value = "90s"
+			}
+			old, err := parse([]byte(nest(a.Old, value)))
+			if err != nil {
+				t.Fatalf("old key alone: %v", err)
+			}
+			cur, err := parse([]byte(nest(a.New, value)))
+			if err != nil {
+				t.Fatalf("new key alone: %v", err)
+			}
+			if len(cur.Deprecated) != 0 {
+				t.Errorf("new key alone: deprecated %v", cur.Deprecated)
+			}
+			want := []Deprecation{{Line: strings.Count(a.Old, "."), Alias: a}}
+			want[0].Line++
+			if !reflect.DeepEqual(old.Deprecated, want) {
+				t.Errorf("old key alone: deprecated %v, want %v", old.Deprecated, want)
+			}
+			old.Deprecated = nil
+			if !reflect.DeepEqual(old, cur) {
+				t.Errorf("old key alone decodes to\n%+v\nnew key alone to\n%+v", old, cur)
+			}
+			if reflect.DeepEqual(cur, Default()) {
+				t.Errorf("%s: %s is its default, the test proves nothing", a.New, value)
+			}
+			both := nest(a.Old, value) + nest(a.New, value)
+			if rest, ok := strings.CutPrefix(a.Old, "agent."); ok {
+				// One agent mapping holding both.
+				both = "agent:\n  " + strings.ReplaceAll(strings.TrimSuffix(
+					nest(rest, value)+nest(strings.TrimPrefix(a.New, "agent."), value), "\n"), "\n", "\n  ") + "\n"
+			}
+			_, err = parse([]byte(both))
+			if err == nil || !strings.Contains(err.Error(), a.Old) || !strings.Contains(err.Error(), a.New) {
+				t.Errorf("both keys: %v, want an error naming %s and %s", err, a.Old, a.New)
+			}
+		})
+	}
+}
+
+// nest spells a dotted key as YAML: agent.budget.rounds: 3.
+func nest(path, value string) string {
+	var b strings.Builder
+	for i, k := range strings.Split(path, ".") {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(strings.Repeat("  ", i) + k + ":")
+	}
+	return b.String() + " " + value + "\n"
+}
+
+func TestDeprecationString(t *testing.T) {
+	d := Deprecation{Line: 4, Alias: Alias{Old: "agent.target_precision", New: "agent.budget.precision"}}
+	if got, want := d.String(), "line 4: agent.target_precision is deprecated, write agent.budget.precision (same meaning)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

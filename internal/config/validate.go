@@ -103,16 +103,7 @@ func (c *Config) check() []problem {
 	if !slices.Contains(fio.ProfileNames(), c.Profile) {
 		ch.addf("profile", "%q is not a built-in profile, want one of %s", short(c.Profile), strings.Join(fio.ProfileNames(), ", "))
 	}
-	ch.floatRange("precision", c.Precision, 0, 1)
-	if c.MaxBytes < 0 {
-		ch.addf("max_bytes", "%s is negative, want 0 (no cap) or more", c.MaxBytes)
-	}
-	if c.MaxDuration < 0 {
-		ch.addf("max_duration", "%s is negative, want 0 (no cap) or more", fmtDuration(c.MaxDuration))
-	}
-	if c.Rounds != 0 && (c.Rounds < 2 || c.Rounds > maxRounds) {
-		ch.addf("rounds", "%d is out of range, want 0 (the profile's default) or 2 to %d: one round gives no confidence interval", c.Rounds, maxRounds)
-	}
+	c.Budget.check(ch, "budget", runBudgetLimits)
 	c.checkTargets(ch)
 	c.checkEngines(ch)
 
@@ -314,17 +305,7 @@ func (c *Config) checkAgent(ch *checker) {
 	if a.RetryBackoff != 0 && a.RetryBackoff < minRetryBackoff {
 		ch.addf("agent.retry_backoff", "%s is too short, want 0 (wait the whole interval) or at least %s", fmtDuration(a.RetryBackoff), fmtDuration(minRetryBackoff))
 	}
-	if a.RoundsPerCycle != 0 {
-		ch.intRange("agent.rounds_per_cycle", a.RoundsPerCycle, 1, maxRoundsPerCycle)
-	}
-	ch.intRange("agent.min_rounds_per_cycle", a.MinRoundsPerCycle, 1, maxRoundsPerCycle)
-	ch.floatRange("agent.target_precision", a.TargetPrecision, 0, 1)
-	if a.CycleMaxBytes < 0 {
-		ch.addf("agent.cycle_max_bytes", "%s is negative, want 0 (no cap) or more", a.CycleMaxBytes)
-	}
-	if a.CycleMaxDuration < 0 {
-		ch.addf("agent.cycle_max_duration", "%s is negative, want 0 (no cap) or more", fmtDuration(a.CycleMaxDuration))
-	}
+	a.Budget.check(ch, "agent.budget", cycleBudgetLimits)
 	if a.ColdInterval != 0 && a.ColdInterval < minInterval {
 		ch.addf("agent.cold_interval", "%s is too short, want 0 (no cold probe) or at least %s (production: hours)", fmtDuration(a.ColdInterval), fmtDuration(minInterval))
 	}
@@ -340,6 +321,38 @@ func (c *Config) checkAgent(ch *checker) {
 	ch.floatRange("agent.max_disk_util", a.MaxDiskUtil, 0, 1)
 	if a.ChurnQuietPeriod < 0 {
 		ch.addf("agent.churn_quiet_period", "%s is negative, want 0 (no churn check) or more", fmtDuration(a.ChurnQuietPeriod))
+	}
+}
+
+// budgetLimits are the rounds a budget may fix: a run's rounds alone make
+// its intervals, so it needs two; a cycle's join the window's.
+type budgetLimits struct {
+	minRounds, maxRounds, minMinRounds   int
+	roundsZero, roundsWhy, minRoundsZero string
+}
+
+var (
+	runBudgetLimits = budgetLimits{minRounds: 2, maxRounds: maxRounds, minMinRounds: 0, roundsZero: "the profile's default",
+		roundsWhy: ": one round gives no confidence interval", minRoundsZero: "0 (the profile's minimum) or "}
+	cycleBudgetLimits = budgetLimits{minRounds: 1, maxRounds: maxRoundsPerCycle, minMinRounds: 1, roundsZero: "adaptive"}
+)
+
+// check validates a budget whose keys are under prefix.
+func (b Budget) check(ch *checker, prefix string, l budgetLimits) {
+	if b.Rounds != 0 && (b.Rounds < l.minRounds || b.Rounds > l.maxRounds) {
+		ch.addf(prefix+".rounds", "%d is out of range, want 0 (%s) or %d to %d%s", b.Rounds, l.roundsZero, l.minRounds, l.maxRounds, l.roundsWhy)
+	}
+	if b.MinRounds != 0 || l.minMinRounds > 0 {
+		if b.MinRounds < max(l.minMinRounds, 1) || b.MinRounds > l.maxRounds {
+			ch.addf(prefix+".min_rounds", "%d is out of range, want %s%d to %d", b.MinRounds, l.minRoundsZero, max(l.minMinRounds, 1), l.maxRounds)
+		}
+	}
+	ch.floatRange(prefix+".precision", b.Precision, 0, 1)
+	if b.MaxBytes < 0 {
+		ch.addf(prefix+".max_bytes", "%s is negative, want 0 (no cap) or more", b.MaxBytes)
+	}
+	if b.MaxDuration < 0 {
+		ch.addf(prefix+".max_duration", "%s is negative, want 0 (no cap) or more", fmtDuration(b.MaxDuration))
 	}
 }
 
@@ -415,8 +428,8 @@ func fmtDuration(d time.Duration) string {
 	return s
 }
 
-// RoundFits says whether a byte budget (max_bytes for `run`,
-// agent.cycle_max_bytes for a cycle) can hold one round of the profile's
+// RoundFits says whether a byte budget (budget.max_bytes for `run`,
+// agent.budget.max_bytes for a cycle) can hold one round of the profile's
 // costliest job on every configured target and host, at its byte caps
 // and with its files. The probe starts a job's first round only when its
 // caps on every target fit, and later rounds run with caps lowered to what

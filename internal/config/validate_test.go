@@ -33,10 +33,10 @@ func TestValidate(t *testing.T) {
 		change func(*Config)
 		want   []string // substrings; nil means valid
 	}{
-		{"rounds 2", func(c *Config) { c.Rounds = 2 }, nil},
-		{"rounds 1000", func(c *Config) { c.Rounds = 1000 }, nil},
-		{"rounds 1", func(c *Config) { c.Rounds = 1 }, []string{"rounds: 1 is out of range"}},
-		{"rounds 1001", func(c *Config) { c.Rounds = 1001 }, []string{"rounds: 1001"}},
+		{"rounds 2", func(c *Config) { c.Budget.Rounds = 2 }, nil},
+		{"rounds 1000", func(c *Config) { c.Budget.Rounds = 1000 }, nil},
+		{"rounds 1", func(c *Config) { c.Budget.Rounds = 1 }, []string{"rounds: 1 is out of range"}},
+		{"rounds 1001", func(c *Config) { c.Budget.Rounds = 1001 }, []string{"rounds: 1001"}},
 		{"profile seed", func(c *Config) { c.Profile = "seed" }, nil},
 		{"profile empty", func(c *Config) { c.Profile = "" }, []string{`profile: "" is not a built-in profile`}},
 		{"targets with host", func(c *Config) { c.Targets = []measure.Target{"host", "bind"} }, nil},
@@ -68,13 +68,13 @@ func TestValidate(t *testing.T) {
 		{"retry backoff 500ms", func(c *Config) { c.Agent.RetryBackoff = 500 * time.Millisecond }, []string{"agent.retry_backoff: 500ms is too short, want 0 (wait the whole interval) or at least 1s"}},
 		{"jitter 0.5", func(c *Config) { c.Agent.Jitter = 0.5 }, nil},
 		{"jitter inf", func(c *Config) { c.Agent.Jitter = math.Inf(1) }, []string{"agent.jitter: +Inf"}},
-		{"rounds per cycle 100", func(c *Config) { c.Agent.RoundsPerCycle = 100 }, nil},
-		{"rounds per cycle -1", func(c *Config) { c.Agent.RoundsPerCycle = -1 }, []string{"agent.rounds_per_cycle: -1"}},
-		{"min rounds per cycle 0", func(c *Config) { c.Agent.MinRoundsPerCycle = 0 }, []string{"agent.min_rounds_per_cycle: 0"}},
-		{"target precision", func(c *Config) { c.Agent.TargetPrecision = 1.5 }, []string{"agent.target_precision: 1.5"}},
-		{"precision", func(c *Config) { c.Precision = -0.1 }, []string{"precision: -0.1"}},
-		{"negative cycle budget", func(c *Config) { c.Agent.CycleMaxBytes = -1 }, []string{"agent.cycle_max_bytes"}},
-		{"negative run budget", func(c *Config) { c.MaxBytes = -1 }, []string{"max_bytes"}},
+		{"rounds per cycle 100", func(c *Config) { c.Agent.Budget.Rounds = 100 }, nil},
+		{"rounds per cycle -1", func(c *Config) { c.Agent.Budget.Rounds = -1 }, []string{"agent.budget.rounds: -1"}},
+		{"min rounds per cycle 0", func(c *Config) { c.Agent.Budget.MinRounds = 0 }, []string{"agent.budget.min_rounds: 0"}},
+		{"target precision", func(c *Config) { c.Agent.Budget.Precision = 1.5 }, []string{"agent.budget.precision: 1.5"}},
+		{"precision", func(c *Config) { c.Budget.Precision = -0.1 }, []string{"precision: -0.1"}},
+		{"negative cycle budget", func(c *Config) { c.Agent.Budget.MaxBytes = -1 }, []string{"agent.budget.max_bytes"}},
+		{"negative run budget", func(c *Config) { c.Budget.MaxBytes = -1 }, []string{"max_bytes"}},
 		{"retention 1h", func(c *Config) { c.Agent.Retention = time.Hour }, nil},
 		{"retention 59m", func(c *Config) { c.Agent.Retention = 59 * time.Minute }, []string{"agent.retention: 59m is too short"}},
 		{"listen ipv6", func(c *Config) { c.Agent.ListenAddress = "[::1]:9811" }, nil},
@@ -127,7 +127,7 @@ func TestValidate(t *testing.T) {
 func TestValidateReportsEverything(t *testing.T) {
 	c := Default()
 	c.Profile = "x"
-	c.Rounds = -1
+	c.Budget.Rounds = -1
 	c.Targets = []measure.Target{"tmpfs"}
 	c.Engines = []Engine{{Name: "a"}, {Name: "a"}, {Name: "B"}}
 	c.Agent.Jitter = 2
@@ -191,10 +191,10 @@ func TestFmtDuration(t *testing.T) {
 // job on host and every target; 0 is no cap.
 func TestRoundFits(t *testing.T) {
 	c := Default()
-	if err := c.RoundFits(c.MaxBytes); err != nil {
+	if err := c.RoundFits(c.Budget.MaxBytes); err != nil {
 		t.Errorf("default run budget: %v", err)
 	}
-	if err := c.RoundFits(c.Agent.CycleMaxBytes); err != nil {
+	if err := c.RoundFits(c.Agent.Budget.MaxBytes); err != nil {
 		t.Errorf("default cycle budget: %v", err)
 	}
 	// quick's costliest round on 4 targets: 128 MiB.
@@ -208,13 +208,13 @@ func TestRoundFits(t *testing.T) {
 	if err := c.RoundFits(0); err != nil {
 		t.Errorf("long without a cap: %v", err)
 	}
-	err := c.RoundFits(c.MaxBytes)
+	err := c.RoundFits(c.Budget.MaxBytes)
 	if err == nil || !strings.Contains(err.Error(), `profile "long"`) || !strings.Contains(err.Error(), "randwrite job on 4 targets: up to 65600MiB") {
 		t.Errorf("long within 2.5 GiB: %v", err)
 	}
 	// Fewer targets, a smaller round.
 	c.Targets = c.Targets[:1]
-	if err := c.RoundFits(c.MaxBytes); err == nil || !strings.Contains(err.Error(), "on 2 targets: up to 32800MiB") {
+	if err := c.RoundFits(c.Budget.MaxBytes); err == nil || !strings.Contains(err.Error(), "on 2 targets: up to 32800MiB") {
 		t.Errorf("long on host and one target: %v", err)
 	}
 	c.Profile = "no such"

@@ -74,6 +74,14 @@ type Info struct {
 	OS            string `json:"os"`
 }
 
+// Facts are the engine's part of measure.EngineFacts; the probe adds
+// what it found (fio's version, the host arm's cgroup).
+func (i Info) Facts() measure.EngineFacts {
+	return measure.EngineFacts{Runtime: i.Runtime, EngineVersion: i.ServerVersion, Driver: i.Driver,
+		DriverClass: string(i.DriverClass), BackingFS: i.BackingFS, DataRoot: i.DataRoot,
+		ImageStore: i.ImageStore, Rootless: i.Rootless}
+}
+
 // ProbeSpec describes the probe container to start.
 type ProbeSpec struct {
 	Engine     string            // engine name, for the label

@@ -164,16 +164,16 @@ func newFakeSource() *fakeSource {
 			41: {Cycle: failed}, // nil lists
 		},
 		engines: []api.Engine{
-			{Name: "default", Endpoint: "unix:///var/run/docker.sock", Reachable: true, Runtime: "docker", EngineVersion: "28.1.1",
-				Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs", DataRoot: "/var/lib/docker",
-				ImageStore: "graphdriver", FioVersion: "fio-3.33", Warnings: []string{"volume target on another file system"},
+			{Name: "default", Endpoint: "unix:///var/run/docker.sock", Reachable: true, EngineFacts: measure.EngineFacts{
+				Runtime: "docker", EngineVersion: "28.1.1", Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs",
+				DataRoot: "/var/lib/docker", ImageStore: "graphdriver", FioVersion: "fio-3.33"}, Warnings: []string{"volume target on another file system"},
 				LastCycle: &ok, FsyncRegression: map[string]bool{"container": true, "bind": false, "volume": false},
 				Detector: map[string]api.DetectorState{
 					"container": {Phase: "regressed", Since: &lastSuccess, Rounds: 40, BaselineRatio: &baselineRatio, CUSUM: 7.5},
 					"bind":      {Phase: "watching", Since: &lastSuccess, Rounds: 40, BaselineRatio: &baselineRatio, CUSUM: 0.4},
 					"volume":    {Phase: "learning", Rounds: 4},
 				}},
-			{Name: "btrfs-lab", Endpoint: "unix:///run/containerd/containerd.sock", Runtime: "containerd", Driver: "btrfs"}, // nil Warnings, nil map
+			{Name: "btrfs-lab", Endpoint: "unix:///run/containerd/containerd.sock", EngineFacts: measure.EngineFacts{Runtime: "containerd", Driver: "btrfs"}}, // nil Warnings, nil map
 		},
 		containers: fakeContainers(),
 	}

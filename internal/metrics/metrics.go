@@ -34,11 +34,10 @@ type Snapshot struct {
 
 // Engine is one configured container engine's state.
 type Engine struct {
-	Name, Driver, BackingFS, EngineVersion, DataRoot, FioVersion string
-	Runtime                                                      string // docker, podman or containerd
-	// HostArmCgroup is "joined" or "outside" (probe.Session.HostArmCgroup);
-	// "" omits layerprobe_host_arm_cgroup_joined.
-	HostArmCgroup string
+	Name string
+	// EngineFacts label layerprobe_engine_info; a HostArmCgroup of ""
+	// omits layerprobe_host_arm_cgroup_joined.
+	measure.EngineFacts
 
 	// Overheads are the paired median overheads versus the host. A NaN
 	// field omits only that series.

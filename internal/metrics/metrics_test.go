@@ -50,8 +50,8 @@ func lat(p50, p99, p999 float64) map[string]float64 {
 // regressed; and a second engine that never completed a cycle.
 func fullSnapshot() *Snapshot {
 	healthy := Engine{
-		Name: "default", Runtime: "docker", Driver: "overlay2", BackingFS: "extfs", EngineVersion: "29.1.3",
-		DataRoot: "/var/lib/docker", FioVersion: "fio-3.33", HostArmCgroup: "joined",
+		Name: "default", EngineFacts: measure.EngineFacts{Runtime: "docker", Driver: "overlay2", BackingFS: "extfs",
+			EngineVersion: "29.1.3", DataRoot: "/var/lib/docker", FioVersion: "fio-3.33", HostArmCgroup: "joined"},
 		Overheads: []Overhead{
 			{Target: "bind", Workload: "fsync", Metric: "bandwidth", Ratio: 0.004, CILow: -0.011, CIHigh: 0.019},
 			{Target: "bind", Workload: "fsync", Metric: "fsync_p99", Ratio: -0.012, CILow: -0.05, CIHigh: 0.031},
@@ -138,8 +138,8 @@ func fullSnapshot() *Snapshot {
 		},
 	}
 	failed := Engine{
-		Name: "lab", Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "1.7.24", Runtime: "containerd",
-		DataRoot:          "/var/lib/containerd/io.containerd.snapshotter.v1.btrfs",
+		Name: "lab", EngineFacts: measure.EngineFacts{Driver: "btrfs", BackingFS: "btrfs", EngineVersion: "1.7.24",
+			Runtime: "containerd", DataRoot: "/var/lib/containerd/io.containerd.snapshotter.v1.btrfs"},
 		CyclesTotal:       map[string]float64{"failed": 3},
 		LastCycleDuration: nan,
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
@@ -59,6 +60,24 @@ type Plan struct {
 	// true ends the measurement (StopDecided). Confirmation rounds use it
 	// to stop as soon as the detector has its verdict.
 	After func(round []measure.Sample) bool
+}
+
+// NewPlan is the plan a budget (config.Budget: a run's or an agent
+// cycle's) makes for a profile: the same keys mean the same plan for
+// both. A MinRounds of 0 takes the profile's minimum; with
+// profileRounds, so does a Rounds of 0 take the profile's fixed rounds
+// (a `layerprobe run` of a fixed profile such as seed), which an agent's
+// cycle leaves adaptive.
+func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
+	p := Plan{Rounds: b.Rounds, MinRounds: b.MinRounds, Precision: b.Precision,
+		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, Confidence: measure.DefaultConfidence}
+	if p.MinRounds == 0 {
+		p.MinRounds = prof.MinRounds
+	}
+	if p.Rounds == 0 && profileRounds {
+		p.Rounds = prof.DefaultRounds
+	}
+	return p
 }
 
 // DefaultMaxRounds bounds an adaptive job's rounds when Plan.MaxRounds is 0.

@@ -109,6 +109,15 @@ type Session struct {
 	coldRef  string            // the cold image, imported on first use
 }
 
+// Facts are the engine's facts with what the session found: the report's,
+// the API's and the metrics' view of the engine.
+func (s *Session) Facts() measure.EngineFacts {
+	f := s.Info.Facts()
+	f.FioVersion = s.FioVersion
+	f.HostArmCgroup, f.HostArmCgroupError = s.HostArmCgroup, s.HostArmCgroupError
+	return f
+}
+
 // Prepare sweeps leftovers of dead layerprobe processes, checks the engine
 // and the file systems, builds or checks the probe image and starts the probe
 // container. On error nothing it created is left behind.

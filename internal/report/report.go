@@ -86,6 +86,14 @@ type Engine struct {
 	Cold *Cold `json:"cold,omitempty"`
 }
 
+// SetFacts sets the engine's facts (measure.EngineFacts, which the API and
+// the metrics carry as they are).
+func (e *Engine) SetFacts(f measure.EngineFacts) {
+	e.Runtime, e.EngineVersion, e.Driver, e.DriverClass = f.Runtime, f.EngineVersion, f.Driver, f.DriverClass
+	e.BackingFS, e.DataRoot, e.ImageStore, e.Rootless = f.BackingFS, f.DataRoot, f.ImageStore, f.Rootless
+	e.FioVersion, e.HostArmCgroup, e.HostArmCgroupError = f.FioVersion, f.HostArmCgroup, f.HostArmCgroupError
+}
+
 // Error says why an engine could not be measured.
 type Error struct {
 	Code    string `json:"code"`

@@ -44,7 +44,7 @@ func MedianCI(xs []float64, confidence float64) Interval {
 	checkConfidence(confidence)
 	n := len(xs)
 	if n == 0 {
-		return Interval{Median: math.NaN(), Low: math.NaN(), High: math.NaN(), Coverage: math.NaN()}
+		return noInterval()
 	}
 	s := sorted(xs)
 	k, coverage := orderStatisticIndex(n, confidence)
@@ -126,4 +126,9 @@ func coverage(tail, total *big.Int) float64 {
 	num := new(big.Int).Sub(total, new(big.Int).Lsh(tail, 1))
 	f, _ := new(big.Rat).SetFrac(num, total).Float64()
 	return f
+}
+
+// noInterval is the interval of no values: every figure NaN.
+func noInterval() Interval {
+	return Interval{Median: math.NaN(), Low: math.NaN(), High: math.NaN(), Coverage: math.NaN()}
 }

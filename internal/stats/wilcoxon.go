@@ -40,7 +40,7 @@ func WilcoxonCI(xs []float64, confidence float64) Interval {
 	checkConfidence(confidence)
 	n := len(xs)
 	if n == 0 {
-		return Interval{Median: math.NaN(), Low: math.NaN(), High: math.NaN(), Coverage: math.NaN()}
+		return noInterval()
 	}
 	walsh := walshAverages(xs)
 	c, cov := signedRankIndex(n, confidence)

@@ -392,8 +392,11 @@ func TestConfigCheck(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("profile: fastest\nrounds: 1\nengines:\n  - name: Bad Name\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// rounds is the deprecated name of budget.rounds: still valid, named.
 	if res := layerprobe(t, "", time.Minute, "config", "check", good); res.code != 0 {
 		t.Errorf("config check good: exit %d: %s", res.code, res.stderr)
+	} else if !strings.Contains(res.stderr, "line 2: rounds is deprecated, write budget.rounds") {
+		t.Errorf("config check good: stderr lacks the deprecated key:\n%s", res.stderr)
 	}
 	res := layerprobe(t, "", time.Minute, "config", "check", bad)
 	if res.code != 2 {

@@ -605,7 +605,7 @@ const unitFile = "deploy/systemd/layerprobe.service"
 // verify` (syntax, unknown directives, executables; ExecStart is pointed at
 // a freshly built binary, since /usr/bin/layerprobe is not installed
 // here) and `systemd-analyze security --offline` (the exposure score must
-// stay at 3.0 or below). Then the hardening the issue asks for: dedicated
+// stay at 3.0 or below). Then the hardening the unit must have: dedicated
 // privileges reasoned in comments, ProtectSystem, NoNewPrivileges,
 // ReadWritePaths for the state and scratch directories.
 func TestSystemdUnit(t *testing.T) {

@@ -67,7 +67,7 @@ func recordingRuleNames(t testing.TB) map[string]bool {
 	return out
 }
 
-// wantAlerts are the alerts the issue asks for, each in one rule.
+// wantAlerts are the alerts the mixin ships, each in one rule.
 var wantAlerts = []string{
 	"LayerprobeFsyncRegression",     // fsync regression, from the detector's metric
 	"LayerprobeFsyncOverheadHigh",   // fsync overhead above a configurable level
