@@ -38,8 +38,8 @@ func fakeAgent(t *testing.T, auth func(*http.Request) bool, edit ...func(*api.En
 				Results: []measure.Result{result(measure.TargetHost, measure.Fsync), result(measure.TargetContainer, measure.Fsync)}},
 		}},
 		"/api/v1/engines": api.EnginesResponse{Engines: []api.Engine{{Name: "default", Endpoint: "unix:///var/run/docker.sock",
-			Reachable: true, Runtime: "docker", EngineVersion: "27.5.1", Driver: "overlay2", DriverClass: "supported",
-			BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "overlay2", FioVersion: "fio-3.33"}}},
+			Reachable: true, EngineFacts: measure.EngineFacts{Runtime: "docker", EngineVersion: "27.5.1", Driver: "overlay2", DriverClass: "supported",
+				BackingFS: "extfs", DataRoot: "/var/lib/docker", ImageStore: "overlay2", FioVersion: "fio-3.33"}}}},
 		"/api/v1/cycles": api.CyclesResponse{Cycles: []api.Cycle{
 			{ID: 7, Engine: "default", Mode: measure.ModeSteady, Profile: "quick", Result: "ok", Trigger: "schedule",
 				StartedAt: finished.Add(-time.Minute), FinishedAt: finished, DurationSeconds: 60, Rounds: 6, BytesWritten: 300 << 20, StopReason: "precision"},
