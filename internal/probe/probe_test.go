@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -930,5 +931,84 @@ func TestNextStopsOnTimeOnceTheTimeIsSpent(t *testing.T) {
 	inTime.MaxDuration = time.Hour
 	if js, why := s.next(jobs(200<<20, 300<<20), inTime, 100, spent, time.Minute, rng); js != nil || why != StopBytes {
 		t.Errorf("in time, every job over the bytes left: next %v, stop %q; want none, bytes", js, why)
+	}
+}
+
+// TestNextNarrowsTheWidestForItsCost replays the planner over three jobs
+// whose half-widths shrink as σ/√n, with the default run's budget (2.5 GiB,
+// 5 min) and per-round costs like the quick profile's on four targets: a
+// cheap fsync round, a sequential one of 64 MiB and a random-write one of
+// 160 MiB. The planner that scored a job by its half-width per cost left
+// random writes at the minimum 6 rounds here (±12.2 points; sequential
+// writes got 22 rounds, fsync 29): another round of an expensive job
+// narrows its interval no more than one of a cheap job does at many more
+// rounds. Scored by the narrowing of the squared half-width per cost,
+// every job gets rounds beyond the minimum and the widest interval is
+// narrower.
+func TestNextNarrowsTheWidestForItsCost(t *testing.T) {
+	s := &Session{targets: []measure.Target{measure.TargetHost, measure.TargetContainer, measure.TargetBind, measure.TargetVolume}}
+	type job struct {
+		sigma float64
+		bytes int64
+		secs  float64
+	}
+	spec := map[measure.Workload]job{
+		measure.SeqWrite:  {0.24, 64 << 20, 1.0},
+		measure.RandWrite: {0.30, 160 << 20, 2.0},
+		measure.Fsync:     {0.16, 6 << 20, 1.6},
+	}
+	plan := Plan{MinRounds: 6, Precision: 0.03, MaxBytes: 2560 << 20, MaxDuration: 5 * time.Minute}
+	var jobs []*jobState
+	var spent int64
+	var elapsed time.Duration
+	for w, j := range spec {
+		js := &jobState{job: fio.Job{Workload: w}, rounds: 6, lastBytes: j.bytes,
+			lastTime: time.Duration(j.secs * float64(time.Second)), halfWidth: j.sigma / math.Sqrt(6)}
+		jobs = append(jobs, js)
+		spent += 6 * j.bytes
+		elapsed += 6 * js.lastTime
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var stop StopReason
+	for {
+		js, why := s.next(jobs, plan, 200, spent, elapsed, rng)
+		if js == nil {
+			stop = why
+			break
+		}
+		js.rounds++
+		js.halfWidth = spec[js.job.Workload].sigma / math.Sqrt(float64(js.rounds))
+		spent += js.lastBytes
+		elapsed += js.lastTime
+	}
+	widest := 0.0
+	for _, js := range jobs {
+		t.Logf("%s: %d rounds, ±%.1f points", js.job.Workload, js.rounds, 100*js.halfWidth)
+		if js.rounds <= plan.MinRounds {
+			t.Errorf("%s stayed at the minimum %d rounds while the budget lasted", js.job.Workload, js.rounds)
+		}
+		widest = max(widest, js.halfWidth)
+	}
+	if stop != StopBytes || spent > plan.MaxBytes {
+		t.Errorf("stopped on %q after %d bytes; want bytes, within %d", stop, spent, plan.MaxBytes)
+	}
+	// The old scoring's widest here: random writes at 6 rounds, 0.30/√6.
+	if old := 0.30 / math.Sqrt(6); widest >= 0.8*old {
+		t.Errorf("widest half-width ±%.1f points; want well below the ±%.1f the old scoring left", 100*widest, 100*old)
+	}
+}
+
+// TestNextCountsThePriorWindowsRounds: an agent's cycle continues a window
+// of earlier rounds; a job with many prior rounds gains less from one more
+// than a job with few, at the same half-width and cost.
+func TestNextCountsThePriorWindowsRounds(t *testing.T) {
+	s := &Session{targets: []measure.Target{measure.TargetHost, measure.TargetContainer}}
+	many := &jobState{job: fio.Job{Workload: measure.SeqWrite}, rounds: 6, priorRounds: 40, lastBytes: 1 << 20, lastTime: time.Second, halfWidth: 0.05}
+	few := &jobState{job: fio.Job{Workload: measure.Fsync}, rounds: 6, priorRounds: 0, lastBytes: 1 << 20, lastTime: time.Second, halfWidth: 0.05}
+	plan := Plan{MinRounds: 6, Precision: 0.03}
+	for i := range 10 {
+		if js, _ := s.next([]*jobState{many, few}, plan, 200, 0, 0, rand.New(rand.NewPCG(uint64(i), 1))); js != few {
+			t.Fatalf("next picked %v; want the job with fewer rounds behind its interval", js.job.Workload)
+		}
 	}
 }
