@@ -55,7 +55,9 @@ func LayerVsVolume(samples []measure.Sample, confidence float64) []api.LayerOver
 		m := timeMetric(res.Workload)
 		o, ok := res.Overhead[m]
 		r := rate[res.Workload]
-		if !ok || o.N == 0 || r == nil || r.secs <= 0 || r.bytes <= 0 {
+		// A withheld interval (fewer rounds than a 95% one needs) gives
+		// no cost range: the layer's cost waits for the rounds.
+		if !ok || o.N == 0 || o.Withheld || r == nil || r.secs <= 0 || r.bytes <= 0 {
 			continue
 		}
 		out = append(out, api.LayerOverhead{Workload: res.Workload, Metric: m,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
 // The status page at /: what the agent measured, for a person with a
@@ -86,6 +87,9 @@ type statusRow struct {
 	Text                     string // "98% [93–103]" or why there is none
 	Rounds                   int
 	Bar                      *statusBar
+	// Withheld: an estimate without its interval (fewer round pairs
+	// than a 95% interval needs), marked on the page.
+	Withheld bool
 }
 
 // statusBar is one interval drawn on its table's axis: x positions of the
@@ -210,7 +214,13 @@ func statusTableOf(eo api.EngineOverhead) statusTable {
 		m := measure.HeadlineMetric(r.Workload)
 		row := statusRow{Target: string(r.Target), Workload: string(r.Workload), Metric: m, Rounds: r.RoundsOK,
 			Text: "no interval yet"}
-		if o, ok := r.Overhead[m]; ok && o.N > 0 && finite(o.PercentLow, o.PercentHigh, o.PercentOfHost) {
+		o, ok := r.Overhead[m]
+		if ok && o.N > 0 && o.Withheld && finite(o.PercentOfHost) {
+			// No bar: a bar would be read as the 95% interval.
+			row.Text = fmt.Sprintf("%.0f%% (no interval yet: %d of %d rounds)", o.PercentOfHost, o.N, stats.MinN(measure.DefaultConfidence))
+			row.Withheld = true
+		}
+		if ok && o.N > 0 && !o.Withheld && finite(o.PercentLow, o.PercentHigh, o.PercentOfHost) {
 			row.Text = fmt.Sprintf("%.0f%% [%.0f–%.0f]", o.PercentOfHost, o.PercentLow, o.PercentHigh)
 			row.Bar = &statusBar{Low: x(o.PercentLow), High: x(o.PercentHigh), Est: x(o.PercentOfHost), Host: x(100),
 				Width: barWidth, Height: barHeight, Mid: barHeight / 2}

@@ -47,6 +47,11 @@ type Overhead struct {
 	PercentHigh   float64 `json:"percent_of_host_high"`
 	N             int     `json:"rounds"`   // round pairs used
 	Coverage      float64 `json:"coverage"` // achieved coverage of the interval
+	// Withheld says the interval's bounds were dropped (NaN, null in
+	// JSON) because its exact coverage is below the confidence asked for:
+	// fewer round pairs than such an interval needs (6 for 95%). Coverage
+	// is still what the range of the rounds would have covered.
+	Withheld bool `json:"interval_withheld,omitempty"`
 }
 
 // HalfWidth is half the interval's width in ratio units (0.03 = 3

@@ -129,17 +129,18 @@ func writeLayerVsVolume(ew *errWriter, ls []api.LayerOverhead, conf float64) {
 	parts := make([]string, 0, len(ls))
 	low := false
 	for _, l := range ls {
-		mark := ""
 		if l.Coverage < conf {
-			mark, low = ciMarker, true
+			low = true
+			parts = append(parts, fmt.Sprintf("%s %s [no interval]%s", l.Workload, formatSlowdown(l.Slowdown), ciMarker))
+			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s [%s to %s]%s", l.Workload, formatSlowdown(l.Slowdown),
-			formatSlowdown(l.SlowdownLow), formatSlowdown(l.SlowdownHigh), mark))
+		parts = append(parts, fmt.Sprintf("%s %s [%s to %s]", l.Workload, formatSlowdown(l.Slowdown),
+			formatSlowdown(l.SlowdownLow), formatSlowdown(l.SlowdownHigh)))
 	}
 	ew.printf("  layer vs volume (extra time per byte written into the writable layer, %s CI): %s\n",
 		formatPercentPlain(100*conf), strings.Join(parts, ", "))
 	if low {
-		ew.printf("    %s fewer than %d paired rounds so far: the interval covers less than %s\n", ciMarker, stats.MinN(conf), formatPercentPlain(100*conf))
+		ew.printf("    %s fewer than %d paired rounds so far: no %s interval yet\n", ciMarker, stats.MinN(conf), formatPercentPlain(100*conf))
 	}
 }
 

@@ -149,10 +149,9 @@ func writeEngineBody(ew *errWriter, e Engine, conf float64, steadyTitle, coldTit
 	ew.printf("  Metric: %s;\n", headlineFootnote())
 	ew.printf("  for a latency the speed is host latency / target latency.\n")
 	if lowCoverage {
-		ew.printf("  %s fewer than %d paired rounds: the interval is the range of the rounds and covers the overhead\n",
-			ciMarker, stats.MinN(conf))
-		ew.printf("    with less than %s confidence (see coverage in --output json); run more rounds.\n",
-			formatPercentPlain(100*conf))
+		ew.printf("  %s fewer than %d paired rounds: no %s interval exists yet (the range of the rounds would cover\n",
+			ciMarker, stats.MinN(conf), formatPercentPlain(100*conf))
+		ew.printf("    less), so none is shown; the estimate alone is no firm result. Run more rounds.\n")
 	}
 	writeFailures(ew, e.Results)
 	if e.Cold != nil {
@@ -274,12 +273,11 @@ func formatOverhead(overhead map[string]measure.Overhead, metric string, conf fl
 	if !ok || o.N == 0 || math.IsNaN(o.PercentOfHost) {
 		return "n/a (no paired rounds)", false
 	}
-	s := fmt.Sprintf("%s [%s–%s]", formatPercentPlain(o.PercentOfHost),
-		formatNumber(o.PercentLow), formatNumber(o.PercentHigh))
-	if o.Coverage < conf {
-		return s + ciMarker, true
+	if o.Withheld || o.Coverage < conf {
+		return fmt.Sprintf("%s [no interval]%s", formatPercentPlain(o.PercentOfHost), ciMarker), true
 	}
-	return s, false
+	return fmt.Sprintf("%s [%s–%s]", formatPercentPlain(o.PercentOfHost),
+		formatNumber(o.PercentLow), formatNumber(o.PercentHigh)), false
 }
 
 func headlineFootnote() string {

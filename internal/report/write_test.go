@@ -99,12 +99,14 @@ func TestWriteTable(t *testing.T) {
 	if row := rowOf(t, out, "container", "fsync"); !strings.Contains(row, "80% [80–80]") {
 		t.Errorf("container fsync row %q, want 80%% of host (latency 1.25x)", row)
 	}
-	// randwrite uses IOPS; round 4 failed, 5 pairs -> (min, max) = 86–96, marked.
-	if row := rowOf(t, out, "container", "randwrite"); !strings.Contains(row, "[86–96]*") || !strings.Contains(row, "5/1") {
-		t.Errorf("container randwrite row %q, want a marked [86–96]* interval and 5/1 rounds", row)
+	// randwrite uses IOPS; round 4 failed, 5 pairs: their range would
+	// cover less than 95%, so no interval is shown, only the estimate,
+	// marked.
+	if row := rowOf(t, out, "container", "randwrite"); !strings.Contains(row, "91% [no interval]*") || strings.Contains(row, "86") || !strings.Contains(row, "5/1") {
+		t.Errorf("container randwrite row %q, want 91%% [no interval]* and 5/1 rounds", row)
 	}
-	if row := rowOf(t, out, "volume", "randwrite"); !strings.Contains(row, "50% [50–50]*") || !strings.Contains(row, "4/0") {
-		t.Errorf("volume randwrite row %q, want 50%% [50–50]* (4 rounds) and 4/0", row)
+	if row := rowOf(t, out, "volume", "randwrite"); !strings.Contains(row, "50% [no interval]*") || !strings.Contains(row, "4/0") {
+		t.Errorf("volume randwrite row %q, want 50%% [no interval]* (4 rounds) and 4/0", row)
 	}
 	host := rowOf(t, out, "host", "fsync")
 	// Host fsync: scales over rounds 1..6 are 3 5 2 4 1 3 -> median 3:

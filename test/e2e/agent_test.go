@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +41,10 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 	first := cs[len(cs)-1].ID
 
 	raw, series := a.scrape(t)
-	checkContractSeries(t, series, "overlay2", "extfs")
+	// The first cycle made 2 rounds, fewer than a 95% interval needs
+	// (6): no surface may show one, while the estimates are there.
+	checkContractSeries(t, series, "overlay2", "extfs", true)
+	checkFirstCycleWithheld(t, a, s.host)
 	promtool := exec.Command("promtool", "check", "metrics")
 	promtool.Stdin = strings.NewReader(raw)
 	if out, err := promtool.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
@@ -147,6 +152,10 @@ func TestAgentServesMetricsAndAPI(t *testing.T) {
 	// SIGTERM during a cycle: fio is stopped, the cycle is recorded as
 	// interrupted, the agent exits 0 within 10 s and leaves nothing.
 	a.waitCycles(t, "ok", 3, 3*time.Minute) // the restarted agent's first cycle
+	// Three cycles of 2 rounds fill the window of 6: every interval is
+	// a 95% one now, and exposed.
+	_, series = a.scrape(t)
+	checkContractSeries(t, series, "overlay2", "extfs", false)
 	if code, body := a.do(t, "POST", "/api/v1/cycles", s.token); code != 202 {
 		t.Fatalf("POST: %d %v", code, body)
 	}
@@ -202,7 +211,9 @@ func checkNoScratchFiles(t *testing.T, dataRoot string) {
 
 // checkContractSeries asserts every contract series (docs/metrics.md) for every target
 // and job is present in a scrape taken after a successful cycle.
-func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backing string) {
+// With withheld (fewer rounds than a 95% interval needs), the overhead's
+// estimate must be there and its ci_low/ci_high series must not.
+func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backing string, withheld bool) {
 	t.Helper()
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {
@@ -234,7 +245,11 @@ func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backi
 			for _, m := range metrics {
 				l := map[string]string{"engine": "default", "driver": driver, "target": tg, "workload": j, "metric": m}
 				for _, name := range []string{"layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio"} {
-					if v, ok := series.Find(name, l); !ok || math.IsNaN(v) {
+					v, ok := series.Find(name, l)
+					switch {
+					case withheld && name != "layerprobe_overhead_ratio" && ok:
+						t.Errorf("%s%v = %v after too few rounds for a 95%% interval; want no series", name, l, v)
+					case (!withheld || name == "layerprobe_overhead_ratio") && (!ok || math.IsNaN(v)):
 						t.Errorf("%s%v missing", name, l)
 					}
 				}
@@ -394,4 +409,72 @@ func TestAgentSkipsWhenBudgetWouldBeExceeded(t *testing.T) {
 		t.Errorf("a skipped cycle created %+v", l)
 	}
 	a.stop()
+}
+
+// checkFirstCycleWithheld: after a first cycle of fewer rounds than a 95%
+// interval needs, the API gives every non-host overhead its estimate with
+// null bounds and interval_withheld, the status page draws no interval
+// bar and marks every row, and `layerprobe overhead` prints no interval.
+func checkFirstCycleWithheld(t *testing.T, a *agentProc, host string) {
+	t.Helper()
+	var ov struct {
+		Engines []struct {
+			Results []struct {
+				Target   string `json:"target"`
+				Workload string `json:"workload"`
+				Overhead map[string]struct {
+					Ratio    *float64 `json:"ratio"`
+					CILow    *float64 `json:"ci_low"`
+					CIHigh   *float64 `json:"ci_high"`
+					PctLow   *float64 `json:"percent_of_host_low"`
+					Rounds   int      `json:"rounds"`
+					Coverage *float64 `json:"coverage"`
+					Withheld bool     `json:"interval_withheld"`
+				} `json:"overhead"`
+			} `json:"results"`
+		} `json:"engines"`
+	}
+	a.getJSON(t, "/api/v1/overhead", &ov)
+	rows := (len(wantTargets) - 1) * len(wantJobs) // every target but host, every job
+	checked := 0
+	for _, e := range ov.Engines {
+		for _, r := range e.Results {
+			for m, o := range r.Overhead {
+				if o.Rounds == 0 {
+					continue
+				}
+				checked++
+				if o.Ratio == nil || o.CILow != nil || o.CIHigh != nil || o.PctLow != nil || !o.Withheld ||
+					o.Coverage == nil || *o.Coverage >= 0.95 {
+					t.Errorf("%s/%s %s after the first cycle: ratio %v, bounds %v..%v, withheld %v, coverage %v; want the estimate, null bounds, withheld, coverage < 0.95",
+						r.Target, r.Workload, m, ptr(o.Ratio), ptr(o.CILow), ptr(o.CIHigh), o.Withheld, ptr(o.Coverage))
+				}
+			}
+		}
+	}
+	if checked < rows*4 {
+		t.Errorf("checked %d overheads of the first cycle, want at least %d", checked, rows*4)
+	}
+	resp, err := http.Get(a.base + "/")
+	if err != nil {
+		t.Fatalf("GET /: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	code, page := resp.StatusCode, string(b)
+	if code != 200 || strings.Contains(page, `class="ci"`) || strings.Count(page, `data-withheld="true"`) != rows ||
+		!strings.Contains(page, "no interval yet: 2 of 6 rounds") {
+		t.Errorf("status page after the first cycle (%d): want %d rows marked withheld (2 of 6 rounds) and no interval bar:\n%s", code, rows, page)
+	}
+	res := layerprobe(t, host, time.Minute, "overhead", "--url", a.base)
+	if res.code != 0 || strings.Count(res.stdout, "[no interval]*") != rows || !strings.Contains(res.stdout, "no 95% interval exists yet") {
+		t.Errorf("layerprobe overhead after the first cycle (exit %d): want %d rows with [no interval]* and the footnote:\n%s%s", res.code, rows, res.stdout, res.stderr)
+	}
+}
+
+func ptr(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

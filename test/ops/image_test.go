@@ -21,7 +21,7 @@ const imageAgentConfig = `profile: smoke
 agent:
   interval: 1h
   jitter: 0
-  rounds_per_cycle: 2
+  rounds_per_cycle: 6
   daily_byte_budget: 4GiB
   max_io_pressure: 100
   max_disk_util: 1

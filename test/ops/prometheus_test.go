@@ -159,7 +159,7 @@ const dashboardAgentConfig = `profile: smoke
 agent:
   interval: 1h
   jitter: 0
-  rounds_per_cycle: 2
+  rounds_per_cycle: 3
   window_rounds: 6
   daily_byte_budget: 4GiB
   max_io_pressure: 100
