@@ -29,6 +29,7 @@ type runOptions struct {
 	Precision float64
 	MaxBytes  string
 	MaxTime   time.Duration
+	SideEvery int
 	Output    string
 	Mode      string
 	Engines   []string
@@ -76,6 +77,9 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 			if cmd.Flags().Changed("max-duration") {
 				cfg.Budget.MaxDuration = o.MaxTime
 			}
+			if cmd.Flags().Changed("side-every") {
+				cfg.Budget.SideEvery = o.SideEvery
+			}
 			switch measure.Mode(o.Mode) {
 			case measure.ModeSteady, measure.ModeCold, measure.ModeBoth:
 			default:
@@ -101,6 +105,7 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 	f.Float64Var(&o.Precision, "precision", def.Budget.Precision, "stop an adaptive run when every 95% interval's half-width is at most this (0.03 = 3 percentage points)")
 	f.StringVar(&o.MaxBytes, "max-bytes", def.Budget.MaxBytes.String(), "most bytes the run writes per engine (0 = no cap)")
 	f.DurationVar(&o.MaxTime, "max-duration", def.Budget.MaxDuration, "longest an adaptive run adds rounds per engine (0 = no cap)")
+	f.IntVar(&o.SideEvery, "side-every", def.Budget.SideEvery, "after the minimum rounds, run bind and volume in one of every N rounds and ask the precision of the container alone (1 = every target every round)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")

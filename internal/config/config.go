@@ -56,6 +56,12 @@ type Budget struct {
 	// MaxDuration bounds how long an adaptive measurement adds rounds per
 	// engine. 0 is no cap.
 	MaxDuration time.Duration `yaml:"max_duration"`
+	// SideEvery gives the headline (container against host) the bytes:
+	// once an adaptive measurement has made MinRounds rounds of a job,
+	// bind and volume run in one of every SideEvery rounds of it, and
+	// Precision is asked of the container alone. 1 runs every target in
+	// every round (0 means 1).
+	SideEvery int `yaml:"side_every"`
 }
 
 // Fio configures the fio binary run on the host and copied into the probe

@@ -29,6 +29,11 @@ var Snapshotters = []string{"overlayfs", "native", "btrfs", "fuse-overlayfs"}
 // own API.
 func (e Engine) IsContainerd() bool { return e.Type == EngineContainerd }
 
+// DefaultSideEvery: bind and volume run in one of every 3 adaptive rounds
+// after the minimum, so that a round's bytes go to the headline pair
+// (Budget.SideEvery).
+const DefaultSideEvery = 3
+
 // Default returns the built-in configuration: what an empty file, or no
 // file at all, means. Each call returns a fresh value the caller may change.
 func Default() *Config {
@@ -39,6 +44,7 @@ func Default() *Config {
 			// What a default run wrote before runs were adaptive: no more.
 			MaxBytes:    2560 * MiB,
 			MaxDuration: 5 * time.Minute,
+			SideEvery:   DefaultSideEvery,
 		},
 		Targets: []measure.Target{measure.TargetContainer, measure.TargetBind, measure.TargetVolume},
 		Fio:     Fio{Binary: "fio"},
@@ -57,6 +63,7 @@ func Default() *Config {
 				Precision:   0.03,
 				MaxBytes:    512 * MiB,
 				MaxDuration: 3 * time.Minute,
+				SideEvery:   DefaultSideEvery,
 			},
 			ColdInterval:     12 * time.Hour,
 			ColdRounds:       3,

@@ -354,7 +354,14 @@ func (b Budget) check(ch *checker, prefix string, l budgetLimits) {
 	if b.MaxDuration < 0 {
 		ch.addf(prefix+".max_duration", "%s is negative, want 0 (no cap) or more", fmtDuration(b.MaxDuration))
 	}
+	if b.SideEvery < 0 || b.SideEvery > maxSideEvery {
+		ch.addf(prefix+".side_every", "%d is out of range, want 0 or 1 (every target every round) to %d", b.SideEvery, maxSideEvery)
+	}
 }
+
+// maxSideEvery bounds Budget.SideEvery: beyond it bind and volume would
+// hardly run after their minimum rounds.
+const maxSideEvery = 20
 
 // checkListen returns what is wrong with a listen address, or "".
 func checkListen(addr string) string {

@@ -56,6 +56,15 @@ type Plan struct {
 	Prior []measure.Sample
 	// Confidence of the intervals that decide Precision (0: the default).
 	Confidence float64
+	// SideEvery, above 1, gives the headline pair the bytes: once a job
+	// has MinRounds rounds, its side targets (bind and volume, when the
+	// container is measured) run in one of every SideEvery of its
+	// adaptive rounds, and Precision is asked of the headline targets
+	// alone. The headline is container against host; bind (the A/A meter)
+	// and the volume took half of a default run's execution bytes. Their
+	// MinRounds rounds keep a 95% interval each. 0 or 1: every target in
+	// every round. Fixed rounds (Rounds > 0) run every target always.
+	SideEvery int
 	// After, when set, sees every completed round's samples; returning
 	// true ends the measurement (StopDecided). Confirmation rounds use it
 	// to stop as soon as the detector has its verdict.
@@ -70,12 +79,15 @@ type Plan struct {
 // cycle leaves adaptive.
 func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
 	p := Plan{Rounds: b.Rounds, MinRounds: b.MinRounds, Precision: b.Precision,
-		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, Confidence: measure.DefaultConfidence}
+		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, SideEvery: b.SideEvery, Confidence: measure.DefaultConfidence}
 	if p.MinRounds == 0 {
 		p.MinRounds = prof.MinRounds
 	}
 	if p.Rounds == 0 && profileRounds {
 		p.Rounds = prof.DefaultRounds
+	}
+	if p.Rounds > 0 {
+		p.SideEvery = 0
 	}
 	return p
 }
@@ -135,9 +147,15 @@ type jobState struct {
 	job         fio.Job
 	rounds      int
 	priorRounds int              // the prior window's rounds of the job (Plan.Prior)
-	order       []measure.Target // the last round's order, which the next one reverses
-	lastBytes   int64            // bytes of the job's last round, the cost estimate of the next
-	layoutBytes int64            // bytes of the job's last layout over the targets, what a file per round adds to a round
+	order       []measure.Target // the last round's order of every target, which the next one reverses
+	// sideFrom and sideEvery: from its sideFrom-th round on, the job's
+	// side targets run in one of every sideEvery rounds (Plan.SideEvery).
+	sideFrom, sideEvery int
+	side                map[measure.Target]bool // the side targets; nil: none
+	lastBytes           int64                   // bytes of the job's last round, the cost estimate of the next
+	lastTargets         int                     // targets of the job's last round
+	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a file per round adds to a round
+	layoutTargets       int                     // targets of the job's last layout
 	lastTime    time.Duration
 	halfWidth   float64
 	broken      map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
@@ -167,9 +185,11 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if prof.Steady {
 		how = fio.Steady
 	}
+	side := s.sideTargets(plan)
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
-		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{}}
+		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{},
+			side: side, sideFrom: plan.MinRounds, sideEvery: plan.SideEvery}
 		priorRounds := map[int]bool{}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
@@ -178,7 +198,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			}
 		}
 		js.priorRounds = len(priorRounds)
-		js.halfWidth = widestHalfWidth(js.samples, j.Workload, conf)
+		js.halfWidth = widestHalfWidth(js.samples, j.Workload, conf, side)
 		jobs[i] = js
 	}
 	done := 0
@@ -199,7 +219,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if prof.Steady {
 		defer s.removeJobFiles(ctx)
 		for _, js := range jobs {
-			maps.Copy(js.broken, s.layoutJob(ctx, js, 0, 0, rng, report, &out))
+			maps.Copy(js.broken, s.layoutJob(ctx, js, s.targets, 0, 0, rng, report, &out))
 		}
 	}
 
@@ -230,11 +250,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		// could not be laid out fails this round, not the measurement.
 		var file int
 		var failed map[measure.Target]*measure.Failure
+		targets := s.roundTargets(js)
 		if prof.Steady && js.job.FilePerRound && js.rounds > 0 {
 			file = js.rounds
-			failed = s.layoutJob(ctx, js, file, round-first+1, rng, report, &out)
+			failed = s.layoutJob(ctx, js, targets, file, round-first+1, rng, report, &out)
 		}
-		for i, t := range s.roundOrder(js, rng) {
+		order := s.roundOrder(js, rng)
+		for i, t := range order {
 			if ctx.Err() != nil {
 				break
 			}
@@ -259,8 +281,8 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			break
 		}
 		js.rounds++
-		js.lastBytes, js.lastTime = roundBytes, time.Since(roundStart)
-		js.halfWidth = widestHalfWidth(js.samples, js.job.Workload, conf)
+		js.lastBytes, js.lastTargets, js.lastTime = roundBytes, len(order), time.Since(roundStart)
+		js.halfWidth = widestHalfWidth(js.samples, js.job.Workload, conf, side)
 		round++
 		if plan.After != nil && plan.After(out.Samples[mark:]) {
 			out.Stop = StopDecided
@@ -370,18 +392,54 @@ func (js *jobState) pairs() int { return js.priorRounds + js.rounds }
 // executions, or before the first one the job's byte cap on every target;
 // and for a job with a file per round, its last layout again.
 func (s *Session) roundCost(js *jobState) int64 {
-	cost := js.lastBytes
-	if cost <= 0 {
+	n := int64(len(s.roundTargets(js)))
+	var cost int64
+	if js.lastBytes > 0 && js.lastTargets > 0 {
+		cost = js.lastBytes * n / int64(js.lastTargets)
+	} else {
 		per := js.job.IOBytes
 		if per <= 0 {
 			per = js.job.FileBytes
 		}
-		cost = per * int64(len(s.targets))
+		cost = per * n
 	}
-	if js.job.FilePerRound && js.rounds > 0 {
-		cost += js.layoutBytes
+	if js.job.FilePerRound && js.rounds > 0 && js.layoutTargets > 0 {
+		cost += js.layoutBytes * n / int64(js.layoutTargets)
 	}
 	return cost
+}
+
+// sideTargets are the targets the plan runs in a share of the rounds only
+// (Plan.SideEvery): every one but the host and the headline, the
+// container. nil when every target runs every round: SideEvery of 0 or 1,
+// or no container measured (then bind and volume are the headline).
+func (s *Session) sideTargets(plan Plan) map[measure.Target]bool {
+	if plan.SideEvery <= 1 || plan.Rounds > 0 || !slices.Contains(s.targets, measure.TargetContainer) {
+		return nil
+	}
+	side := map[measure.Target]bool{}
+	for _, t := range s.targets {
+		if t != measure.TargetHost && t != measure.TargetContainer {
+			side[t] = true
+		}
+	}
+	return side
+}
+
+// roundTargets are the targets of the job's next round: every target
+// while the job has fewer than sideFrom rounds and in one of every
+// sideEvery rounds after that; the others leave the side targets out.
+func (s *Session) roundTargets(js *jobState) []measure.Target {
+	if len(js.side) == 0 || js.sideEvery <= 1 || js.rounds < js.sideFrom || (js.rounds-js.sideFrom+1)%js.sideEvery == 0 {
+		return s.targets
+	}
+	out := make([]measure.Target, 0, len(s.targets))
+	for _, t := range s.targets {
+		if !js.side[t] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // roundJob is the steady job as its next round runs it with left bytes of
@@ -395,7 +453,7 @@ func (s *Session) roundCost(js *jobState) int64 {
 // false when not even fio's smallest cap (a block per clone) would fit.
 func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job = js.job
-	targets := len(s.targets)
+	targets := len(s.roundTargets(js))
 	withFile := job.FilePerRound && js.rounds > 0
 	if job.MaxRoundBytes(fio.Steady, targets, withFile) <= left {
 		return job, true
@@ -430,8 +488,10 @@ func shuffled[T any](rng *rand.Rand, xs []T) []T {
 	return out
 }
 
-// roundOrder is the order of the job's next round: a fresh random order,
-// or the reverse of the job's previous one every second round.
+// roundOrder is the order of the job's next round: a fresh random order
+// of every target, or the reverse of the job's previous one every second
+// round; then without the targets the round leaves out (roundTargets), so
+// that the ones it runs keep their order's reversal.
 func (s *Session) roundOrder(js *jobState, rng *rand.Rand) []measure.Target {
 	var order []measure.Target
 	if js.rounds%2 == 1 && len(js.order) == len(s.targets) {
@@ -441,20 +501,25 @@ func (s *Session) roundOrder(js *jobState, rng *rand.Rand) []measure.Target {
 		order = shuffled(rng, s.targets)
 	}
 	js.order = order
-	return order
+	runs := s.roundTargets(js)
+	if len(runs) == len(order) {
+		return slices.Clone(order)
+	}
+	return slices.DeleteFunc(slices.Clone(order), func(t measure.Target) bool { return !slices.Contains(runs, t) })
 }
 
 // widestHalfWidth is the widest headline half-width over the non-host
-// targets of w: +Inf while a target has too few pairs for an interval of
-// the asked confidence (fewer than 6 for 95%: what there is covers less),
-// NaN when a target has successful rounds but no pair at all.
-func widestHalfWidth(samples []measure.Sample, w measure.Workload, confidence float64) float64 {
+// targets of w but the side ones: +Inf while a target has too few pairs
+// for an interval of the asked confidence (fewer than 6 for 95%: what
+// there is covers less), NaN when a target has successful rounds but no
+// pair at all.
+func widestHalfWidth(samples []measure.Sample, w measure.Workload, confidence float64, side map[measure.Target]bool) float64 {
 	if len(samples) == 0 {
 		return math.NaN()
 	}
 	widest := math.NaN()
 	for _, r := range measure.Summarize(samples, confidence) {
-		if r.Target == measure.TargetHost || r.Workload != w {
+		if r.Target == measure.TargetHost || r.Workload != w || side[r.Target] {
 			continue
 		}
 		o, ok := r.Overhead[measure.HeadlineMetric(w)]
@@ -536,10 +601,10 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 // error); random, it is noise that a file per round puts into the
 // interval, and that runs and agent cycles average out for fsync's one
 // file per measurement.
-func (s *Session) layoutJob(ctx context.Context, js *jobState, file, round int, rng *rand.Rand, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
+func (s *Session) layoutJob(ctx context.Context, js *jobState, targets []measure.Target, file, round int, rng *rand.Rand, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
 	failed := map[measure.Target]*measure.Failure{}
-	js.layoutBytes = 0
-	order := shuffled(rng, s.targets)
+	js.layoutBytes, js.layoutTargets = 0, len(targets)
+	order := shuffled(rng, targets)
 	for _, t := range order {
 		if ctx.Err() != nil {
 			break

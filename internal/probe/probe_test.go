@@ -432,6 +432,47 @@ func TestMeasureAdaptive(t *testing.T) {
 			t.Errorf("stop %q after %d rounds, want decided after 3", out.Stop, out.Rounds)
 		}
 	})
+	t.Run("side targets", func(t *testing.T) {
+		// After 6 rounds of a job, bind and volume run in one of every 3:
+		// in its rounds 1-6, 9 and 12; host and container in all 12, in
+		// an order whose every second round reverses the one before.
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 9)
+		out := s.Measure(context.Background(), prof, Plan{MinRounds: 6, MaxRounds: 12, Precision: 1e-6, SideEvery: 3}, 1, rand.New(rand.NewPCG(9, 9)), nil)
+		if out.Stop != StopRounds || out.Rounds != 12*len(prof.Jobs) {
+			t.Fatalf("stop %q after %d rounds, want rounds after %d", out.Stop, out.Rounds, 12*len(prof.Jobs))
+		}
+		for _, j := range prof.Jobs {
+			rounds := map[int][]measure.Target{} // the job's round number (1-based) -> its targets in order
+			var nums []int
+			for _, sm := range out.Samples {
+				if sm.Workload != j.Workload {
+					continue
+				}
+				if _, ok := rounds[sm.Round]; !ok {
+					nums = append(nums, sm.Round)
+				}
+				rounds[sm.Round] = append(rounds[sm.Round], sm.Target)
+			}
+			slices.Sort(nums)
+			for i, n := range nums {
+				got := rounds[n]
+				withSide := i < 6 || (i+1)%3 == 0
+				if want := map[bool]int{true: 4, false: 2}[withSide]; len(got) != want || slices.Contains(got, measure.TargetBind) != withSide {
+					t.Errorf("%s round %d of the job: targets %v, want %d", j.Workload, i+1, got, want)
+				}
+				if i%2 == 1 {
+					prev := rounds[nums[i-1]]
+					before := func(o []measure.Target) bool {
+						return slices.Index(o, measure.TargetHost) < slices.Index(o, measure.TargetContainer)
+					}
+					if before(got) == before(prev) {
+						t.Errorf("%s rounds %d and %d of the job: host and container in the same order (%v, %v)", j.Workload, i, i+1, prev, got)
+					}
+				}
+			}
+		}
+	})
 	t.Run("prior rounds count", func(t *testing.T) {
 		// An agent's window already precise: only the minimum rounds.
 		s, _ := prepare(t, testOptions(t))
@@ -917,7 +958,7 @@ func TestNextStopsOnTimeOnceTheTimeIsSpent(t *testing.T) {
 	jobs := func(lastBytes ...int64) []*jobState {
 		var out []*jobState
 		for _, b := range lastBytes {
-			out = append(out, &jobState{rounds: 6, lastBytes: b, lastTime: time.Second, halfWidth: 0.5})
+			out = append(out, &jobState{rounds: 6, lastBytes: b, lastTargets: 2, lastTime: time.Second, halfWidth: 0.5})
 		}
 		return out
 	}
@@ -962,7 +1003,7 @@ func TestNextNarrowsTheWidestForItsCost(t *testing.T) {
 	var spent int64
 	var elapsed time.Duration
 	for w, j := range spec {
-		js := &jobState{job: fio.Job{Workload: w}, rounds: 6, lastBytes: j.bytes,
+		js := &jobState{job: fio.Job{Workload: w}, rounds: 6, lastBytes: j.bytes, lastTargets: 4,
 			lastTime: time.Duration(j.secs * float64(time.Second)), halfWidth: j.sigma / math.Sqrt(6)}
 		jobs = append(jobs, js)
 		spent += 6 * j.bytes
@@ -1003,8 +1044,8 @@ func TestNextNarrowsTheWidestForItsCost(t *testing.T) {
 // than a job with few, at the same half-width and cost.
 func TestNextCountsThePriorWindowsRounds(t *testing.T) {
 	s := &Session{targets: []measure.Target{measure.TargetHost, measure.TargetContainer}}
-	many := &jobState{job: fio.Job{Workload: measure.SeqWrite}, rounds: 6, priorRounds: 40, lastBytes: 1 << 20, lastTime: time.Second, halfWidth: 0.05}
-	few := &jobState{job: fio.Job{Workload: measure.Fsync}, rounds: 6, priorRounds: 0, lastBytes: 1 << 20, lastTime: time.Second, halfWidth: 0.05}
+	many := &jobState{job: fio.Job{Workload: measure.SeqWrite}, rounds: 6, priorRounds: 40, lastBytes: 1 << 20, lastTargets: 2, lastTime: time.Second, halfWidth: 0.05}
+	few := &jobState{job: fio.Job{Workload: measure.Fsync}, rounds: 6, priorRounds: 0, lastBytes: 1 << 20, lastTargets: 2, lastTime: time.Second, halfWidth: 0.05}
 	plan := Plan{MinRounds: 6, Precision: 0.03}
 	for i := range 10 {
 		if js, _ := s.next([]*jobState{many, few}, plan, 200, 0, 0, rand.New(rand.NewPCG(uint64(i), 1))); js != few {
