@@ -156,10 +156,10 @@ type jobState struct {
 	lastTargets         int                     // targets of the job's last round
 	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a file per round adds to a round
 	layoutTargets       int                     // targets of the job's last layout
-	lastTime    time.Duration
-	halfWidth   float64
-	broken      map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
-	samples     []measure.Sample                    // prior and new, for the intervals
+	lastTime            time.Duration
+	halfWidth           float64
+	broken              map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
+	samples             []measure.Sample                    // prior and new, for the intervals
 }
 
 // Measure runs the profile's jobs on every target of the session as plan
