@@ -131,11 +131,14 @@ func TestBench(t *testing.T) {
 	for _, driver := range drivers {
 		start := func(t *testing.T) runner {
 			opts := testdaemon.Options{Driver: driver}
-			if driver == "btrfs" {
+			switch driver {
+			case "btrfs":
 				opts.SizeMiB = btrfsLoopMiB
 				if s.short {
 					opts.SizeMiB = 4096
 				}
+			case "overlay2-ram":
+				opts = testdaemon.Options{Driver: "overlay2", Backing: testdaemon.BackingRAM, SizeMiB: ramLoopMiB}
 			}
 			d := testdaemon.Start(t, opts)
 			return runner{p: p, driver: driver, host: d.Host, lockFile: lockFile, work: work, bin: s.bin, plan: plan}

@@ -63,8 +63,10 @@ type Options struct {
 	Driver string
 	// Backing is the file system under the data root: "" for a directory on
 	// the root file system, "btrfs" or "xfs" for a fresh file system of
-	// SizeMiB in a loop file. The btrfs driver needs Backing "btrfs" (it is
-	// chosen when left empty).
+	// SizeMiB in a loop file, BackingRAM for ext4 in a loop file in a
+	// tmpfs (a device without a disk's noise, for the benchmark's quiet
+	// device). The btrfs driver needs Backing "btrfs" (it is chosen when
+	// left empty).
 	Backing string
 	// SizeMiB sizes the loop file (sparse) for Backing btrfs or xfs; 0 = 1024.
 	SizeMiB int
@@ -197,12 +199,12 @@ func Start(t testing.TB, opts Options) *Daemon {
 	}
 	switch opts.Backing {
 	case "":
-	case "btrfs", "xfs":
-		if err := loopPrerequisites(opts.Backing); err != nil {
+	case "btrfs", "xfs", BackingRAM:
+		if err := loopPrerequisites(loopFS(opts.Backing)); err != nil {
 			testharness.SkipOrFail(t, "testdaemon: %v", err)
 		}
 	default:
-		t.Fatalf("testdaemon: unsupported backing %q (want \"\", btrfs or xfs)", opts.Backing)
+		t.Fatalf("testdaemon: unsupported backing %q (want \"\", btrfs, xfs or %s)", opts.Backing, BackingRAM)
 	}
 
 	// Not t.TempDir(): its long path would push the socket path past the
@@ -248,6 +250,17 @@ func Start(t testing.TB, opts Options) *Daemon {
 	return d
 }
 
+// BackingRAM is Options.Backing for ext4 on a loop file in a tmpfs.
+const BackingRAM = "ext4-ram"
+
+// loopFS is the file system a loop backing formats.
+func loopFS(backing string) string {
+	if backing == BackingRAM {
+		return "ext4"
+	}
+	return backing
+}
+
 func loopPrerequisites(fs string) error {
 	for _, bin := range []string{"losetup", "mkfs." + fs} {
 		if _, err := lookPath(bin); err != nil {
@@ -267,6 +280,17 @@ func loopPrerequisites(fs string) error {
 // setupLoop makes a sparse loop file, formats it and mounts it on DataRoot.
 func (d *Daemon) setupLoop() error {
 	img := filepath.Join(d.Dir, "disk.img")
+	if d.opts.Backing == BackingRAM {
+		// The loop file in memory: a tmpfs a little larger than it.
+		ram := filepath.Join(d.Dir, "ram")
+		if err := os.Mkdir(ram, 0o700); err != nil {
+			return err
+		}
+		if err := syscall.Mount("tmpfs", ram, "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0700", d.opts.SizeMiB+16)); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", ram, err)
+		}
+		img = filepath.Join(ram, "disk.img")
+	}
 	f, err := os.Create(img)
 	if err != nil {
 		return err
@@ -279,7 +303,10 @@ func (d *Daemon) setupLoop() error {
 		return fmt.Errorf("size loop file: %w", err)
 	}
 	mkfs := []string{"mkfs." + d.opts.Backing, "-f", "-q", img}
-	if d.opts.Backing == "xfs" {
+	switch d.opts.Backing {
+	case BackingRAM:
+		mkfs = []string{"mkfs.ext4", "-F", "-q", img}
+	case "xfs":
 		// As RHEL formats it (and mkfs.xfs defaults to since 5.1):
 		// d_type for overlay, and shared extents, so copy-up can clone.
 		mkfs = []string{"mkfs.xfs", "-f", "-q", "-n", "ftype=1", "-m", "reflink=1", img}
@@ -292,7 +319,7 @@ func (d *Daemon) setupLoop() error {
 		return fmt.Errorf("losetup: %w: %s", err, out)
 	}
 	d.loopDev = strings.TrimSpace(out)
-	if err := syscall.Mount(d.loopDev, d.DataRoot, d.opts.Backing, 0, ""); err != nil {
+	if err := syscall.Mount(d.loopDev, d.DataRoot, loopFS(d.opts.Backing), 0, ""); err != nil {
 		return fmt.Errorf("mount %s on %s: %w", d.loopDev, d.DataRoot, err)
 	}
 	return nil
