@@ -2,6 +2,7 @@ package measure
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/layerprobe/layerprobe/internal/stats"
@@ -35,7 +36,17 @@ type CopyUpSize struct {
 	ExtraCILow   float64 `json:"extra_ci_low"`
 	ExtraCIHigh  float64 `json:"extra_ci_high"`
 	Coverage     float64 `json:"coverage"`
+	// Withheld: the interval's coverage is below the confidence (fewer
+	// than 6 rounds for 95%), so its bounds are NaN (null in JSON), as
+	// Overhead.Withheld.
+	Withheld bool `json:"interval_withheld,omitempty"`
 }
+
+// MarshalJSON implements json.Marshaler: NaN and ±Inf become null.
+func (c CopyUpSize) MarshalJSON() ([]byte, error) { return marshalFigures(c) }
+
+// UnmarshalJSON implements json.Unmarshaler: null figures read as NaN.
+func (c *CopyUpSize) UnmarshalJSON(b []byte) error { return unmarshalFigures(b, c, false) }
 
 // CopyUpSample is one timed first write: a file of SizeBytes on Target
 // (host or container) in one round.
@@ -83,9 +94,14 @@ func SummarizeCopyUp(samples []CopyUpSample, confidence float64) (sizes []CopyUp
 			hs[i], cs[i], ds[i] = p.h, p.c, p.c-p.h
 		}
 		ci := stats.MedianCI(ds, confidence)
-		sizes = append(sizes, CopyUpSize{SizeBytes: size, Rounds: len(ps),
+		sz := CopyUpSize{SizeBytes: size, Rounds: len(ps),
 			HostSeconds: stats.Median(hs), ContainerSeconds: stats.Median(cs),
-			ExtraSeconds: ci.Median, ExtraCILow: ci.Low, ExtraCIHigh: ci.High, Coverage: ci.Coverage})
+			ExtraSeconds: ci.Median, ExtraCILow: ci.Low, ExtraCIHigh: ci.High, Coverage: ci.Coverage}
+		if ci.Coverage < confidence {
+			// As withhold does for an overhead: no interval that covers less.
+			sz.ExtraCILow, sz.ExtraCIHigh, sz.Withheld = math.NaN(), math.NaN(), true
+		}
+		sizes = append(sizes, sz)
 	}
 	slices.SortFunc(sizes, func(a, b CopyUpSize) int { return cmp.Compare(a.SizeBytes, b.SizeBytes) })
 	if len(sizes) >= 2 {

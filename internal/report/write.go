@@ -184,13 +184,12 @@ func writeCold(ew *errWriter, c *Cold, title string, conf float64) bool {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  FILE SIZE\tHOST\tCONTAINER\tEXTRA [%s CI]\tROUNDS\n", formatPercentPlain(100*conf))
 	for _, sz := range c.CopyUp.Sizes {
-		mark := ""
-		if sz.Coverage < conf {
-			mark, low = ciMarker, true
+		extra := fmt.Sprintf("%s [%s–%s]", formatLatency(sz.ExtraSeconds), formatLatency(sz.ExtraCILow), formatLatency(sz.ExtraCIHigh))
+		if sz.Withheld || sz.Coverage < conf {
+			extra, low = formatLatency(sz.ExtraSeconds)+" [no interval]"+ciMarker, true
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s [%s–%s]%s\t%d\n", formatBytes(sz.SizeBytes),
-			formatLatency(sz.HostSeconds), formatLatency(sz.ContainerSeconds),
-			formatLatency(sz.ExtraSeconds), formatLatency(sz.ExtraCILow), formatLatency(sz.ExtraCIHigh), mark, sz.Rounds)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", formatBytes(sz.SizeBytes),
+			formatLatency(sz.HostSeconds), formatLatency(sz.ContainerSeconds), extra, sz.Rounds)
 	}
 	_ = tw.Flush()
 	if c.CopyUp.CostSecondsPerMiB != nil {
