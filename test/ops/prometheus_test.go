@@ -152,7 +152,9 @@ func (p *promServer) tryQueryRange(t testing.TB, expr string, start, end time.Ti
 	return data.Result, err
 }
 
-// dashboardAgentConfig: the smoke profile, two rounds a cycle and every
+// dashboardAgentConfig: the smoke profile, three rounds a cycle (two
+// cycles make the 6 round pairs below which no interval is published),
+// six cold rounds (one cold cycle publishes its interval) and every
 // busy-host guard off, so that cycles run whatever the CI machine does; a
 // daily budget, so that the budget series exist.
 const dashboardAgentConfig = `profile: smoke
@@ -160,6 +162,7 @@ agent:
   interval: 1h
   jitter: 0
   rounds_per_cycle: 3
+  cold_rounds: 6
   window_rounds: 6
   daily_byte_budget: 4GiB
   max_io_pressure: 100
