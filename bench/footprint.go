@@ -28,7 +28,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // The footprint measurement: the agent's memory and CPU while idle and

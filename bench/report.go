@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 var workloads = []string{"fsync", "randwrite", "seqwrite"}
@@ -265,7 +265,7 @@ func writeMachine(w *mdWriter, r *results) {
 		{"load at start", fmt.Sprintf("loadavg %s; PSI io %s", m.LoadAvg, m.IOPressure)},
 		{"date", r.StartedAt.Format(time.RFC1123)},
 	})
-	w.p("Every measurement ran against private dockerd daemons the benchmark started (internal/testdaemon): " +
+	w.p("Every measurement ran against private dockerd daemons the benchmark started (internal/testsupport/testdaemon): " +
 		"overlay2 on the root file system, btrfs on a sparse loop file on the same disk. Other work on the " +
 		"machine was not stopped; the paired, per-round design cancels what loads host and target alike, " +
 		"and the intervals show the rest.")

@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // The binary `make build` builds has no test hooks: no LAYERPROBE_TEST_*

@@ -16,8 +16,8 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/engine/containerd"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // `layerprobe advise` on an engine of type containerd asks that engine,

@@ -24,7 +24,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/layerprobe/layerprobe/internal/report"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // The namespace the containerd tests use: the kubelet's, which is the

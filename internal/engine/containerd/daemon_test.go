@@ -23,8 +23,8 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // The probe image's helper is the real layerprobe binary, built once.

@@ -40,7 +40,7 @@ import (
 	"github.com/containerd/containerd"
 	"github.com/moby/sys/mountinfo"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // Engines Options.Engine can name.
