@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -300,7 +301,17 @@ func writeFootprint(w *mdWriter, s settings, r *results) {
 		}
 	}
 	w.p("%s", footprintEnd)
+	// The binary's size and memory by module are measured by hand (builds
+	// with and without a dependency), outside a benchmark run: the page
+	// carries that part as it is written.
+	if b, err := os.ReadFile(filepath.Join(s.outDir, "bench", footprintModulesFile)); err == nil {
+		w.p("%s", strings.TrimSpace(string(b)))
+	}
 }
+
+// footprintModulesFile, in docs/bench, is the hand-measured part of the
+// footprint section.
+const footprintModulesFile = "footprint-modules.md"
 
 func writeReproduce(w *mdWriter, r *results) {
 	w.p("## Reproducing")
