@@ -13,7 +13,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // engineCase is one engine and storage driver of the engines section.

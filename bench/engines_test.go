@@ -23,7 +23,7 @@ func TestUnitEngineFill(t *testing.T) {
 	reflink := true
 	cost := 0.002
 	doc := &report.Run{StartedAt: start, DurationSeconds: 300, BytesWritten: 2 << 30, Engines: []report.Engine{{
-		Runtime: "docker", Driver: "overlay2", BackingFS: "xfs", Rounds: 40, StopReason: "bytes",
+		EngineFacts: measure.EngineFacts{Runtime: "docker", Driver: "overlay2", BackingFS: "xfs"}, Rounds: 40, StopReason: "bytes",
 		Results: []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync,
 			Overhead: map[string]measure.Overhead{measure.MetricFsyncP99: overheadAt(96, 89, 123)}}},
 		Cold: &report.Cold{Results: []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync,

@@ -28,7 +28,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // The footprint measurement: the agent's memory and CPU while idle and
@@ -142,21 +142,15 @@ type agentVariant struct {
 	load              bool // run the latency attacks on this variant
 }
 
-// footprintVariants are measured in this order. "before" is the agent as it
-// was before its memory work: built without the nomsgpack tag, so gin's
-// MessagePack codec (about 6 MiB of code and tables) is mapped, and run
-// with the memory tuning off. Building it here from the same source keeps
-// both figures in one run on one daemon.
-func footprintVariants(agentBin, beforeBin string, short bool) []agentVariant {
-	vs := []agentVariant{{name: "before",
-		description: "built without `-tags " + testharness.ReleaseTags + "`, memory tuning off (`LAYERPROBE_TEST_MEMORY_TUNING=off`)",
-		env:         []string{"LAYERPROBE_TEST_MEMORY_TUNING=off"}, bin: beforeBin, load: true}}
-	if !short {
-		vs = append(vs, agentVariant{name: "tuning only",
-			description: "built without `-tags " + testharness.ReleaseTags + "`, memory tuning on", bin: beforeBin})
-	}
-	return append(vs, agentVariant{name: "after", description: "the binary under test (`make build`, with the test hooks), memory tuning on",
-		bin: agentBin, load: true})
+// footprintVariants are measured in this order. "tuning off" is the same
+// binary with the memory tuning off, which keeps both figures in one run on
+// one daemon.
+func footprintVariants(agentBin string) []agentVariant {
+	return []agentVariant{{name: "tuning off",
+		description: "the binary under test, memory tuning off (`LAYERPROBE_TEST_MEMORY_TUNING=off`)",
+		env:         []string{"LAYERPROBE_TEST_MEMORY_TUNING=off"}, bin: agentBin, load: true},
+		{name: "after", description: "the binary under test (`make build`, with the test hooks), memory tuning on",
+			bin: agentBin, load: true}}
 }
 
 // measureFootprint runs the agent variants and node_exporter on this
@@ -166,13 +160,7 @@ func measureFootprint(ctx context.Context, t testing.TB, agentBin, dockerHost, w
 	plan := planFor(short)
 	res := &footprintResult{Short: short, Profile: plan.profile, IdleSeconds: plan.idle.Seconds(),
 		SettleSeconds: plan.settle.Seconds(), LoadSeconds: plan.load.Seconds(), Rates: plan.rates}
-	beforeBin := filepath.Join(workDir, "layerprobe-before")
-	// The agent as it was built before the release tags, from this
-	// module's source, with the test hooks (its memory tuning is off).
-	if err := testharness.Build(ctx, beforeBin, "testhooks"); err != nil {
-		return nil, fmt.Errorf("build the before binary: %w", err)
-	}
-	for _, v := range footprintVariants(agentBin, beforeBin, short) {
+	for _, v := range footprintVariants(agentBin) {
 		t.Logf("footprint: agent variant %s", v.name)
 		vr, err := measureAgent(ctx, t, v.bin, dockerHost, filepath.Join(workDir, "footprint-"+strings.ReplaceAll(v.name, " ", "-")), v, plan)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // TestFootprintSmoke runs the footprint section alone in short mode (about

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/report"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // settings come from the environment (see the Makefile's bench targets).

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 var workloads = []string{"fsync", "randwrite", "seqwrite"}
@@ -277,7 +278,7 @@ func writeMachine(w *mdWriter, r *results) {
 		{"load at start", fmt.Sprintf("loadavg %s; PSI io %s", m.LoadAvg, m.IOPressure)},
 		{"date", r.StartedAt.Format(time.RFC1123)},
 	})
-	w.p("Every measurement ran against private dockerd daemons the benchmark started (internal/testdaemon): " +
+	w.p("Every measurement ran against private dockerd daemons the benchmark started (internal/testsupport/testdaemon): " +
 		"overlay2 on the root file system, btrfs on a sparse loop file on the same disk. Other work on the " +
 		"machine was not stopped; the paired, per-round design cancels what loads host and target alike, " +
 		"and the intervals show the rest.")
@@ -312,7 +313,17 @@ func writeFootprint(w *mdWriter, s settings, r *results) {
 		}
 	}
 	w.p("%s", footprintEnd)
+	// The binary's size and memory by module are measured by hand (builds
+	// with and without a dependency), outside a benchmark run: the page
+	// carries that part as it is written.
+	if b, err := os.ReadFile(filepath.Join(s.outDir, "bench", footprintModulesFile)); err == nil {
+		w.p("%s", strings.TrimSpace(string(b)))
+	}
 }
+
+// footprintModulesFile, in docs/bench, is the hand-measured part of the
+// footprint section.
+const footprintModulesFile = "footprint-modules.md"
 
 func writeReproduce(w *mdWriter, r *results) {
 	w.p("## Reproducing")

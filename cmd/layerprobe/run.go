@@ -248,7 +248,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 }
 
 func fillEngine(er *report.Engine, s *probe.Session) {
-	er.SetFacts(s.Facts())
+	er.EngineFacts = s.Facts()
 	er.DriverNote = s.Info.DriverNote
 	er.Warnings = append(er.Warnings, s.Warnings...)
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/engine"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // fakeEngine answers with fixed containers; it is all the advisor can ask

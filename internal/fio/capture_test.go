@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // capture rewrites the captured fio outputs in testdata/ by running the real

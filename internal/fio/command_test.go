@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 func TestCommand(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 func TestSameFilesystem(t *testing.T) {

@@ -6,21 +6,19 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/layerprobe/layerprobe/api"
 )
 
 // healthz answers 200 for as long as the process serves HTTP: liveness
 // must not depend on Docker or fio, or a slow engine would get the agent
 // restarted in a loop.
-func (s *server) healthz(c *gin.Context) {
+func (s *server) healthz(c *reqCtx) {
 	writeJSON(c, s.logger, http.StatusOK, api.Health{Status: "ok"})
 }
 
 // readyz is 503 until the Source says it can answer (first engine check
 // done), so a load balancer or DaemonSet rollout waits for real data.
-func (s *server) readyz(c *gin.Context) {
+func (s *server) readyz(c *reqCtx) {
 	if err := s.src.Ready(); err != nil {
 		writeJSON(c, s.logger, http.StatusServiceUnavailable, api.Health{Status: "not_ready", Detail: err.Error()})
 		return
@@ -29,7 +27,7 @@ func (s *server) readyz(c *gin.Context) {
 }
 
 // noParams refuses any query parameter on a route that takes none.
-func noParams(c *gin.Context) bool {
+func noParams(c *reqCtx) bool {
 	if _, err := parseQuery(c.Request.URL.RawQuery); err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
 		return false
@@ -37,14 +35,14 @@ func noParams(c *gin.Context) bool {
 	return true
 }
 
-func (s *server) openapi(c *gin.Context) {
+func (s *server) openapi(c *reqCtx) {
 	if !noParams(c) {
 		return
 	}
 	c.Data(http.StatusOK, "application/yaml", api.OpenAPI)
 }
 
-func (s *server) overhead(c *gin.Context) {
+func (s *server) overhead(c *reqCtx) {
 	mode, err := parseMode(c.Request.URL.RawQuery)
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
@@ -65,7 +63,7 @@ func (s *server) overhead(c *gin.Context) {
 	writeJSON(c, s.logger, http.StatusOK, resp)
 }
 
-func (s *server) cycles(c *gin.Context) {
+func (s *server) cycles(c *reqCtx) {
 	q, err := parseCycleQuery(c.Request.URL.RawQuery, s.now())
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
@@ -82,7 +80,7 @@ func (s *server) cycles(c *gin.Context) {
 	writeJSON(c, s.logger, http.StatusOK, api.CyclesResponse{Cycles: nonNil(list)})
 }
 
-func (s *server) cycle(c *gin.Context) {
+func (s *server) cycle(c *reqCtx) {
 	id, err := parseID(c.Param("id"))
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
@@ -106,7 +104,7 @@ func (s *server) cycle(c *gin.Context) {
 	writeJSON(c, s.logger, http.StatusOK, d)
 }
 
-func (s *server) engines(c *gin.Context) {
+func (s *server) engines(c *reqCtx) {
 	if !noParams(c) {
 		return
 	}
@@ -132,7 +130,7 @@ func (s *server) engines(c *gin.Context) {
 
 // containers answers the layer-write advisor's last pass, optionally of one
 // engine (an engine that is not configured has no entry: an empty list).
-func (s *server) containers(c *gin.Context) {
+func (s *server) containers(c *reqCtx) {
 	engine, err := parseEngineQuery(c.Request.URL.RawQuery)
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // smallBinary copies a small dynamically linked host binary into a temp

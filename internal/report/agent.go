@@ -65,10 +65,7 @@ func writeAgentEngine(ew *errWriter, a Agent, name string, conf float64) {
 		}
 	}
 	if info != nil {
-		e.Endpoint, e.Runtime, e.EngineVersion = info.Endpoint, info.Runtime, info.EngineVersion
-		e.Driver, e.DriverClass, e.BackingFS = info.Driver, info.DriverClass, info.BackingFS
-		e.DataRoot, e.ImageStore, e.Rootless, e.FioVersion = info.DataRoot, info.ImageStore, info.Rootless, info.FioVersion
-		e.HostArmCgroup, e.HostArmCgroupError = info.HostArmCgroup, info.HostArmCgroupError
+		e.Endpoint, e.EngineFacts = info.Endpoint, info.EngineFacts
 		e.Warnings = slices.Clone(info.Warnings)
 	}
 	var steady, cold *api.EngineOverhead

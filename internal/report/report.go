@@ -49,25 +49,13 @@ type Run struct {
 
 // Engine is the measurement of one engine (Docker or containerd).
 type Engine struct {
-	Name          string `json:"name"`
-	Endpoint      string `json:"endpoint"`
-	Runtime       string `json:"runtime"` // docker, podman (its Docker-compatible API) or containerd
-	EngineVersion string `json:"engine_version"`
-	Driver        string `json:"driver"`
-	DriverClass   string `json:"driver_class"`
-	DriverNote    string `json:"driver_note,omitempty"`
-	BackingFS     string `json:"backing_fs"`
-	DataRoot      string `json:"data_root"`
-	ImageStore    string `json:"image_store"`
-	FioVersion    string `json:"fio_version"`
-	Rootless      bool   `json:"rootless"`
-	// HostArmCgroup is "joined" when the host arm's fio ran in the probe
-	// container's CPU cgroups, "outside" when it could not (then CPU
-	// contention on a busy host reads as overhead; HostArmCgroupError says
-	// why), "" when not known.
-	HostArmCgroup      string   `json:"host_arm_cgroup"`
-	HostArmCgroupError string   `json:"host_arm_cgroup_error,omitempty"`
-	Warnings           []string `json:"warnings"`
+	Name     string `json:"name"`
+	Endpoint string `json:"endpoint"`
+	// The engine's facts are the one type the API and the metrics carry
+	// too; their JSON fields are this object's.
+	measure.EngineFacts
+	DriverNote string   `json:"driver_note,omitempty"`
+	Warnings   []string `json:"warnings"`
 	// Error is set when the engine could not be measured at all
 	// (unreachable, scratch directory on another file system, ...).
 	Error           *Error  `json:"error,omitempty"`
@@ -84,14 +72,6 @@ type Engine struct {
 	Samples     []measure.Sample `json:"samples"`
 	// Cold is the cold-path measurement, present in modes cold and both.
 	Cold *Cold `json:"cold,omitempty"`
-}
-
-// SetFacts sets the engine's facts (measure.EngineFacts, which the API and
-// the metrics carry as they are).
-func (e *Engine) SetFacts(f measure.EngineFacts) {
-	e.Runtime, e.EngineVersion, e.Driver, e.DriverClass = f.Runtime, f.EngineVersion, f.Driver, f.DriverClass
-	e.BackingFS, e.DataRoot, e.ImageStore, e.Rootless = f.BackingFS, f.DataRoot, f.ImageStore, f.Rootless
-	e.FioVersion, e.HostArmCgroup, e.HostArmCgroupError = f.FioVersion, f.HostArmCgroup, f.HostArmCgroupError
 }
 
 // Error says why an engine could not be measured.

@@ -44,9 +44,9 @@ func tableRun() Run {
 		DurationSeconds: 83, BytesWritten: 3 << 30,
 		Engines: []Engine{
 			{
-				Name: "default", Endpoint: "unix:///var/run/docker.sock", EngineVersion: "27.3.1",
-				Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs", DataRoot: "/var/lib/docker",
-				ImageStore: "graphdriver", FioVersion: "fio-3.33",
+				Name: "default", Endpoint: "unix:///var/run/docker.sock", EngineFacts: measure.EngineFacts{EngineVersion: "27.3.1",
+					Driver: "overlay2", DriverClass: "supported", BackingFS: "extfs", DataRoot: "/var/lib/docker",
+					ImageStore: "graphdriver", FioVersion: "fio-3.33"},
 				Warnings:     []string{"the host was busy during round 2"},
 				BytesWritten: 3 << 30, DurationSeconds: 83,
 				Results: measure.Summarize(samples, 0.95), Samples: samples,

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 func coldCycle(t *testing.T, s *Store, start time.Time, first, n int, result string, reflink *bool) Cycle {

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // childEnv makes the test binary act as an agent process that the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // TestReaderBesideTheAgent: a reader opens the store the agent holds,

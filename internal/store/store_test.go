@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

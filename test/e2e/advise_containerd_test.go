@@ -5,19 +5,16 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
-
-	ctd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/cio"
-	"github.com/containerd/containerd/oci"
 
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/engine/containerd"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // `layerprobe advise` on an engine of type containerd asks that engine,
@@ -83,16 +80,18 @@ func runIdleContainer(t *testing.T, d *testdaemon.Daemon, cc *ctrd, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := cc.c.GetImage(ctx, ref)
-	must(t, err)
-	ct, err := cc.c.NewContainer(ctx, id, ctd.WithImage(img), ctd.WithSnapshotter("overlayfs"), ctd.WithNewSnapshot(id, img),
-		ctd.WithNewSpec(oci.WithProcessArgs(engine.ContainerHelper, "probe-helper", "idle")))
-	must(t, err)
-	task, err := ct.NewTask(ctx, cio.NullIO)
-	must(t, err)
-	must(t, task.Start(ctx))
+	// containerd's own CLI runs it, with its own default spec. ctr copies
+	// the image config's labels onto the container, layerprobe's among
+	// them: the container says it is not layerprobe's.
+	ctr := func(args ...string) ([]byte, error) {
+		return exec.Command("ctr", append([]string{"--address", strings.TrimPrefix(d.Host, "unix://"), "--namespace", ctrdNamespace}, args...)...).CombinedOutput()
+	}
+	if out, err := ctr("run", "-d", "--snapshotter", "overlayfs", "--label", "io.layerprobe.managed=false", ref, id, engine.ContainerHelper, "probe-helper", "idle"); err != nil {
+		t.Fatalf("ctr run: %v\n%s", err, out)
+	}
 	t.Cleanup(func() {
-		_, _ = task.Delete(cc.ctx, ctd.WithProcessKill)
-		_ = ct.Delete(cc.ctx, ctd.WithSnapshotCleanup)
+		_, _ = ctr("task", "kill", "-s", "SIGKILL", id)
+		_, _ = ctr("task", "rm", "-f", id)
+		_, _ = ctr("container", "rm", id)
 	})
 }

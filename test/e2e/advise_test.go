@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // adviseMiB is what each writer writes: into its layer, a named volume or

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // agentProc is a running `layerprobe agent`.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,18 +12,8 @@ import (
 	"testing"
 	"time"
 
-	ctd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/content"
-	"github.com/containerd/containerd/images"
-	"github.com/containerd/containerd/leases"
-	"github.com/containerd/containerd/namespaces"
-	"github.com/containerd/containerd/oci"
-	"github.com/containerd/containerd/snapshots"
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/layerprobe/layerprobe/internal/report"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // The namespace the containerd tests use: the kubelet's, which is the
@@ -206,132 +195,6 @@ engines:
 	left := newCtrd(t, d).labelled(t, "overlayfs")
 	if len(left.containers)+len(left.tasks)+len(left.leases) > 0 {
 		t.Errorf("left behind after the agent stopped: %+v", left)
-	}
-}
-
-// ctrd is a containerd client of the test's own, so the checks do not
-// depend on layerprobe's engine code.
-type ctrd struct {
-	c   *ctd.Client
-	ctx context.Context
-}
-
-func newCtrd(t *testing.T, d *testdaemon.Daemon) *ctrd {
-	t.Helper()
-	c, err := ctd.New(strings.TrimPrefix(d.Host, "unix://"), ctd.WithTimeout(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &ctrd{c: c, ctx: namespaces.WithNamespace(context.Background(), ctrdNamespace)}
-}
-
-// ctrdObjects lists objects of one kind or another by name.
-type ctrdObjects struct {
-	containers, tasks, snapshots, images, leases, ingests []string
-}
-
-func (o ctrdObjects) empty() bool {
-	return len(o.containers)+len(o.tasks)+len(o.snapshots)+len(o.images)+len(o.leases)+len(o.ingests) == 0
-}
-
-const managedFilter = `labels."io.layerprobe.managed"==true`
-
-// labelled lists what carries layerprobe's label in the namespace, the
-// tasks of those containers, and content ingests layerprobe started.
-func (c *ctrd) labelled(t *testing.T, snapshotter string) ctrdObjects {
-	t.Helper()
-	var o ctrdObjects
-	ctrs, err := c.c.Containers(c.ctx, managedFilter)
-	must(t, err)
-	for _, ct := range ctrs {
-		o.containers = append(o.containers, ct.ID())
-		if _, err := ct.Task(c.ctx, nil); err == nil {
-			o.tasks = append(o.tasks, ct.ID())
-		}
-	}
-	must(t, c.c.SnapshotService(snapshotter).Walk(c.ctx, func(_ context.Context, i snapshots.Info) error {
-		o.snapshots = append(o.snapshots, i.Name)
-		return nil
-	}, managedFilter))
-	imgs, err := c.c.ImageService().List(c.ctx, managedFilter)
-	must(t, err)
-	for _, i := range imgs {
-		o.images = append(o.images, i.Name)
-	}
-	ls, err := c.c.LeasesService().List(c.ctx, managedFilter)
-	must(t, err)
-	for _, l := range ls {
-		o.leases = append(o.leases, l.ID)
-	}
-	sts, err := c.c.ContentStore().ListStatuses(c.ctx)
-	must(t, err)
-	for _, s := range sts {
-		if strings.HasPrefix(s.Ref, "layerprobe-") {
-			o.ingests = append(o.ingests, s.Ref)
-		}
-	}
-	return o
-}
-
-func (c *ctrd) snapshotNames(t *testing.T, snapshotter string) []string {
-	t.Helper()
-	var names []string
-	must(t, c.c.SnapshotService(snapshotter).Walk(c.ctx, func(_ context.Context, i snapshots.Info) error {
-		names = append(names, i.Name)
-		return nil
-	}))
-	slices.Sort(names)
-	return names
-}
-
-// foreignObjects are what "someone else" made in the namespace.
-type foreignObjects struct {
-	container, image, lease, snapshot, blob string
-}
-
-// makeForeign creates a container record, an image, a lease, an active
-// snapshot and a content blob that are not layerprobe's, some carrying
-// labels of their own and one a layerprobe-looking name, as a kubelet's
-// objects would share the namespace.
-func (c *ctrd) makeForeign(t *testing.T, snapshotter string) foreignObjects {
-	t.Helper()
-	f := foreignObjects{container: "layerprobe-probe-kubelet", image: "registry.example/app:1", lease: "kubelet-lease", snapshot: "kubelet-snap"}
-	l, err := c.c.LeasesService().Create(c.ctx, leases.WithID(f.lease), leases.WithLabels(map[string]string{"io.layerprobe.managed": "false"}))
-	must(t, err)
-	lctx := leases.WithLease(c.ctx, l.ID)
-	blob := []byte(`{"app":"someone else's"}`)
-	desc := ocispec.Descriptor{MediaType: "application/json", Digest: digest.FromBytes(blob), Size: int64(len(blob))}
-	must(t, content.WriteBlob(lctx, c.c.ContentStore(), "kubelet-blob", strings.NewReader(string(blob)), desc))
-	f.blob = desc.Digest.String()
-	_, err = c.c.ImageService().Create(lctx, images.Image{Name: f.image, Target: desc, Labels: map[string]string{"io.cri-containerd.image": "managed"}})
-	must(t, err)
-	_, err = c.c.SnapshotService(snapshotter).Prepare(lctx, f.snapshot, "", snapshots.WithLabels(map[string]string{"owner": "kubelet"}))
-	must(t, err)
-	_, err = c.c.NewContainer(c.ctx, f.container, ctd.WithImageName(f.image), ctd.WithSnapshotter(snapshotter),
-		ctd.WithSnapshot(f.snapshot), ctd.WithSpec(&oci.Spec{Version: "1.0.2"}),
-		ctd.WithContainerLabels(map[string]string{"io.kubernetes.pod.name": "app"}))
-	must(t, err)
-	return f
-}
-
-func (c *ctrd) checkForeign(t *testing.T, f foreignObjects) {
-	t.Helper()
-	if _, err := c.c.ContainerService().Get(c.ctx, f.container); err != nil {
-		t.Errorf("foreign container %s: %v", f.container, err)
-	}
-	if _, err := c.c.ImageService().Get(c.ctx, f.image); err != nil {
-		t.Errorf("foreign image %s: %v", f.image, err)
-	}
-	if _, err := c.c.SnapshotService("overlayfs").Stat(c.ctx, f.snapshot); err != nil {
-		t.Errorf("foreign snapshot %s: %v", f.snapshot, err)
-	}
-	if _, err := c.c.ContentStore().Info(c.ctx, digest.Digest(f.blob)); err != nil {
-		t.Errorf("foreign blob %s: %v", f.blob, err)
-	}
-	ls, err := c.c.LeasesService().List(c.ctx, "id=="+f.lease)
-	if err != nil || len(ls) != 1 {
-		t.Errorf("foreign lease %s: %v, %d found", f.lease, err, len(ls))
 	}
 }
 

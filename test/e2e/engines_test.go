@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // TestMoreEngines runs layerprobe on the engines beyond dockerd's overlay2,

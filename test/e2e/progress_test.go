@@ -16,7 +16,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/layerprobe/layerprobe/internal/report"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // `layerprobe run` reports its progress on stderr and nowhere else: one

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // waitFioJob waits, polling every 2 ms (smoke jobs are short), until a fio

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // baseConfig: the smoke profile, one round per cycle, every busy-host

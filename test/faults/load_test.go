@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // The load generator is this test binary started again with loadgenEnv

@@ -1,5 +1,5 @@
 // Package faults is layerprobe's end-to-end fault suite: the real binary
-// against real, private dockerd daemons (internal/testdaemon) with real fio,
+// against real, private dockerd daemons (internal/testsupport/testdaemon) with real fio,
 // while the daemon is killed, the agent is killed, the data root's file
 // system fills up, fio is missing, crashes or hangs, the probe container is
 // removed by someone else, a second agent shares the state directory; plus a
@@ -19,7 +19,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // binary is the release layerprobe binary, built once for the package.

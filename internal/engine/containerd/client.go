@@ -18,20 +18,28 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	ctd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/defaults"
-	"github.com/containerd/containerd/identifiers"
-	"github.com/containerd/containerd/namespaces"
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	contentapi "github.com/containerd/containerd/api/services/content/v1"
+	diffapi "github.com/containerd/containerd/api/services/diff/v1"
+	eventsapi "github.com/containerd/containerd/api/services/events/v1"
+	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	introspectionapi "github.com/containerd/containerd/api/services/introspection/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
+	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	"github.com/containerd/errdefs"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
@@ -47,6 +55,19 @@ const (
 	DefaultNamespace = "k8s.io"
 	// DefaultSnapshotter is containerd's default snapshotter.
 	DefaultSnapshotter = "overlayfs"
+
+	// runtimeName is the runtime of the probe's task: runc through its
+	// v2 shim, containerd's default.
+	runtimeName = "io.containerd.runc.v2"
+	// maxMsgSize is containerd's own bound on a gRPC message, both ways.
+	maxMsgSize = 16 << 20
+)
+
+// The gRPC metadata keys that scope a call to a namespace and put what it
+// creates under a lease (containerd's own names).
+const (
+	namespaceHeader = "containerd-namespace"
+	leaseHeader     = "containerd-lease"
 )
 
 // Client talks to one containerd.
@@ -55,8 +76,17 @@ type Client struct {
 	address     string // socket path
 	namespace   string
 	snapshotter string
-	api         *ctd.Client
 	conn        *grpc.ClientConn
+	containers  containersapi.ContainersClient
+	content     contentapi.ContentClient
+	diff        diffapi.DiffClient
+	events      eventsapi.EventsClient
+	images      imagesapi.ImagesClient
+	intro       introspectionapi.IntrospectionClient
+	leases      leasesapi.LeasesClient
+	snapshots   snapshotsapi.SnapshotsClient
+	tasks       tasksapi.TasksClient
+	version     versionapi.VersionClient
 	logger      *slog.Logger
 	fsName      func(path string) (string, error)
 
@@ -84,7 +114,7 @@ func New(name, address, namespace, snapshotter string, logger *slog.Logger) (*Cl
 	if snapshotter == "" {
 		snapshotter = DefaultSnapshotter
 	}
-	if err := identifiers.Validate(namespace); err != nil {
+	if err := validNamespace(namespace); err != nil {
 		return nil, fmt.Errorf("containerd client for engine %s: %w", name, err)
 	}
 	bo := backoff.DefaultConfig
@@ -93,23 +123,29 @@ func New(name, address, namespace, snapshotter string, logger *slog.Logger) (*Cl
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(defaults.DefaultMaxRecvMsgSize),
-			grpc.MaxCallSendMsgSize(defaults.DefaultMaxSendMsgSize)),
+			grpc.MaxCallRecvMsgSize(maxMsgSize),
+			grpc.MaxCallSendMsgSize(maxMsgSize)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("containerd client for engine %s: %w", name, err)
 	}
-	// An explicit runtime: without one the client would look it up in the
-	// namespace's labels (a call at construction) or fall back to the
-	// long-removed v1 runtime.
-	api, err := ctd.NewWithConn(conn, ctd.WithDefaultRuntime(defaults.DefaultRuntime))
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("containerd client for engine %s: %w", name, err)
-	}
+	// containerd's services, called directly: its client library would
+	// link a container runtime's worth of code into the agent for the
+	// dozen calls a probe needs (docs/benchmarks.md, footprint).
 	c := &Client{
 		name: name, address: address, namespace: namespace, snapshotter: snapshotter,
-		api: api, conn: conn, logger: logger.With("engine", name), fsName: hostfs.FSName,
+		conn:       conn,
+		containers: containersapi.NewContainersClient(conn),
+		content:    contentapi.NewContentClient(conn),
+		diff:       diffapi.NewDiffClient(conn),
+		events:     eventsapi.NewEventsClient(conn),
+		images:     imagesapi.NewImagesClient(conn),
+		intro:      introspectionapi.NewIntrospectionClient(conn),
+		leases:     leasesapi.NewLeasesClient(conn),
+		snapshots:  snapshotsapi.NewSnapshotsClient(conn),
+		tasks:      tasksapi.NewTasksClient(conn),
+		version:    versionapi.NewVersionClient(conn),
+		logger:     logger.With("engine", name), fsName: hostfs.FSName,
 	}
 	c.churn = newChurnWatch(c)
 	return c, nil
@@ -126,7 +162,7 @@ func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.churn.stop()
-		err = c.api.Close()
+		err = c.conn.Close()
 	})
 	return err
 }
@@ -134,8 +170,76 @@ func (c *Client) Close() error {
 // ns puts the client's namespace on ctx: every containerd call is scoped
 // to it, and nothing outside it is ever looked at.
 func (c *Client) ns(ctx context.Context) context.Context {
-	return namespaces.WithNamespace(ctx, c.namespace)
+	return metadata.AppendToOutgoingContext(ctx, namespaceHeader, c.namespace)
 }
+
+// withLease puts what the calls on the returned context create under the
+// lease id, which keeps it from containerd's garbage collector.
+func withLease(ctx context.Context, id string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, leaseHeader, id)
+}
+
+// namespaceRE is containerd's rule for an identifier: alphanumeric parts
+// joined by single '.', '_' or '-'.
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$`)
+
+func validNamespace(ns string) error {
+	if len(ns) > 76 || !namespaceRE.MatchString(ns) {
+		return fmt.Errorf("namespace %q is not a valid containerd identifier (letters and digits joined by '.', '_' or '-', at most 76 characters): %w",
+			ns, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// native turns a gRPC error into one errdefs' predicates (IsNotFound, ...)
+// recognize, with containerd's own message; other errors pass unchanged.
+func native(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	cls, ok := errorClasses[st.Code()]
+	if !ok {
+		return err
+	}
+	return &rpcError{msg: st.Message(), cls: cls, err: err}
+}
+
+// errorClasses are the gRPC codes containerd answers with and what they
+// mean.
+var errorClasses = map[codes.Code]error{
+	codes.NotFound:           errdefs.ErrNotFound,
+	codes.AlreadyExists:      errdefs.ErrAlreadyExists,
+	codes.InvalidArgument:    errdefs.ErrInvalidArgument,
+	codes.FailedPrecondition: errdefs.ErrFailedPrecondition,
+	codes.Unavailable:        errdefs.ErrUnavailable,
+	codes.Unimplemented:      errdefs.ErrNotImplemented,
+	codes.DeadlineExceeded:   context.DeadlineExceeded,
+	codes.Canceled:           context.Canceled,
+}
+
+// rpcError is a gRPC error of a known class: its text is containerd's
+// message, and errors.Is finds both the class and the gRPC status.
+type rpcError struct {
+	msg string
+	cls error
+	err error
+}
+
+func (e *rpcError) Error() string {
+	if e.msg == "" {
+		return e.cls.Error()
+	}
+	return e.msg
+}
+
+func (e *rpcError) Unwrap() []error { return []error{e.cls, e.err} }
+
+// GRPCStatus keeps status.Code working on the error.
+func (e *rpcError) GRPCStatus() *status.Status { s, _ := status.FromError(e.err); return s }
 
 // asUnreachable returns an unreachable error when err means containerd
 // could not be reached, else nil.

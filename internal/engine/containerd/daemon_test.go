@@ -12,17 +12,19 @@ import (
 	"testing"
 	"time"
 
-	ctd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/cio"
-	"github.com/containerd/containerd/oci"
-	"github.com/containerd/containerd/snapshots"
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
+	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/opencontainers/image-spec/identity"
 
 	"github.com/layerprobe/layerprobe/internal/cgroup"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // The probe image's helper is the real layerprobe binary, built once.
@@ -176,24 +178,23 @@ func TestProbeLifecycle(t *testing.T) {
 func labelled(t *testing.T, c *Client) int {
 	t.Helper()
 	ctx := c.ns(testCtx(t))
-	ctrs, err := c.api.Containers(ctx, managedFilter)
+	ctrs, err := c.containers.List(ctx, &containersapi.ListContainersRequest{Filters: []string{managedFilter}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgs, err := c.api.ImageService().List(ctx, managedFilter)
+	imgs, err := c.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{managedFilter}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := c.api.LeasesService().List(ctx, managedFilter)
+	ls, err := c.leases.List(ctx, &leasesapi.ListRequest{Filters: []string{managedFilter}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(ctrs) + len(imgs) + len(ls)
-	err = c.api.SnapshotService(c.snapshotter).Walk(ctx, func(context.Context, snapshots.Info) error { n++; return nil }, managedFilter)
+	sn, err := c.listSnapshots(ctx, managedFilter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return len(ctrs.Containers) + len(imgs.Images) + len(ls.Leases) + len(sn)
 }
 
 // Container starts and stops of others count as churn; the probe's own and
@@ -235,26 +236,14 @@ func TestContainerChurn(t *testing.T) {
 
 	// Someone else's container: started and killed.
 	nctx := c.ns(ctx)
-	img, err := c.api.GetImage(nctx, ref)
-	if err != nil {
+	startUnmanaged(t, c, nctx, ref, "someone-else")
+	if err := c.deleteProcess(nctx, "someone-else", ""); err != nil {
 		t.Fatal(err)
 	}
-	other, err := c.api.NewContainer(nctx, "someone-else", ctd.WithImage(img), ctd.WithNewSnapshot("someone-else", img),
-		ctd.WithNewSpec(oci.WithProcessArgs(engine.ContainerHelper, "probe-helper", "idle")))
-	if err != nil {
+	if _, err := c.containers.Delete(nctx, &containersapi.DeleteContainerRequest{ID: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	task, err := other.NewTask(nctx, cio.NullIO)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := task.Start(nctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := task.Delete(nctx, ctd.WithProcessKill); err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Delete(nctx, ctd.WithSnapshotCleanup); err != nil {
+	if err := c.removeSnapshot(nctx, c.snapshotter, "someone-else"); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)
@@ -300,16 +289,6 @@ func TestInfoErrors(t *testing.T) {
 	t.Log(err)
 }
 
-// orphanIO is the output of an exec whose layerprobe died between creating
-// the exec and starting it: FIFOs in the probe's FIFO directory that
-// nobody has open.
-type orphanIO struct{ cfg cio.Config }
-
-func (o orphanIO) Config() cio.Config { return o.cfg }
-func (orphanIO) Cancel()              {}
-func (orphanIO) Wait()                {}
-func (orphanIO) Close() error         { return nil }
-
 // A probe with an exec whose output FIFOs lost their reader is removed,
 // and the exec's start completes. The shim waits in open(2) for a reader
 // (up to its own 30 s) and holds the exec's pid lock meanwhile, so the
@@ -332,40 +311,43 @@ func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	nctx := c.ns(ctx)
-	cont, err := c.api.LoadContainer(nctx, p.ContainerID)
+	cont, err := c.getContainer(nctx, p.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := cont.Spec(nctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := cont.Task(nctx, nil)
+	spec, err := decodeSpec(cont)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pspec := *spec.Process
 	pspec.Args = []string{engine.ContainerHelper, "probe-helper", "idle"}
-	proc, err := task.Exec(nctx, "lp-orphan", &pspec, func(id string) (cio.IO, error) {
-		fifos, err := cio.NewFIFOSetInDir(probeFIFODir(p.ContainerID), id, false)
-		if err != nil {
-			return nil, err
+	pAny, err := marshalSpec(&pspec, "Process")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// FIFOs in the probe's FIFO directory that nobody opens.
+	dir := filepath.Join(probeFIFODir(p.ContainerID), "orphan")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr := filepath.Join(dir, "lp-orphan-stdout"), filepath.Join(dir, "lp-orphan-stderr")
+	for _, f := range []string{stdout, stderr} {
+		if err := syscall.Mkfifo(f, 0o700); err != nil {
+			t.Fatal(err)
 		}
-		fifos.Stdin = ""
-		for _, f := range []string{fifos.Stdout, fifos.Stderr} {
-			if err := syscall.Mkfifo(f, 0o700); err != nil {
-				return nil, err
-			}
-		}
-		return orphanIO{fifos.Config}, nil
-	})
+	}
+	_, err = c.tasks.Exec(nctx, &tasksapi.ExecProcessRequest{ContainerID: p.ContainerID, ExecID: "lp-orphan",
+		Stdout: stdout, Stderr: stderr, Spec: pAny})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The start blocks in the shim until the FIFOs have a reader: not
 	// cancelled here, as by a client that is gone.
 	started := make(chan error, 1)
-	go func() { started <- proc.Start(nctx) }()
+	go func() {
+		_, err := c.tasks.Start(nctx, &tasksapi.StartRequest{ContainerID: p.ContainerID, ExecID: "lp-orphan"})
+		started <- native(err)
+	}()
 
 	// runc has started the process before the shim opens the FIFOs: once
 	// the exec is in the probe's cgroup, the shim is at (or near) the open.
@@ -409,5 +391,39 @@ func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
 	}
 	if n := labelled(t, c); n != 0 {
 		t.Errorf("%d labelled objects left", n)
+	}
+}
+
+// startUnmanaged starts a container that is not layerprobe's (no labels)
+// from image ref, with a task running the helper's idle process.
+func startUnmanaged(t *testing.T, c *Client, nctx context.Context, ref, id string) {
+	t.Helper()
+	img, err := c.images.Get(nctx, &imagesapi.GetImageRequest{Name: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := c.resolveImage(nctx, img.Image.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := marshalSpec(probeSpec(c.namespace, id, engine.ProbeSpec{WritableLayerOnly: true}), "Spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.createContainer(nctx, "someone-else", &containersapi.Container{
+		ID: id, Image: ref, Runtime: &containersapi.Container_Runtime{Name: runtimeName}, Spec: spec,
+		Snapshotter: c.snapshotter, SnapshotKey: id}, identity.ChainID(i.diffIDs).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep, err := c.snapshots.Mounts(nctx, &snapshotsapi.MountsRequest{Snapshotter: c.snapshotter, Key: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.tasks.Create(nctx, &tasksapi.CreateTaskRequest{ContainerID: id, Rootfs: prep.Mounts}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.tasks.Start(nctx, &tasksapi.StartRequest{ContainerID: id}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/containerd/containerd/defaults"
 	"github.com/containerd/fifo"
 )
 
@@ -17,7 +16,7 @@ import (
 // probe container, under containerd's default FIFO directory: the shim
 // opens them by path on the host, so they live where a containerized
 // agent already mounts containerd's FIFOs.
-var fifoRoot = filepath.Join(defaults.DefaultFIFODir, "layerprobe")
+var fifoRoot = filepath.Join("/run/containerd/fifo", "layerprobe")
 
 // probeFIFODir is where the output FIFOs of the execs in probe container
 // id are made. One directory per probe lets the removal of a probe find

@@ -1,23 +1,21 @@
 package containerd
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"regexp"
 	goruntime "runtime"
 	"strings"
 	"time"
 
-	ctd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/content"
-	"github.com/containerd/containerd/images"
-	"github.com/containerd/containerd/leases"
-	"github.com/containerd/containerd/snapshots"
+	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
+	"github.com/containerd/containerd/api/types"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go"
@@ -30,7 +28,7 @@ import (
 // Roles of what layerprobe creates in containerd besides probes and
 // images (engine.LabelRole).
 const (
-	roleImport = "import" // the lease that protects an import in progress
+	roleImport = "import" // a lease that protects an import or a creation in progress
 	roleLayer  = "layer"  // the probe image's unpacked layer snapshot
 )
 
@@ -62,15 +60,20 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	}
 	ctx = c.ns(ctx)
 	ref := engine.ImageRepository + ":" + im.Digest[:12]
-	is := c.api.ImageService()
 
-	existing, err := is.List(ctx, labelFilter(engine.LabelDigest, im.Digest))
+	existing, err := c.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{labelFilter(engine.LabelDigest, im.Digest)}})
 	if err != nil {
-		return "", c.fail("list probe images", err)
+		return "", c.fail("list probe images", native(err))
 	}
-	for _, img := range existing {
+	for _, img := range existing.Images {
 		if img.Name == ref {
-			if err := c.unpack(ctx, img, owner); err != nil {
+			lctx, done, err := c.tempLease(ctx, owner)
+			if err != nil {
+				return "", err
+			}
+			err = c.unpackImage(lctx, img, owner)
+			done()
+			if err != nil {
 				return "", err
 			}
 			c.logger.Debug("reusing probe image", "image", ref)
@@ -78,19 +81,11 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 		}
 	}
 
-	l, err := c.api.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithExpiration(importLease),
-		leases.WithLabels(c.labels(owner, roleImport, "")))
+	lctx, done, err := c.tempLease(ctx, owner)
 	if err != nil {
-		return "", c.fail("create import lease", err)
+		return "", err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := c.api.LeasesService().Delete(dctx, l); err != nil && !errdefs.IsNotFound(err) {
-			c.logger.Warn("delete import lease", "lease", l.ID, "err", err)
-		}
-	}()
-	lctx := leases.WithLease(ctx, l.ID)
+	defer done()
 
 	labels := c.labels(owner, "image", "")
 	labels[engine.LabelDigest] = im.Digest
@@ -98,26 +93,58 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	if err != nil {
 		return "", err
 	}
-	img, err := is.Create(lctx, images.Image{Name: ref, Target: target, Labels: labels})
-	if errdefs.IsAlreadyExists(err) {
+	created, err := c.images.Create(lctx, &imagesapi.CreateImageRequest{Image: &imagesapi.Image{Name: ref, Target: &types.Descriptor{
+		MediaType: target.MediaType, Digest: target.Digest.String(), Size: target.Size}, Labels: labels}})
+	img := created.GetImage()
+	if err = native(err); errdefs.IsAlreadyExists(err) {
 		// Another layerprobe process imported the same image meanwhile.
-		img, err = is.Get(lctx, ref)
+		var got *imagesapi.GetImageResponse
+		got, err = c.images.Get(lctx, &imagesapi.GetImageRequest{Name: ref})
+		img, err = got.GetImage(), native(err)
 	}
 	if err != nil {
 		return "", c.fail("create probe image", err)
 	}
-	if err := c.unpack(lctx, img, owner); err != nil {
+	if err := c.unpackImage(lctx, img, owner); err != nil {
 		return "", err
 	}
 	c.logger.Info("imported probe image", "image", ref, "bytes", im.Size())
 	return ref, nil
 }
 
+// tempLease creates a lease that keeps what is made under the returned
+// context from the garbage collector until done deletes it. It expires by
+// itself after importLease, and carries layerprobe's labels (role import),
+// so that a process killed half way leaves nothing a sweep or containerd
+// would not remove.
+func (c *Client) tempLease(ctx context.Context, owner string) (lctx context.Context, done func(), err error) {
+	labels := c.labels(owner, roleImport, "")
+	labels["containerd.io/gc.expire"] = time.Now().Add(importLease).Format(time.RFC3339)
+	l, err := c.leases.Create(ctx, &leasesapi.CreateRequest{ID: randomID() + "-layerprobe", Labels: labels})
+	if err != nil {
+		return nil, nil, c.fail("create import lease", native(err))
+	}
+	id := l.Lease.ID
+	return withLease(ctx, id), func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, err := c.leases.Delete(dctx, &leasesapi.DeleteRequest{ID: id}); err != nil && !errdefs.IsNotFound(native(err)) {
+			c.logger.Warn("delete import lease", "lease", id, "err", err)
+		}
+	}, nil
+}
+
+// randomID is 16 random hex digits.
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
 // writeImage writes im's layer, an image config and a manifest into the
 // content store and returns the manifest's descriptor.
 func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner string, labels map[string]string) (ocispec.Descriptor, error) {
-	cs := c.api.ContentStore()
-	layer, err := c.writeLayer(ctx, cs, im, owner)
+	layer, err := c.writeLayer(ctx, im, owner)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -130,7 +157,7 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 		},
 		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layer.Digest}},
 	}
-	cfgDesc, err := c.writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, owner, nil)
+	cfgDesc, err := c.writeJSON(ctx, ocispec.MediaTypeImageConfig, cfg, owner, nil)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -142,78 +169,69 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 	}
 	// The garbage collector follows these labels from the manifest (which
 	// the image record holds) to the config and the layer.
-	return c.writeJSON(ctx, cs, ocispec.MediaTypeImageManifest, manifest, owner, map[string]string{
+	return c.writeJSON(ctx, ocispec.MediaTypeImageManifest, manifest, owner, map[string]string{
 		"containerd.io/gc.ref.content.config": cfgDesc.Digest.String(),
 		"containerd.io/gc.ref.content.l.0":    layer.Digest.String(),
 	})
 }
 
 // writeLayer streams im's tar into the content store. Its digest is known
-// only once it is written, so it is committed with the digest the store
-// computed.
-func (c *Client) writeLayer(ctx context.Context, cs content.Store, im *probeimage.Image, owner string) (ocispec.Descriptor, error) {
-	w, err := content.OpenWriter(ctx, cs, content.WithRef(ingestPrefix+owner+"-layer-"+im.Digest[:12]))
+// only once it is written, so it is committed with the digest computed on
+// the way.
+func (c *Client) writeLayer(ctx context.Context, im *probeimage.Image, owner string) (ocispec.Descriptor, error) {
+	w, err := c.openBlob(ctx, ingestPrefix+owner+"-layer-"+im.Digest[:12])
 	if err != nil {
 		return ocispec.Descriptor{}, c.fail("open content writer", err)
 	}
-	defer w.Close()
-	// A killed run of this very process cannot have left the ingest, but
-	// start from zero whatever the store kept.
-	if err := w.Truncate(0); err != nil {
-		return ocispec.Descriptor{}, c.fail("reset content writer", err)
-	}
-	cw := &countWriter{w: w}
-	if err := im.WriteTar(cw); err != nil {
+	defer w.close()
+	if err := im.WriteTar(w); err != nil {
+		if u := c.asUnreachable(err); u != nil {
+			return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", u)
+		}
 		return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", err)
 	}
-	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: w.Digest(), Size: cw.n}
-	if err := w.Commit(ctx, cw.n, desc.Digest); err != nil && !errdefs.IsAlreadyExists(err) {
+	desc, err := w.commit(nil)
+	if err != nil {
 		return ocispec.Descriptor{}, c.fail("commit probe image layer", err)
 	}
+	desc.MediaType = ocispec.MediaTypeImageLayer
 	return desc, nil
 }
 
-func (c *Client) writeJSON(ctx context.Context, cs content.Store, mediaType string, v any, owner string, labels map[string]string) (ocispec.Descriptor, error) {
+func (c *Client) writeJSON(ctx context.Context, mediaType string, v any, owner string, labels map[string]string) (ocispec.Descriptor, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", err)
 	}
-	desc := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b))}
-	ref := ingestPrefix + owner + "-" + desc.Digest.Encoded()[:12]
-	if err := content.WriteBlob(ctx, cs, ref, bytes.NewReader(b), desc, content.WithLabels(labels)); err != nil {
+	ref := ingestPrefix + owner + "-" + digest.FromBytes(b).Encoded()[:12]
+	desc, err := c.writeBlob(ctx, ref, b, labels)
+	if err != nil {
 		return ocispec.Descriptor{}, c.fail("write "+mediaType, err)
 	}
+	desc.MediaType = mediaType
 	return desc, nil
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (cw *countWriter) Write(p []byte) (int, error) {
-	n, err := cw.w.Write(p)
-	cw.n += int64(n)
-	return n, err
-}
-
-// unpack unpacks img on the configured snapshotter unless it is already;
-// the layer snapshot carries layerprobe's labels.
-func (c *Client) unpack(ctx context.Context, img images.Image, owner string) error {
-	i := ctd.NewImage(c.api, img)
-	ok, err := i.IsUnpacked(ctx, c.snapshotter)
+// unpackImage unpacks img on the configured snapshotter unless it is
+// already; the layer snapshot carries layerprobe's labels. ctx carries a
+// lease.
+func (c *Client) unpackImage(ctx context.Context, img *imagesapi.Image, owner string) error {
+	i, err := c.resolveImage(ctx, img.Target)
+	if err != nil {
+		return c.fail("read probe image "+img.Name, err)
+	}
+	ok, err := c.isUnpacked(ctx, i, c.snapshotter)
 	if err != nil {
 		return c.fail("check probe image "+img.Name, err)
 	}
 	if ok {
 		return nil
 	}
-	labels := c.labels(owner, roleLayer, "")
-	err = i.Unpack(ctx, c.snapshotter, func(_ context.Context, uc *ctd.UnpackConfig) error {
-		uc.SnapshotOpts = append(uc.SnapshotOpts, snapshots.WithLabels(labels))
-		return nil
-	})
-	if err != nil {
+	var labels map[string]string
+	if owner != "" {
+		labels = c.labels(owner, roleLayer, "")
+	}
+	if err := c.unpack(ctx, i, c.snapshotter, labels); err != nil {
 		return c.fail("unpack probe image "+img.Name+" on snapshotter "+c.snapshotter, err)
 	}
 	return nil
@@ -228,23 +246,34 @@ func (c *Client) CheckImage(ctx context.Context, ref string) error {
 		return errors.New("check probe image: empty image reference")
 	}
 	ctx = c.ns(ctx)
-	img, err := c.api.ImageService().Get(ctx, ref)
-	if errdefs.IsNotFound(err) {
+	got, err := c.images.Get(ctx, &imagesapi.GetImageRequest{Name: ref})
+	if err = native(err); errdefs.IsNotFound(err) {
 		return fmt.Errorf("check probe image: %q is not present in namespace %s of engine %s and layerprobe never pulls; import it yourself (ctr -n %s images import): %w",
 			ref, c.namespace, c.name, c.namespace, engine.ErrImageNotFound)
 	}
 	if err != nil {
 		return c.fail("check probe image", err)
 	}
-	i := ctd.NewImage(c.api, img)
-	ok, err := i.IsUnpacked(ctx, c.snapshotter)
+	i, err := c.resolveImage(ctx, got.Image.Target)
+	if err != nil {
+		return c.fail("read probe image "+ref, err)
+	}
+	ok, err := c.isUnpacked(ctx, i, c.snapshotter)
 	if err != nil {
 		return c.fail("check probe image "+ref, err)
 	}
-	if !ok {
-		if err := i.Unpack(ctx, c.snapshotter); err != nil {
-			return c.fail("unpack probe image "+ref+" on snapshotter "+c.snapshotter, err)
-		}
+	if ok {
+		return nil
+	}
+	// The user's image is not layerprobe's: its layers get no labels, and
+	// the lease that holds them while they are unpacked is not owned.
+	lctx, done, err := c.tempLease(ctx, "check")
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := c.unpack(lctx, i, c.snapshotter, nil); err != nil {
+		return c.fail("unpack probe image "+ref+" on snapshotter "+c.snapshotter, err)
 	}
 	return nil
 }

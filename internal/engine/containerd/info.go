@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	introspectionapi "github.com/containerd/containerd/api/services/introspection/v1"
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 )
@@ -20,18 +22,19 @@ const snapshotterPlugin = "io.containerd.snapshotter.v1"
 // (btrfs on a root that is not btrfs), is an error naming it.
 func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 	ctx = c.ns(ctx)
-	ver, err := c.api.Version(ctx)
+	ver, err := c.version.Version(ctx, &emptypb.Empty{})
+	err = native(err)
 	if err != nil {
 		if u := c.asUnreachable(err); u != nil {
 			return engine.Info{}, u
 		}
 		return engine.Info{}, c.fail("get containerd version", err)
 	}
-	resp, err := c.api.IntrospectionService().Plugins(ctx, []string{
+	resp, err := c.intro.Plugins(ctx, &introspectionapi.PluginsRequest{Filters: []string{
 		fmt.Sprintf("type==%s,id==%s", snapshotterPlugin, c.snapshotter),
-	})
+	}})
 	if err != nil {
-		return engine.Info{}, c.fail("list snapshotters", err)
+		return engine.Info{}, c.fail("list snapshotters", native(err))
 	}
 	if len(resp.Plugins) == 0 {
 		return engine.Info{}, fmt.Errorf("engine %s: containerd at %s has no snapshotter %q", c.name, c.Endpoint(), c.snapshotter)

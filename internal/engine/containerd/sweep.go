@@ -3,13 +3,14 @@ package containerd
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 
-	ctd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/containers"
-	"github.com/containerd/containerd/images"
-	"github.com/containerd/containerd/leases"
-	"github.com/containerd/containerd/snapshots"
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	contentapi "github.com/containerd/containerd/api/services/content/v1"
+	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
+	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/image-spec/identity"
 
@@ -51,26 +52,19 @@ func (c *Client) sweep(ctx context.Context, dead func(map[string]string) bool, a
 	rep := engine.SweepReport{Containers: []string{}, Volumes: []string{}, Images: []string{}}
 	var errs []error
 
-	ctrs, err := c.api.Containers(ctx, managedFilter)
+	ctrs, err := c.containers.List(ctx, &containersapi.ListContainersRequest{Filters: []string{managedFilter}})
 	if err != nil {
-		return rep, c.fail("sweep: list containers", err)
+		return rep, c.fail("sweep: list containers", native(err))
 	}
-	for _, ctr := range ctrs {
-		info, err := ctr.Info(ctx, ctd.WithoutRefreshedMetadata)
-		if err != nil {
-			if !errdefs.IsNotFound(err) {
-				errs = append(errs, c.fail("sweep: inspect container "+ctr.ID(), err))
-			}
+	for _, ctr := range ctrs.Containers {
+		if !dead(ctr.Labels) {
 			continue
 		}
-		if !dead(info.Labels) {
-			continue
-		}
-		if err := c.removeContainer(ctx, ctr.ID()); err != nil {
+		if err := c.removeContainer(ctx, ctr.ID); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		rep.Containers = append(rep.Containers, ctr.ID())
+		rep.Containers = append(rep.Containers, ctr.ID)
 	}
 
 	if includeImages {
@@ -99,20 +93,19 @@ func (c *Client) sweep(ctx context.Context, dead func(map[string]string) bool, a
 // synchronous: containerd's garbage collector removes the image's content
 // and layer snapshot before it returns.
 func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
-	is := c.api.ImageService()
-	imgs, err := is.List(ctx, managedFilter)
+	imgs, err := c.listImages(ctx)
 	if err != nil {
-		return c.fail("sweep: list images", err)
+		return err
 	}
 	if len(imgs) == 0 {
 		return nil
 	}
-	all, err := c.api.ContainerService().List(ctx)
+	all, err := c.containers.List(ctx, &containersapi.ListContainersRequest{})
 	if err != nil {
-		return c.fail("sweep: list containers", err)
+		return c.fail("sweep: list containers", native(err))
 	}
 	used := map[string]bool{}
-	for _, ctr := range all {
+	for _, ctr := range all.Containers {
 		used[ctr.Image] = true
 	}
 	var errs []error
@@ -120,7 +113,8 @@ func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) b
 		if used[img.Name] || !dead(img.Labels) {
 			continue
 		}
-		err := is.Delete(ctx, img.Name, images.SynchronousDelete())
+		_, err := c.images.Delete(ctx, &imagesapi.DeleteImageRequest{Name: img.Name, Sync: true})
+		err = native(err)
 		switch {
 		case err == nil:
 			rep.Images = append(rep.Images, img.Name)
@@ -135,16 +129,17 @@ func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) b
 // sweepLeases removes the import leases of dead owners: what only they
 // held (an import's content) goes with the next garbage collection.
 func (c *Client) sweepLeases(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
-	ls, err := c.api.LeasesService().List(ctx, managedFilter)
+	ls, err := c.leases.List(ctx, &leasesapi.ListRequest{Filters: []string{managedFilter}})
 	if err != nil {
-		return c.fail("sweep: list leases", err)
+		return c.fail("sweep: list leases", native(err))
 	}
 	var errs []error
-	for _, l := range ls {
+	for _, l := range ls.Leases {
 		if !dead(l.Labels) {
 			continue
 		}
-		err := c.api.LeasesService().Delete(ctx, l, leases.SynchronousDelete)
+		_, err := c.leases.Delete(ctx, &leasesapi.DeleteRequest{ID: l.ID, Sync: true})
+		err = native(err)
 		switch {
 		case err == nil:
 			rep.Leases = append(rep.Leases, l.ID)
@@ -162,12 +157,7 @@ func (c *Client) sweepLeases(ctx context.Context, dead func(map[string]string) b
 // layerprobe image refers to any more. A layer is shared by every process
 // that uses the same probe image, so its owner does not matter.
 func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
-	sn := c.api.SnapshotService(c.snapshotter)
-	var found []snapshots.Info
-	err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
-		found = append(found, info)
-		return nil
-	}, managedFilter)
+	found, err := c.listSnapshots(ctx, managedFilter)
 	if err != nil {
 		return c.fail("sweep: list snapshots", err)
 	}
@@ -178,16 +168,16 @@ func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string
 	if err != nil {
 		return err
 	}
-	ctrs, err := c.api.ContainerService().List(ctx)
+	ctrs, err := c.containers.List(ctx, &containersapi.ListContainersRequest{})
 	if err != nil {
-		return c.fail("sweep: list containers", err)
+		return c.fail("sweep: list containers", native(err))
 	}
 	// Children first: a parent cannot go while a child exists.
-	slices.SortFunc(found, func(a, b snapshots.Info) int {
+	slices.SortFunc(found, func(a, b *snapshotsapi.Info) int {
 		if a.Kind == b.Kind {
 			return 0
 		}
-		if a.Kind == snapshots.KindCommitted {
+		if a.Kind == snapshotsapi.Kind_COMMITTED {
 			return 1
 		}
 		return -1
@@ -200,13 +190,13 @@ func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string
 				continue
 			}
 		default:
-			if !dead(info.Labels) || slices.ContainsFunc(ctrs, func(ct containers.Container) bool {
+			if !dead(info.Labels) || slices.ContainsFunc(ctrs.Containers, func(ct *containersapi.Container) bool {
 				return ct.SnapshotKey == info.Name && ct.Snapshotter == c.snapshotter
 			}) {
 				continue
 			}
 		}
-		err := sn.Remove(ctx, info.Name)
+		err := c.removeSnapshot(ctx, c.snapshotter, info.Name)
 		switch {
 		case err == nil:
 			rep.Snapshots = append(rep.Snapshots, info.Name)
@@ -224,39 +214,67 @@ func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string
 // imageLayers returns the chain IDs of the layers of every layerprobe image
 // left in the namespace: the layer snapshots that must stay.
 func (c *Client) imageLayers(ctx context.Context) (map[string]bool, error) {
-	imgs, err := c.api.ImageService().List(ctx, managedFilter)
+	imgs, err := c.listImages(ctx)
 	if err != nil {
-		return nil, c.fail("sweep: list images", err)
+		return nil, err
 	}
 	out := map[string]bool{}
 	for _, img := range imgs {
-		diffIDs, err := ctd.NewImage(c.api, img).RootFS(ctx)
+		i, err := c.resolveImage(ctx, img.Target)
 		if err != nil {
 			// Content already gone: nothing can be unpacked from it.
 			continue
 		}
-		for i := range diffIDs {
-			out[identity.ChainID(diffIDs[:i+1]).String()] = true
+		for n := range i.diffIDs {
+			out[identity.ChainID(i.diffIDs[:n+1]).String()] = true
 		}
 	}
 	return out, nil
 }
 
+// listImages lists layerprobe's images in the namespace.
+func (c *Client) listImages(ctx context.Context) ([]*imagesapi.Image, error) {
+	resp, err := c.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{managedFilter}})
+	if err != nil {
+		return nil, c.fail("sweep: list images", native(err))
+	}
+	return resp.Images, nil
+}
+
+// listSnapshots lists the snapshots of the configured snapshotter that
+// match filter.
+func (c *Client) listSnapshots(ctx context.Context, filter string) ([]*snapshotsapi.Info, error) {
+	stream, err := c.snapshots.List(ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: c.snapshotter, Filters: []string{filter}})
+	if err != nil {
+		return nil, native(err)
+	}
+	var out []*snapshotsapi.Info
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, native(err)
+		}
+		out = append(out, resp.Info...)
+	}
+}
+
 // sweepIngests aborts unfinished content uploads of dead owners (an import
 // killed half way).
 func (c *Client) sweepIngests(ctx context.Context, alive func(string) bool) error {
-	cs := c.api.ContentStore()
-	sts, err := cs.ListStatuses(ctx)
+	sts, err := c.content.ListStatuses(ctx, &contentapi.ListStatusesRequest{})
 	if err != nil {
-		return c.fail("sweep: list content ingests", err)
+		return c.fail("sweep: list content ingests", native(err))
 	}
 	var errs []error
-	for _, st := range sts {
+	for _, st := range sts.Statuses {
 		owner := ownerOfIngest(st.Ref)
 		if owner == "" || (alive != nil && alive(owner)) {
 			continue
 		}
-		if err := cs.Abort(ctx, st.Ref); err != nil && !errdefs.IsNotFound(err) {
+		if _, err := c.content.Abort(ctx, &contentapi.AbortRequest{Ref: st.Ref}); err != nil && !errdefs.IsNotFound(native(err)) {
 			errs = append(errs, c.fail("sweep: abort content ingest "+st.Ref, err))
 		}
 	}

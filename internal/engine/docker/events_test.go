@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // TestPodmanChurn: against Podman (the recorded 4.3 answers), container

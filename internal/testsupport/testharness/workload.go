@@ -22,7 +22,7 @@ import (
 // its image.
 const WorkloadEntrypoint = "/lpworkload"
 
-// ImportWorkload builds internal/testharness/lpworkload (a static binary:
+// ImportWorkload builds internal/testsupport/testharness/lpworkload (a static binary:
 // the image needs nothing else), wraps it in an image with an empty /tmp
 // and imports that into the daemon under every ref. Nothing is pulled: the
 // daemons under test have no registry. Containers of it run
@@ -52,7 +52,7 @@ func (d *Docker) ImportWorkload(t testing.TB, refs ...string) {
 	}
 }
 
-// WorkloadImage builds internal/testharness/lpworkload and returns the root
+// WorkloadImage builds internal/testsupport/testharness/lpworkload and returns the root
 // file system of its image as a tar stream for `docker import` (an empty
 // /tmp and the binary at WorkloadEntrypoint).
 func WorkloadImage(t testing.TB) []byte {
@@ -60,7 +60,7 @@ func WorkloadImage(t testing.TB) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "lpworkload")
-	if err := buildPackage(ctx, bin, "./internal/testharness/lpworkload", ""); err != nil {
+	if err := buildPackage(ctx, bin, "./internal/testsupport/testharness/lpworkload", ""); err != nil {
 		t.Fatal(err)
 	}
 	content, err := os.ReadFile(bin)

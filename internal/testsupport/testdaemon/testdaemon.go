@@ -37,10 +37,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd"
+	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	"github.com/moby/sys/mountinfo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // Engines Options.Engine can name.
@@ -627,12 +630,12 @@ func pingSocket(sock string) error {
 func pingContainerd(sock string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := containerd.New(sock, containerd.WithTimeout(2*time.Second))
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	_, err = c.Version(ctx)
+	defer conn.Close()
+	_, err = versionapi.NewVersionClient(conn).Version(ctx, &emptypb.Empty{})
 	return err
 }
 

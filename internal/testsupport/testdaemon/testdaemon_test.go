@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/layerprobe/layerprobe/internal/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 // TestStartKillRestartCleanup runs each kind of daemon through a crash and
