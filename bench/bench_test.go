@@ -209,6 +209,11 @@ func TestBench(t *testing.T) {
 		res.Engines = runs
 		return err
 	})
+	section("install", func(t *testing.T) error {
+		runs, err := measureInstall(ctx, t, p, s.bin, work, lockFile, s.short)
+		res.Install = runs
+		return err
+	})
 
 	if rr != nil {
 		rr.FinishedAt = time.Now().UTC()

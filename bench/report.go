@@ -33,6 +33,7 @@ func writeReport(s settings, r *results) error {
 	writeDetection(w, s, r)
 	writeFootprint(w, s, r)
 	writeEngines(w, r)
+	writeInstall(w, r)
 	writeReproduce(w, r)
 	writeRerunLog(w, r)
 	if err := os.WriteFile(s.reportPath(), []byte(w.String()), 0o644); err != nil {

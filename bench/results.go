@@ -52,6 +52,8 @@ type results struct {
 	Footprint json.RawMessage `json:"footprint,omitempty"`
 	// Engines is one default run per engine and storage driver.
 	Engines []engineRun `json:"engines,omitempty"`
+	// Install is the package-install cross-check per Docker driver.
+	Install []installRun `json:"install,omitempty"`
 	// Carried are sections copied unchanged from an earlier results file
 	// instead of being measured in this run; the report says so.
 	Carried []carried `json:"carried,omitempty"`
