@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/stats"
-	"github.com/layerprobe/layerprobe/internal/testdaemon"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // The install section cross-checks the smallfiles workload against a real
