@@ -25,7 +25,11 @@ var allTargets = []measure.Target{measure.TargetContainer, measure.TargetBind, m
 // testOptions measure every target with the fake fio on the host and a
 // user-named probe image (so no image is assembled from the host's fio).
 func testOptions(t *testing.T) Options {
-	return Options{EngineName: "fake", FioBinary: enginetest.FakeFio(t), ProbeImage: "layerprobe-test:fake",
+	fake := enginetest.FakeFio(t)
+	// The fake fio answers the helper's smallfiles verb too (it prints
+	// the output of the workload --name names): the test binary is no
+	// layerprobe.
+	return Options{EngineName: "fake", FioBinary: fake, HelperBinary: fake, ProbeImage: "layerprobe-test:fake",
 		Targets: allTargets, KeepImage: true}
 }
 

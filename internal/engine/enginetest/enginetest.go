@@ -249,7 +249,7 @@ func (f *Engine) SweepStale(context.Context, func(string) bool, string, string) 
 }
 
 // Exec implements probe.Engine: fio --version, fio jobs and the helper's
-// clean and copyup verbs, in a probe container that still exists.
+// clean, copyup and smallfiles verbs, in a probe container that still exists.
 func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error) {
 	f.mu.Lock()
 	spec, ok := f.live[p.ContainerID]
@@ -269,7 +269,10 @@ func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engi
 	case len(argv) > 3 && argv[0] == engine.ContainerHelper && argv[2] == "copyup":
 		f.mu.Unlock()
 		return engine.ExecResult{Stdout: copyUpLines(argv[3:], f.slowdown(measure.TargetContainer))}, nil
-	case argv[0] == engine.ContainerFio:
+	case argv[0] == engine.ContainerFio || (len(argv) > 2 && argv[0] == engine.ContainerHelper && argv[2] == "smallfiles"):
+		// The helper's smallfiles verb takes fio's --name and
+		// --directory and prints fio's JSON: the fake answers it as a
+		// fio job.
 		name, layout := strings.CutSuffix(argValue(argv, "--name"), "-layout")
 		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(name), Mode: spec.Mode, Layout: layout,
 			File: argValue(argv, "--filename")}
@@ -353,6 +356,8 @@ func FioOutput(w measure.Workload, slow float64) []byte {
 		job["read"], job["write"] = dir(0, 0, 0), dir(32, 1<<20, 0.01)
 	case measure.RandWrite:
 		job["read"], job["write"] = dir(0, 0, 0), dir(4000, 4096, 0.0005)
+	case measure.SmallFiles:
+		job["read"], job["write"] = dir(0, 0, 0), dir(6800, 1000, 0.00003)
 	default:
 		job["read"], job["write"] = dir(200, 4096, 0.0001), dir(200, 4096, 0.0002)
 		job["sync"] = map[string]any{"total_ios": 200, "lat_ns": lat(0.002, 200)}
