@@ -141,6 +141,11 @@ var profiles = []Profile{
 				IOBytes:   8 * mib,
 				Timeout:   time.Minute,
 			},
+			{
+				Workload: measure.SmallFiles,
+				Files:    300, // the first 300 of quick's tree, about 1 MiB
+				Timeout:  time.Minute,
+			},
 		},
 	},
 	{

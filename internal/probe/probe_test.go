@@ -272,6 +272,9 @@ func TestMeasureFixedRounds(t *testing.T) {
 	files := map[measure.Workload]map[string]bool{}
 	for _, j := range prof.Jobs {
 		files[j.Workload] = map[string]bool{}
+		if j.Helper() {
+			continue // nothing to lay out
+		}
 		if j.FilePerRound {
 			wantLayouts += 3 * 4 // container, volume and bind, every round
 		} else {
@@ -290,7 +293,7 @@ func TestMeasureFixedRounds(t *testing.T) {
 		}
 		measured++
 		files[j.Workload][j.File] = true
-		if !laidOut[key] {
+		if !laidOut[key] && j.Workload != measure.SmallFiles {
 			t.Errorf("%s measured before it was laid out", key)
 		}
 	}
@@ -522,7 +525,8 @@ func TestMeasureRecordsFailures(t *testing.T) {
 		}
 		return nil
 	})
-	samples := rounds(s, context.Background(), smoke(t), 1, 2, 3)
+	prof := smoke(t)
+	samples := rounds(s, context.Background(), prof, 1, 2, 3)
 	failed := 0
 	for _, sm := range samples {
 		if sm.OK() {
@@ -533,8 +537,8 @@ func TestMeasureRecordsFailures(t *testing.T) {
 			t.Errorf("unexpected failure %s/%s: %+v", sm.Target, sm.Workload, sm.Failure)
 		}
 	}
-	if failed != 2 || len(samples) != 2*3*4 {
-		t.Errorf("%d samples, %d failed; want 24 and 2", len(samples), failed)
+	if failed != 2 || len(samples) != 2*len(prof.Jobs)*4 {
+		t.Errorf("%d samples, %d failed; want %d and 2", len(samples), failed, 2*len(prof.Jobs)*4)
 	}
 	if n := count(eng.Calls(), "Exec clean "+engine.ContainerVolume); n != 1 {
 		t.Errorf("volume directory cleaned %d times, want once, at the end; calls %v", n, eng.Calls())
@@ -705,9 +709,11 @@ func TestMeasureWithoutHostFio(t *testing.T) {
 	opts := testOptions(t)
 	opts.FioBinary = filepath.Join(t.TempDir(), "no-fio")
 	s, _ := prepare(t, opts)
+	// The helper's smallfiles job needs no fio: it still runs on the host.
 	for _, sm := range rounds(s, context.Background(), smoke(t), 1, 1, 9) {
-		if sm.Target == measure.TargetHost && (sm.OK() || sm.Failure.Reason != measure.ReasonFioMissing) ||
-			sm.Target != measure.TargetHost && !sm.OK() {
+		fioJob := sm.Workload != measure.SmallFiles
+		if sm.Target == measure.TargetHost && fioJob && (sm.OK() || sm.Failure.Reason != measure.ReasonFioMissing) ||
+			(sm.Target != measure.TargetHost || !fioJob) && !sm.OK() {
 			t.Errorf("%s/%s: %+v", sm.Target, sm.Workload, sm.Failure)
 		}
 	}

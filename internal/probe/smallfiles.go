@@ -2,7 +2,9 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
@@ -37,5 +39,15 @@ func (s *Session) helperBinary() (string, error) {
 	if s.opts.HelperBinary != "" {
 		return s.opts.HelperBinary, nil
 	}
-	return os.Executable()
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	// A Go test binary given the helper's arguments would run its own
+	// tests again, each starting more: a test that forgot to set
+	// Options.HelperBinary fails its job instead.
+	if strings.HasSuffix(self, ".test") {
+		return "", fmt.Errorf("%s is a test binary, not layerprobe: set the session's HelperBinary", self)
+	}
+	return self, nil
 }
