@@ -360,6 +360,32 @@ func (im *Image) WithCopyUpFiles() *Image {
 	return out
 }
 
+// StartupDir holds the files of a start-up image.
+const StartupDir = "/lp/startup"
+
+// StartupFileBytes is the size of each file of a start-up image: an image
+// of n MiB of files holds n of them.
+const StartupFileBytes = 1 << 20
+
+// WithStartupFiles returns a copy of im that also carries size bytes of
+// files (rounded down to whole StartupFileBytes) under StartupDir, with
+// generated content like the copy-up files': the images a start-up
+// measurement compares differ in nothing else. Container start-up
+// scales with them only on a driver that copies the image for every
+// container.
+func (im *Image) WithStartupFiles(size int64) *Image {
+	out := &Image{FioPath: im.FioPath, Files: slices.Clone(im.Files)}
+	out.Files = append(out.Files, File{Path: StartupDir, Mode: fs.ModeDir | 0o755})
+	for i := range size / StartupFileBytes {
+		p := fmt.Sprintf("%s/f%04d", StartupDir, i)
+		out.Files = append(out.Files, File{Path: p, Mode: 0o444, Size: StartupFileBytes,
+			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, StartupFileBytes)})
+	}
+	slices.SortFunc(out.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	out.Digest = digest(out.Files)
+	return out
+}
+
 // genReader streams a generated file's content: ChaCha8 seeded from the
 // path, so the same image always has the same bytes.
 func genReader(f File) io.Reader {

@@ -10,6 +10,9 @@ type Cold struct {
 	Results []measure.Result `json:"results"`
 	Samples []measure.Sample `json:"samples"`
 	CopyUp  measure.CopyUp   `json:"copy_up"`
+	// Startup is what starting a container costs per image size, when it
+	// was measured (`run --startup-images`).
+	Startup *measure.Startup `json:"startup,omitempty"`
 	// noCopyUp: there is no copy-up record to show (an agent's answer
 	// without one), rather than a record without results.
 	noCopyUp bool

@@ -198,7 +198,37 @@ func writeCold(ew *errWriter, c *Cold, title string, conf float64) bool {
 		ew.printf("  copy-up cost: %s per MiB of file (Theil-Sen slope of the extra latency over the size)\n",
 			formatLatency(*c.CopyUp.CostSecondsPerMiB))
 	}
+	writeStartup(ew, c.Startup)
 	return low
+}
+
+// writeStartup writes the start-up table: per image size the median time
+// of create + start + first exec + remove and the bytes a start wrote to
+// the data root's device, with the slopes over the size.
+func writeStartup(ew *errWriter, st *measure.Startup) {
+	if st == nil {
+		return
+	}
+	ew.printf("\n  Container start-up: create + start + first exec + remove, by files in the image; bytes written to %s per start\n", st.Device)
+	if len(st.Sizes) == 0 {
+		ew.printf("  no start-up results\n")
+	} else {
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  IMAGE FILES\tTIME\tDEVICE BYTES\tROUNDS\n")
+		for _, sz := range st.Sizes {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\n", formatBytes(sz.ImageBytes), formatLatency(sz.Seconds), formatBytes(int64(sz.DeviceBytes)), sz.Rounds)
+		}
+		_ = tw.Flush()
+	}
+	if st.SecondsPerMiB != nil && st.BytesPerImageByte != nil {
+		ew.printf("  start-up slope: %s and %.2f bytes written per MiB / byte of image (Theil-Sen; about 1 byte per byte for each copy of the image a start makes)\n",
+			formatLatency(*st.SecondsPerMiB), *st.BytesPerImageByte)
+	}
+	for _, s := range st.Samples {
+		if s.Error != "" {
+			ew.printf("    round %d, %s image: %s\n", s.Round, formatBytes(s.ImageBytes), oneLine(s.Error))
+		}
+	}
 }
 
 func writeCopyUpFailures(ew *errWriter, samples []measure.CopyUpSample) {
