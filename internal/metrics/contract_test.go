@@ -71,7 +71,7 @@ var contractValues = map[string][]string{
 	"size_bytes": {"1048576", "16777216", "67108864"},
 	// The start-up images of the agent's default configuration.
 	"image_bytes": {"10485760", "104857600", "524288000"},
-	"runtime":    {"docker", "podman", "containerd"},
+	"runtime":     {"docker", "podman", "containerd"},
 }
 
 func TestDesignContract(t *testing.T) {
