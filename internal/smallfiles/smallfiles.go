@@ -93,6 +93,11 @@ func NewTree(spec Spec) Tree {
 	return Tree{Dirs: dirs, Sizes: sizes}
 }
 
+// FilePath is file i's path relative to the tree's root.
+func (t Tree) FilePath(i int) string {
+	return filepath.Join(t.Dirs[i%len(t.Dirs)], "f"+strconv.Itoa(i)+".js")
+}
+
 // Bytes is what writing the tree's files writes.
 func (t Tree) Bytes() int64 {
 	var n int64
@@ -166,7 +171,7 @@ func Run(dir string, spec Spec) (Result, error) {
 	}
 	paths := make([]string, len(tree.Sizes))
 	for i := range paths {
-		paths[i] = filepath.Join(root, tree.Dirs[i%len(tree.Dirs)], "f"+strconv.Itoa(i)+".js")
+		paths[i] = filepath.Join(root, tree.FilePath(i))
 	}
 	for _, d := range tree.Dirs {
 		p := filepath.Join(root, d)

@@ -63,6 +63,7 @@ func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
 				t.Fatal("no cold section in the output")
 			}
 			checkCold(t, e.Cold, c.wantReflink)
+			checkLookup(t, c.name, e.Cold.Lookup, 6)
 			if c.driver == "overlay2" && !c.wantReflink {
 				checkCopyUpGrows(t, e.Cold.CopyUp)
 			}

@@ -41,6 +41,7 @@ func TestStartupCostGrowsWithTheImageOnlyOnVfs(t *testing.T) {
 			if e.Error != nil || e.Driver != driver || e.Cold == nil || e.Cold.Startup == nil {
 				t.Fatalf("engine %s: error %+v, cold %v, warnings %v", e.Driver, e.Error, e.Cold != nil, e.Warnings)
 			}
+			checkLookup(t, driver, e.Cold.Lookup, 3)
 			st := e.Cold.Startup
 			for _, s := range st.Samples {
 				if !s.OK() {
@@ -72,4 +73,31 @@ func TestStartupCostGrowsWithTheImageOnlyOnVfs(t *testing.T) {
 	if !(vfs > 0.6) || !(ov < 0.3) {
 		t.Errorf("bytes written per byte of image: vfs %.2f (want > 0.6), overlay2 %.2f (want < 0.3)", vfs, ov)
 	}
+}
+
+// checkLookup: every cold round timed the walk of the image's tree and a
+// first create in a directory of each depth on host and container, and
+// both operations have a summary over every round.
+func checkLookup(t *testing.T, name string, l *measure.Lookup, rounds int) {
+	t.Helper()
+	if l == nil {
+		t.Error("no lookup section in the cold output")
+		return
+	}
+	for _, s := range l.Samples {
+		if !s.OK() {
+			t.Errorf("round %d %s %s (depth %d): %s", s.Round, s.Target, s.Op, s.Depth, s.Error)
+		}
+		if s.Op == measure.LookupWalk && s.OK() && s.Entries != 2400 {
+			t.Errorf("round %d %s walk stat'ed %d entries, want the tree's 2400", s.Round, s.Target, s.Entries)
+		}
+	}
+	if len(l.Summaries) != 2 || l.Summaries[0].Rounds != rounds || l.Summaries[1].Rounds != rounds {
+		t.Errorf("lookup summaries %+v, want walk and dir_create over %d rounds", l.Summaries, rounds)
+		return
+	}
+	w, c := l.Summaries[0], l.Summaries[1]
+	t.Logf("%s lookups: walk host %.2f ms, container %.2f ms (extra %.2f [%.2f, %.2f] ms); first create host %.3f ms, container %.3f ms (extra %.3f [%.3f, %.3f] ms)",
+		name, 1e3*w.HostSeconds, 1e3*w.ContainerSeconds, 1e3*w.ExtraSeconds, 1e3*w.ExtraCILow, 1e3*w.ExtraCIHigh,
+		1e3*c.HostSeconds, 1e3*c.ContainerSeconds, 1e3*c.ExtraSeconds, 1e3*c.ExtraCILow, 1e3*c.ExtraCIHigh)
 }

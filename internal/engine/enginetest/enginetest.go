@@ -249,7 +249,7 @@ func (f *Engine) SweepStale(context.Context, func(string) bool, string, string) 
 }
 
 // Exec implements probe.Engine: fio --version, fio jobs and the helper's
-// clean, copyup and smallfiles verbs, in a probe container that still exists.
+// clean, copyup, lookup and smallfiles verbs, in a probe container that still exists.
 func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error) {
 	f.mu.Lock()
 	spec, ok := f.live[p.ContainerID]
@@ -266,6 +266,10 @@ func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engi
 		f.record("Exec clean " + argv[3])
 		f.mu.Unlock()
 		return engine.ExecResult{}, nil
+	case len(argv) > 2 && argv[0] == engine.ContainerHelper && argv[2] == "lookup":
+		slow := f.slow[measure.TargetContainer]
+		f.mu.Unlock()
+		return engine.ExecResult{Stdout: lookupOutput(argv[3:], max(slow, 1))}, nil
 	case len(argv) > 3 && argv[0] == engine.ContainerHelper && argv[2] == "copyup":
 		f.mu.Unlock()
 		return engine.ExecResult{Stdout: copyUpLines(argv[3:], f.slowdown(measure.TargetContainer))}, nil
@@ -331,6 +335,17 @@ func copyUpLines(paths []string, slow float64) []byte {
 		_ = enc.Encode(helper.CopyUpLine{Path: p, Seconds: slow * 0.001 * float64(i+1)})
 	}
 	return []byte(b.String())
+}
+
+// lookupOutput is what the helper's lookup verb prints: a walk and a
+// create in each directory, slow times slower than a host's would be.
+func lookupOutput(dirs []string, slow float64) []byte {
+	res := helper.LookupResult{WalkSeconds: 0.02 * slow, Entries: 2400}
+	for _, d := range dirs {
+		res.Creates = append(res.Creates, helper.LookupCreate{Dir: d, Seconds: 0.0002 * slow})
+	}
+	b, _ := json.Marshal(res)
+	return b
 }
 
 // FioOutput is the JSON fio prints for one job of workload w, slow times
