@@ -189,6 +189,11 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 	byKey := map[string]measure.Result{}
 	for _, r := range e.Results {
 		byKey[string(r.Target)+"/"+string(r.Workload)] = r
+		if o, ok := r.Overhead[measure.MetricIOPS]; ok && r.Workload == measure.SmallFiles {
+			p99 := r.Overhead[measure.MetricLatencyP99]
+			t.Logf("%s %s smallfiles: %.1f%% of host's operations per second [%.1f, %.1f], p99 %.1f%% [%.1f, %.1f]", driver, r.Target,
+				o.PercentOfHost, o.PercentLow, o.PercentHigh, p99.PercentOfHost, p99.PercentLow, p99.PercentHigh)
+		}
 	}
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {
