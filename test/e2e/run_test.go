@@ -164,7 +164,12 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 		bound[j.Workload] = j.MaxWriteBytes(fio.Steady)
 	}
 	seen, noIO := map[string]int{}, map[string]int{}
+	secs := map[measure.Workload]float64{}
+	defer func() {
+		t.Logf("%s: seconds of executions per workload (rounds × targets): %v", driver, secs)
+	}()
 	for _, s := range e.Samples {
+		secs[s.Workload] += math.Round(s.DurationSeconds*10) / 10
 		key := string(s.Target) + "/" + string(s.Workload)
 		seen[key]++
 		if s.BytesWritten > bound[s.Workload] {
