@@ -52,8 +52,8 @@ func TestRunOnPrivateEngines(t *testing.T) {
 // TestAdaptiveRunKeepsItsBudget: without --rounds the default profile goes
 // on until the precision or a budget; with an unreachable precision and a
 // time budget shorter than a round, the minimum rounds of every workload
-// run (the byte budget holds them: at most 1624 MiB with the default
-// profile's caps, 160 MiB of them smallfiles' trees) and the time budget
+// run (the byte budget holds them: at most 1544 MiB with the default
+// profile's caps, 80 MiB of them smallfiles' trees) and the time budget
 // ends it.
 func TestAdaptiveRunKeepsItsBudget(t *testing.T) {
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
