@@ -235,6 +235,10 @@ type LayerOverhead struct {
 	// VolumeWriteBytesPerSecond is what the job wrote per second of its
 	// run time on the volume: the rate that turns bytes into seconds.
 	VolumeWriteBytesPerSecond float64 `json:"volume_write_bytes_per_second"`
+	// VolumeOpsPerSecond is the job's operations per second of its run
+	// time on the volume (for smallfiles, file operations): the rate that
+	// turns a count of files into seconds.
+	VolumeOpsPerSecond float64 `json:"volume_ops_per_second"`
 }
 
 // Container is one running container as the advisor saw it.
@@ -359,7 +363,7 @@ type LayerCost struct {
 
 // Advice is one concrete suggestion.
 type Advice struct {
-	Kind    string `json:"kind"` // database_in_layer or layer_writes
+	Kind    string `json:"kind"` // database_in_layer, layer_writes or layer_small_files
 	Path    string `json:"path"` // where to mount a volume, inside the container
 	Message string `json:"message"`
 }

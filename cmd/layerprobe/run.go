@@ -34,6 +34,10 @@ type runOptions struct {
 	Mode      string
 	Engines   []string
 	Quiet     bool
+	// StartupImages are the start-up images' sizes (cold mode), as
+	// given and parsed.
+	StartupImages []string
+	startupSizes  []int64
 }
 
 func newRunCommand(g *globalOptions) *cobra.Command {
@@ -85,6 +89,16 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 			default:
 				return usageError{fmt.Errorf("--mode %q: want steady, cold or both", o.Mode)}
 			}
+			for _, v := range o.StartupImages {
+				if v == "" {
+					continue
+				}
+				n, err := config.ParseByteSize(v)
+				if err != nil || n < 1<<20 || n > 2<<30 {
+					return usageError{fmt.Errorf("--startup-images %q: want sizes from 1MiB to 2GiB, e.g. 10MiB,100MiB", v)}
+				}
+				o.startupSizes = append(o.startupSizes, int64(n))
+			}
 			if o.Output != "table" && o.Output != "json" {
 				return usageError{fmt.Errorf("--output %q: want table or json", o.Output)}
 			}
@@ -109,6 +123,8 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
+	f.StringSliceVar(&o.StartupImages, "startup-images", []string{"10MiB", "100MiB", "500MiB"},
+		"cold mode: files in the images whose container start-up is timed (at least 1MiB each, at most 2GiB; empty: no start-up measurement)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr (by default a live bar on a terminal, one line per round otherwise)")
 	return cmd
 }
@@ -141,7 +157,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	prog := newProgress(stderr, o.Quiet)
 	var failed []string
 	for _, ec := range engines {
-		er := measureEngine(ctx, cfg, ec, prof, plan, measure.Mode(o.Mode), logger, prog)
+		er := measureEngine(ctx, cfg, ec, prof, plan, measure.Mode(o.Mode), o.startupSizes, logger, prog)
 		if er.Error != nil {
 			failed = append(failed, er.Error.Message)
 		}
@@ -178,7 +194,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 }
 
 func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, plan probe.Plan, mode measure.Mode,
-	logger *slog.Logger, prog progressReporter) (er report.Engine) {
+	startupSizes []int64, logger *slog.Logger, prog progressReporter) (er report.Engine) {
 	start := time.Now()
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
 	defer func() { er.DurationSeconds = time.Since(start).Seconds() }()
@@ -238,10 +254,25 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 				er.Error = &report.Error{Code: "cold", Message: err.Error()}
 			}
 		}
-		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, measure.DefaultConfidence)
+		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, measure.DefaultConfidence).WithLookup(cr.Lookup, measure.DefaultConfidence)
 		er.BytesWritten += cr.CopyUpBytes
 		for _, s := range cr.Samples {
 			er.BytesWritten += s.BytesWritten
+		}
+		if len(startupSizes) > 0 && ctx.Err() == nil {
+			// What the run's byte budget leaves; a spent budget skips
+			// every start (1 byte fits none).
+			left := plan.MaxBytes
+			if left > 0 {
+				left = max(left-er.BytesWritten, 1)
+			}
+			sr, err := sess.RunStartup(ctx, startupSizes, cold, left, rng)
+			if err != nil {
+				er.Warnings = append(er.Warnings, "start-up cost not measured: "+err.Error())
+			} else {
+				er.Cold.Startup = &sr.Startup
+			}
+			er.BytesWritten += sr.BytesWritten
 		}
 	}
 	return er

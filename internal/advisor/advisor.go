@@ -223,6 +223,9 @@ func (p *pass) container(ctx context.Context, c engine.Container) (api.Container
 	}
 	out.Cost = costOf(out.Layer.Bytes, jobFor(&out), p.overheads)
 	out.Advice = adviceFor(&out, a.cfg.MinLayerBytes)
+	if adv, ok := smallFilesAdvice(&out, p.overheads); ok {
+		out.Advice = append(out.Advice, adv)
+	}
 	if out.Advice == nil {
 		out.Advice = []api.Advice{}
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
@@ -18,6 +19,9 @@ const minLanding = 1 << 20
 const (
 	AdviceDatabaseInLayer = "database_in_layer"
 	AdviceLayerWrites     = "layer_writes"
+	// AdviceSmallFiles: the layer holds many files, and the smallfiles
+	// workload says what file operations in the layer cost here.
+	AdviceSmallFiles = "layer_small_files"
 )
 
 // landings says where a container's writes went, largest first: its layer
@@ -85,6 +89,41 @@ func adviceFor(c *api.Container, minBytes int64) []api.Advice {
 		break // one place at a time: the largest
 	}
 	return out
+}
+
+// ManyFiles is how many files and directories in a writable layer make
+// the small-file advice worth giving: a package tree's worth.
+const ManyFiles = 1000
+
+// smallFilesAdvice says what a layer of many files cost on this host from
+// the smallfiles workload's layer-versus-volume overhead: its slowdown
+// of file operations, and in seconds for creating the layer's entries at
+// the volume's measured rate (one operation each). None for a layer of
+// fewer than ManyFiles entries, or without the workload's figures.
+func smallFilesAdvice(c *api.Container, overheads []api.LayerOverhead) (api.Advice, bool) {
+	if c.Layer.Entries < ManyFiles {
+		return api.Advice{}, false
+	}
+	for _, o := range overheads {
+		if o.Workload != measure.SmallFiles || !(o.VolumeOpsPerSecond > 0) {
+			continue
+		}
+		base := float64(c.Layer.Entries) / o.VolumeOpsPerSecond
+		where, path := "", ""
+		if len(c.Layer.TopPaths) > 0 {
+			path = c.Layer.TopPaths[0].Path
+			where = " (mount one at " + path + ")"
+		}
+		msg := fmt.Sprintf("its writable layer holds %d files and directories; on this host small-file operations "+
+			"(create and write, stat, delete: the smallfiles workload) took %+.0f%% [%+.0f%% to %+.0f%%] longer in the layer than in a volume, "+
+			"about %s [%s to %s] more to create that many at the volume's %.0f operations per second (negative: the layer was faster): "+
+			"a package tree, a checkout or build output belongs on a volume%s.",
+			c.Layer.Entries, 100*o.Slowdown, 100*o.SlowdownLow, 100*o.SlowdownHigh,
+			report.FormatExtraSeconds(base*o.Slowdown), report.FormatExtraSeconds(base*o.SlowdownLow), report.FormatExtraSeconds(base*o.SlowdownHigh),
+			o.VolumeOpsPerSecond, where)
+		return api.Advice{Kind: AdviceSmallFiles, Path: path, Message: strings.ToUpper(msg[:1]) + msg[1:]}, true
+	}
+	return api.Advice{}, false
 }
 
 // costText describes a cost for an advice message; "" without one.

@@ -25,7 +25,7 @@ func timeMetric(w measure.Workload) string {
 // combined. Jobs without a single valid pair are left out.
 func LayerVsVolume(samples []measure.Sample, confidence float64) []api.LayerOverhead {
 	var pairs []measure.Sample
-	rate := map[measure.Workload]*struct{ bytes, secs float64 }{}
+	rate := map[measure.Workload]*struct{ bytes, ops, secs float64 }{}
 	for _, s := range samples {
 		switch s.Target {
 		case measure.TargetVolume:
@@ -33,11 +33,12 @@ func LayerVsVolume(samples []measure.Sample, confidence float64) []api.LayerOver
 			if s.OK() {
 				r := rate[s.Workload]
 				if r == nil {
-					r = &struct{ bytes, secs float64 }{}
+					r = &struct{ bytes, ops, secs float64 }{}
 					rate[s.Workload] = r
 				}
 				if secs := runtime(s.JobResult); secs > 0 {
 					r.bytes += float64(s.Write.Bytes)
+					r.ops += float64(s.Read.IOs + s.Write.IOs)
 					r.secs += secs
 				}
 			}
@@ -62,7 +63,7 @@ func LayerVsVolume(samples []measure.Sample, confidence float64) []api.LayerOver
 		}
 		out = append(out, api.LayerOverhead{Workload: res.Workload, Metric: m,
 			Slowdown: slowdown(o.Ratio), SlowdownLow: slowdown(o.CILow), SlowdownHigh: slowdown(o.CIHigh),
-			Rounds: o.N, Coverage: o.Coverage, VolumeWriteBytesPerSecond: r.bytes / r.secs})
+			Rounds: o.N, Coverage: o.Coverage, VolumeWriteBytesPerSecond: r.bytes / r.secs, VolumeOpsPerSecond: r.ops / r.secs})
 	}
 	return out
 }

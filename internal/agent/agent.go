@@ -43,6 +43,10 @@ type Options struct {
 	LockPath string
 	// ThrottleWriteIOPS throttles the probe containers' writes (tests).
 	ThrottleWriteIOPS uint64
+	// HelperBinary runs the host arm of the smallfiles workload ("":
+	// this program; probe.Options.HelperBinary). Tests of a binary other
+	// than layerprobe set it.
+	HelperBinary string
 	// FirstCycleDelay is how soon after start the first cycle runs.
 	FirstCycleDelay time.Duration
 	// JobTimeout, when positive, replaces the timeout of every fio job of
@@ -408,6 +412,6 @@ func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 		EngineName: ec.Name, FioBinary: a.cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
 		Targets: a.cfg.Targets, Mode: measure.ModeSteady,
 		MinFreeBytes: int64(a.cfg.FreeSpace.MinFreeBytes), MinFreeRatio: a.cfg.FreeSpace.MinFreeRatio,
-		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true,
+		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true, HelperBinary: a.opts.HelperBinary,
 	}
 }

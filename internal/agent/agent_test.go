@@ -55,7 +55,10 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 	if configure != nil {
 		configure(cfg)
 	}
-	a, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), LockPath: filepath.Join(t.TempDir(), "lock")})
+	// The fake fio answers the helper's smallfiles verb too: the test
+	// binary is no layerprobe.
+	a, err := New(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), LockPath: filepath.Join(t.TempDir(), "lock"),
+		HelperBinary: cfg.Fio.Binary})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +127,7 @@ func TestSteadyCyclePublishes(t *testing.T) {
 		t.Errorf("cycle bytes %d, fio %q, driver %q", c.BytesWritten, c.FioVersion, c.Driver)
 	}
 	full, err := a.store.Cycle(ctx, c.ID)
-	if err != nil || len(full.Samples) != 2*3*4 || len(full.Results) != 3*4 {
+	if err != nil || len(full.Samples) != 2*len(a.prof.Jobs)*4 || len(full.Results) != len(a.prof.Jobs)*4 {
 		t.Fatalf("stored cycle: %d samples, %d results, %v", len(full.Samples), len(full.Results), err)
 	}
 
@@ -155,11 +158,11 @@ func TestSteadyCyclePublishes(t *testing.T) {
 	}
 
 	ov, err := a.Overhead(ctx)
-	if err != nil || len(ov.Engines) != 1 || len(ov.Engines[0].Results) != 12 || ov.Engines[0].LastCycleID != c.ID {
+	if err != nil || len(ov.Engines) != 1 || len(ov.Engines[0].Results) != len(a.prof.Jobs)*4 || ov.Engines[0].LastCycleID != c.ID {
 		t.Errorf("Overhead = %+v, %v", ov, err)
 	}
 	d, err := a.Cycle(ctx, c.ID)
-	if err != nil || len(d.Samples) != 24 || d.CopyUp != nil || d.DurationSeconds <= 0 {
+	if err != nil || len(d.Samples) != 2*len(a.prof.Jobs)*4 || d.CopyUp != nil || d.DurationSeconds <= 0 {
 		t.Errorf("Cycle(%d) = %d samples, copy-up %v, %v", c.ID, len(d.Samples), d.CopyUp, err)
 	}
 	if _, err := a.Cycle(ctx, c.ID+100); !errors.Is(err, httpapi.ErrNotFound) {
@@ -313,7 +316,7 @@ func TestFailedCycles(t *testing.T) {
 	})
 	a.cycleAll(ctx, triggerSchedule)
 	c := a.last(t)
-	if c.Result != ResultFailed || c.Reason != "fio_failures" || c.Message != "failed fio jobs: no_space x6" {
+	if c.Result != ResultFailed || c.Reason != "fio_failures" || c.Message != "failed fio jobs: no_space x8" {
 		t.Errorf("failed jobs: %s/%s %q", c.Result, c.Reason, c.Message)
 	}
 	if a.engines[0].sess == nil {

@@ -15,11 +15,14 @@ import (
 // coldState is one engine's published cold-probe state (guarded by
 // Agent.mu like the rest of engineState's published fields).
 type coldState struct {
-	results      []measure.Result // windowed cold overheads (host, container; fsync)
-	raw          []measure.Sample // samples of the last cold cycle that has any
-	sizes        []measure.CopyUpSize
-	costPerMiB   *float64
-	reflink      *bool
+	results    []measure.Result // windowed cold overheads (host, container; fsync)
+	raw        []measure.Sample // samples of the last cold cycle that has any
+	sizes      []measure.CopyUpSize
+	costPerMiB *float64
+	reflink    *bool
+	// startup is the last cold cycle's container start-up cost; nil
+	// before one measured it.
+	startup      *measure.Startup
 	lastCycle    *store.Cycle
 	lastSuccess  time.Time
 	lastDuration float64
@@ -171,6 +174,14 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 		r.abort(ctx, ResultFailed, failReason(err), err.Error())
 		return ResultFailed
 	}
+	if st, n := a.coldStartup(ctx, e, c.BytesWritten); st != nil || n > 0 {
+		c.BytesWritten += n
+		if st != nil {
+			a.mu.Lock()
+			e.cold.startup = st
+			a.mu.Unlock()
+		}
+	}
 	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.WindowRounds)
 	if err != nil {
 		r.log.Warn("read recent cold rounds", "err", err)
@@ -182,6 +193,37 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 	e.cold.sizes, e.cold.costPerMiB = sizes, cost
 	a.mu.Unlock()
 	return result
+}
+
+// coldStartup measures container start-up cost (one start from each of
+// agent.startup_images) within what the daily byte budget leaves after
+// the cycle's spent bytes, and returns it with the bytes it wrote. It
+// publishes nothing of its own: a start-up that could not run (a
+// user-named probe image cannot carry the files) is logged, and the cold
+// cycle's result does not depend on it.
+func (a *Agent) coldStartup(ctx context.Context, e *engineState, spent int64) (*measure.Startup, int64) {
+	sizes := a.cfg.Agent.StartupImages
+	if len(sizes) == 0 || ctx.Err() != nil {
+		return nil, 0
+	}
+	var left int64
+	if b := int64(a.cfg.Agent.DailyByteBudget); b > 0 {
+		used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour))
+		if err != nil {
+			return nil, 0
+		}
+		left = max(b-used-spent, 1) // 1 byte fits no start
+	}
+	bs := make([]int64, len(sizes))
+	for i, s := range sizes {
+		bs[i] = int64(s)
+	}
+	run, err := e.sess.RunStartup(ctx, bs, 1, left, a.rng)
+	if err != nil {
+		a.logger.Info("container start-up cost not measured", "engine", e.cfg.Name, "err", err)
+		return nil, run.BytesWritten
+	}
+	return &run.Startup, run.BytesWritten
 }
 
 // completedRounds counts the rounds that have perRound samples.

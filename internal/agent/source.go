@@ -228,6 +228,16 @@ func (a *Agent) publishCold(e *engineState, me *metrics.Engine) {
 	me.ColdLastCycleDuration = e.cold.lastDuration
 	me.ColdLastSuccess = e.cold.lastSuccess
 	me.Reflink = e.cold.reflink
+	if st := e.cold.startup; st != nil && len(st.Sizes) > 0 {
+		ms := &metrics.Startup{Sizes: st.Sizes, SecondsPerByte: math.NaN(), BytesPerImageByte: math.NaN()}
+		if st.SecondsPerMiB != nil {
+			ms.SecondsPerByte = *st.SecondsPerMiB / (1 << 20)
+		}
+		if st.BytesPerImageByte != nil {
+			ms.BytesPerImageByte = *st.BytesPerImageByte
+		}
+		me.Startup = ms
+	}
 	me.CopyUpCostPerByte = math.NaN()
 	if e.cold.costPerMiB != nil {
 		me.CopyUpCostPerByte = *e.cold.costPerMiB / (1 << 20)

@@ -130,6 +130,10 @@ type Agent struct {
 	// number of rounds per cold cycle.
 	ColdInterval time.Duration `yaml:"cold_interval"`
 	ColdRounds   int           `yaml:"cold_rounds"`
+	// StartupImages are the files, beyond the probe image's own, of the
+	// images a cold cycle times container start-up from (one start from
+	// each per cycle); empty turns the start-up measurement off.
+	StartupImages []ByteSize `yaml:"startup_images"`
 	// WindowRounds is how many of the most recent rounds of each workload
 	// (across cycles) the published overhead and its interval are computed
 	// over.

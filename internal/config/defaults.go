@@ -67,6 +67,7 @@ func Default() *Config {
 			},
 			ColdInterval:     12 * time.Hour,
 			ColdRounds:       3,
+			StartupImages:    []ByteSize{10 * MiB, 100 * MiB, 500 * MiB},
 			WindowRounds:     48,
 			Retention:        90 * 24 * time.Hour,
 			DailyByteBudget:  4 * GiB,

@@ -310,6 +310,11 @@ func (c *Config) checkAgent(ch *checker) {
 		ch.addf("agent.cold_interval", "%s is too short, want 0 (no cold probe) or at least %s (production: hours)", fmtDuration(a.ColdInterval), fmtDuration(minInterval))
 	}
 	ch.intRange("agent.cold_rounds", a.ColdRounds, 1, maxRoundsPerCycle)
+	for i, b := range a.StartupImages {
+		if b < MiB || b > 2*GiB {
+			ch.addf(fmt.Sprintf("agent.startup_images[%d]", i), "%s is out of range, want 1MiB to 2GiB", b)
+		}
+	}
 	ch.intRange("agent.window_rounds", a.WindowRounds, 2, 10000)
 	if a.Retention < minRetention {
 		ch.addf("agent.retention", "%s is too short, want at least %s", fmtDuration(a.Retention), fmtDuration(minRetention))

@@ -116,6 +116,21 @@ func Command(binary string, job Job, dir string, how Execution, k int) []string 
 	return argv
 }
 
+// HelperCommand returns the argv that runs a helper job (Job.Helper) in
+// directory dir: the probe helper's smallfiles verb of helper, the
+// layerprobe binary, with the job's files and byte cap. Its flags are
+// fio's where they mean the same (--name, --directory), so that what
+// reads fio commands reads this one too. Like Command it takes nothing
+// but the compiled-in job and an agent-owned directory.
+func HelperCommand(helper string, job Job, dir string) []string {
+	argv := []string{helper, "probe-helper", "smallfiles",
+		"--name=" + string(job.Workload), "--directory=" + dir, "--files=" + strconv.Itoa(job.Files)}
+	if job.IOBytes > 0 {
+		argv = append(argv, "--max-bytes="+strconv.FormatInt(job.IOBytes, 10))
+	}
+	return argv
+}
+
 // Version runs `binary --version` and returns what fio prints, e.g.
 // "fio-3.33". A missing or non-executable binary gives an error that names
 // it and wraps the exec error, so FailureFromRunError classifies it as

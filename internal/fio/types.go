@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/smallfiles"
 )
 
 // Profile is a fixed, built-in set of fio jobs and how a measurement runs
@@ -108,7 +109,18 @@ type Job struct {
 	// write). An execution whose summed latency exceeds its runtime was
 	// not one write at a time, and keeps fio's figures.
 	InFlightRate bool
+	// Files, when positive, makes the job layerprobe's own small-file
+	// workload (package smallfiles) instead of a fio job: the probe
+	// helper creates, writes, stats and deletes a tree of this many files
+	// (HelperCommand) and prints its figures in fio's JSON shape. Options,
+	// Clones, Runtime, Ramp and FilePerRound do not apply; IOBytes caps
+	// the files' bytes (the helper leaves out the files beyond it), and
+	// there is no layout.
+	Files int
 }
+
+// Helper reports whether the probe helper, not fio, runs the job.
+func (j Job) Helper() bool { return j.Files > 0 }
 
 // clones returns the job's clone count, at least 1.
 func (j Job) clones() int { return max(j.Clones, 1) }
@@ -124,6 +136,13 @@ func (j Job) ioSize() int64 { return max(j.IOBytes/int64(j.clones()), 4096) }
 // for a fresh execution of a job that reads, the file fio lays out first.
 // A layout writes the file once.
 func (j Job) MaxWriteBytes(how Execution) int64 {
+	if j.Helper() {
+		if how == Layout {
+			return 0
+		}
+		// The tree is fixed (smallfiles.NewTree): its bytes are exact.
+		return smallfiles.NewTree(smallfiles.Spec{Files: j.Files, MaxBytes: j.IOBytes}).Bytes()
+	}
 	if how == Layout {
 		return max(j.FileBytes, 0)
 	}

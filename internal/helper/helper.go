@@ -6,6 +6,11 @@
 //	layerprobe probe-helper kill-fio      # stop every fio in the container
 //	layerprobe probe-helper clean DIR...  # empty job directories under /lp
 //	layerprobe probe-helper copyup FILE...  # time the first write+fsync to each copy-up file
+//	layerprobe probe-helper lookup DIR...   # time a stat walk of the cold image's tree, then a first create in each DIR
+//
+// One verb runs on both sides, as fio does, for the workload fio cannot run:
+//
+//	layerprobe probe-helper smallfiles --name=W --directory=DIR --files=N [--max-bytes=B]
 //
 // One verb runs on the host instead, for the host arm of a measurement:
 //
@@ -36,7 +41,7 @@ const Root = "/lp/"
 // Run executes one helper verb.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup or cgexec")
+		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup, lookup, smallfiles or cgexec")
 	}
 	switch args[0] {
 	case "idle":
@@ -47,10 +52,14 @@ func Run(ctx context.Context, args []string) error {
 		return clean(args[1:])
 	case "copyup":
 		return copyUp(os.Stdout, args[1:])
+	case "lookup":
+		return lookup(os.Stdout, args[1:])
+	case "smallfiles":
+		return smallFiles(os.Stdout, args[1:])
 	case "cgexec":
 		return cgexec(args[1:])
 	default:
-		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup or cgexec", args[0])
+		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup, lookup, smallfiles or cgexec", args[0])
 	}
 }
 

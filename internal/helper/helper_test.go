@@ -34,7 +34,7 @@ func TestUnknownVerb(t *testing.T) {
 	if err := Run(context.Background(), nil); err == nil {
 		t.Error("no verb: want an error")
 	}
-	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean, copyup or cgexec") {
+	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean, copyup, lookup, smallfiles or cgexec") {
 		t.Errorf("unknown verb: err = %v", err)
 	}
 }
@@ -153,5 +153,39 @@ func TestCgexecNeedsAProgram(t *testing.T) {
 	// PASS: a failure go test shows, where /bin/true would pass silently.
 	if err := Run(context.Background(), []string{"cgexec", t.TempDir(), "--", "/bin/false"}); err == nil || !strings.Contains(err.Error(), "not on a cgroup file system") {
 		t.Errorf("a directory that is no cgroup: err = %v", err)
+	}
+}
+
+// TestSmallFilesVerb: the verb prints one fio-shaped JSON document of its
+// execution and refuses arguments it does not know or a relative
+// directory.
+func TestSmallFilesVerb(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := smallFiles(&out, []string{"--name=smallfiles", "--directory=" + dir, "--files=50"}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Jobs []struct {
+			Name  string `json:"jobname"`
+			Write struct {
+				TotalIOs int     `json:"total_ios"`
+				IOPS     float64 `json:"iops"`
+			} `json:"write"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Jobs) != 1 || doc.Jobs[0].Name != "smallfiles" ||
+		doc.Jobs[0].Write.TotalIOs < 150 || !(doc.Jobs[0].Write.IOPS > 0) {
+		t.Errorf("output %s (%v)", out.String(), err)
+	}
+	for _, args := range [][]string{
+		{"--directory=relative", "--files=5"},
+		{"--directory=" + dir, "--files=5", "--exec=rm"},
+		{"--directory=" + dir, "--files=none"},
+		{"--directory=" + dir + "/missing", "--files=5"},
+	} {
+		if err := smallFiles(io.Discard, args); err == nil {
+			t.Errorf("smallfiles %q: want an error", args)
+		}
 	}
 }

@@ -29,7 +29,7 @@ const (
 // Targets lists every target in display order, host first.
 var Targets = []Target{TargetHost, TargetContainer, TargetBind, TargetVolume}
 
-// Workload names one of the three measured workloads. The values are the
+// Workload names one of the measured workloads. The values are the
 // `workload` label of every metric and the `workload` field of the JSON
 // output. (Before run JSON schema_version 2 both were called `job`, which
 // clashed with Prometheus' own `job` target label; legacy.go still reads
@@ -41,10 +41,15 @@ const (
 	SeqWrite  Workload = "seqwrite"  // sequential 1 MiB writes
 	RandWrite Workload = "randwrite" // 4 KiB random writes
 	Fsync     Workload = "fsync"     // 4 KiB random read/write, fsync after every write
+	// SmallFiles creates, writes, stats and deletes a nested tree of
+	// small files, as a package install or a checkout does: the metadata
+	// path, which the three data-path workloads do not take. Its ops are
+	// file system operations (package smallfiles), not fio I/Os.
+	SmallFiles Workload = "smallfiles"
 )
 
 // Workloads lists every workload in display order.
-var Workloads = []Workload{SeqWrite, RandWrite, Fsync}
+var Workloads = []Workload{SeqWrite, RandWrite, Fsync, SmallFiles}
 
 // Mode says how a measurement treats the probe container. The values are
 // the store's mode column, the API's mode field and the metrics' mode

@@ -46,7 +46,8 @@ func MetricDirection(metric string) stats.Direction {
 // HeadlineMetric is the metric the table's "% of host" column shows for a
 // workload: what a user of that workload cares about most. Sequential
 // writes are about throughput, random writes about IOPS, fsync about the
-// tail latency of the flush itself.
+// tail latency of the flush itself, small files about file operations per
+// second.
 func HeadlineMetric(w Workload) string {
 	switch w {
 	case SeqWrite:
@@ -55,6 +56,8 @@ func HeadlineMetric(w Workload) string {
 		return MetricIOPS
 	case Fsync:
 		return MetricFsyncP99
+	case SmallFiles:
+		return MetricIOPS // file operations per second
 	}
 	return MetricIOPS
 }

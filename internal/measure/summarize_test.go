@@ -52,9 +52,9 @@ func TestSummarize(t *testing.T) {
 		order = append(order, string(r.Target)+"/"+string(r.Workload))
 	}
 	wantOrder := []string{
-		"host/seqwrite", "host/randwrite", "host/fsync",
-		"container/seqwrite", "container/randwrite", "container/fsync",
-		"bind/seqwrite", "bind/randwrite", "bind/fsync",
+		"host/seqwrite", "host/randwrite", "host/fsync", "host/smallfiles",
+		"container/seqwrite", "container/randwrite", "container/fsync", "container/smallfiles",
+		"bind/seqwrite", "bind/randwrite", "bind/fsync", "bind/smallfiles",
 	}
 	if !slices.Equal(order, wantOrder) {
 		t.Errorf("result order = %v, want %v", order, wantOrder)

@@ -35,6 +35,10 @@ var contract = []contractEntry{
 	{"layerprobe_copyup_latency_seconds", dto.MetricType_GAUGE, "driver,engine,size_bytes,target"},
 	{"layerprobe_copyup_cost_seconds_per_byte", dto.MetricType_GAUGE, "driver,engine"},
 	{"layerprobe_backing_fs_reflink", dto.MetricType_GAUGE, "backing_fs,engine"},
+	{"layerprobe_startup_seconds", dto.MetricType_GAUGE, "driver,engine,image_bytes"},
+	{"layerprobe_startup_device_written_bytes", dto.MetricType_GAUGE, "driver,engine,image_bytes"},
+	{"layerprobe_startup_seconds_per_byte", dto.MetricType_GAUGE, "driver,engine"},
+	{"layerprobe_startup_written_bytes_per_image_byte", dto.MetricType_GAUGE, "driver,engine"},
 	// The layer-write advisor: per-container series for the top containers
 	// only, the rest summed as container="_other".
 	{"layerprobe_container_layer_written_bytes", dto.MetricType_GAUGE, "container,engine,image"},
@@ -58,14 +62,16 @@ type contractEntry struct {
 // dashboards that select on them.
 var contractValues = map[string][]string{
 	"target":     {"host", "container", "bind", "volume"},
-	"workload":   {"seqwrite", "randwrite", "fsync"},
+	"workload":   {"seqwrite", "randwrite", "fsync", "smallfiles"},
 	"op":         {"read", "write", "sync"},
 	"metric":     {"iops", "bandwidth", "latency_p50", "latency_p99", "fsync_p99"},
 	"percentile": {"50", "99", "99.9"},
 	"result":     {"ok", "failed", "skipped", "interrupted"},
 	"mode":       {"steady", "cold"},
 	"size_bytes": {"1048576", "16777216", "67108864"},
-	"runtime":    {"docker", "podman", "containerd"},
+	// The start-up images of the agent's default configuration.
+	"image_bytes": {"10485760", "104857600", "524288000"},
+	"runtime":     {"docker", "podman", "containerd"},
 }
 
 func TestDesignContract(t *testing.T) {

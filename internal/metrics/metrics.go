@@ -82,6 +82,9 @@ type Engine struct {
 	// Reflink is whether the data root's file system shares extents; nil
 	// (unknown, or no cold cycle yet) omits the series.
 	Reflink *bool
+	// Startup is the last cold cycle's container start-up cost per image
+	// size; nil (not measured) omits its series.
+	Startup *Startup
 
 	// Advisor is the last layer-write advisor pass; nil (advisor off, or
 	// no pass yet) omits its series.
@@ -94,6 +97,16 @@ type CopyUp struct {
 	Target    measure.Target
 	SizeBytes int64
 	Seconds   float64
+}
+
+// Startup is what starting a container costs on the engine
+// (measure.Startup): per image size the median time of create + start +
+// first exec + remove and the bytes a start wrote to the data root's
+// device, and the slopes over the image size (NaN omits a slope).
+type Startup struct {
+	Sizes             []measure.StartupSize
+	SecondsPerByte    float64
+	BytesPerImageByte float64
 }
 
 // Overhead is one paired median overhead versus the host with its
@@ -209,13 +222,27 @@ var (
 		"1 if the data root's file system shares extents (reflink, so overlay2 copy-up clones instead of copying), 0 if not; from the last cold cycle."+cached,
 		[]string{"engine", "backing_fs"}, nil)
 
+	descStartup = prometheus.NewDesc(namespace+"_startup_seconds",
+		"Median time in seconds to create, start, exec once into and remove a container whose image carries image_bytes of files beyond the probe image's, from the last cold cycle."+cached,
+		[]string{"engine", "driver", "image_bytes"}, nil)
+	descStartupBytes = prometheus.NewDesc(namespace+"_startup_device_written_bytes",
+		"Median bytes the data root's block device wrote per container start (create to remove, synced) from an image carrying image_bytes of files, from the last cold cycle: about image_bytes more for every copy of the image a start makes (vfs makes two: the init layer and the container's layer)."+cached,
+		[]string{"engine", "driver", "image_bytes"}, nil)
+	descStartupSlope = prometheus.NewDesc(namespace+"_startup_seconds_per_byte",
+		"Extra start-up time per byte of image, Theil-Sen slope over the last cold cycle's image sizes."+cached,
+		[]string{"engine", "driver"}, nil)
+	descStartupBytesSlope = prometheus.NewDesc(namespace+"_startup_written_bytes_per_image_byte",
+		"Bytes a container start writes per byte of image, Theil-Sen slope over the last cold cycle's image sizes: about 1 per copy of the image a start makes (vfs: 2), about 0 where layers are shared."+cached,
+		[]string{"engine", "driver"}, nil)
+
 	descHostArm = prometheus.NewDesc(namespace+"_host_arm_cgroup_joined",
 		"1 if the host arm's fio runs in the probe container's CPU cgroups, 0 if it cannot join them (then CPU contention on a busy host reads as storage overhead: see the agent's warnings); absent before the probe container has started."+cached,
 		[]string{"engine"}, nil)
 
 	allDescs = []*prometheus.Desc{descHostArm, descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
 		descRegression, descCycles, descSkips, descDuration, descLastSuccess, descWritten, descInfo,
-		descBudget, descBudgetUsed, descCopyUp, descCopyUpCost, descReflink}
+		descBudget, descBudgetUsed, descCopyUp, descCopyUpCost, descReflink,
+		descStartup, descStartupBytes, descStartupSlope, descStartupBytesSlope}
 )
 
 type collector struct {
@@ -314,6 +341,15 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	if len(e.CopyUp) > 0 {
 		// Without copy-up figures the zero value would read as free.
 		gauge(descCopyUpCost, e.CopyUpCostPerByte, e.Name, e.Driver)
+	}
+	if st := e.Startup; st != nil {
+		for _, sz := range st.Sizes {
+			size := strconv.FormatInt(sz.ImageBytes, 10)
+			gauge(descStartup, sz.Seconds, e.Name, e.Driver, size)
+			gauge(descStartupBytes, sz.DeviceBytes, e.Name, e.Driver, size)
+		}
+		gauge(descStartupSlope, st.SecondsPerByte, e.Name, e.Driver)
+		gauge(descStartupBytesSlope, st.BytesPerImageByte, e.Name, e.Driver)
 	}
 	if e.Reflink != nil {
 		v := 0.0

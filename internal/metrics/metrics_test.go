@@ -127,6 +127,11 @@ func fullSnapshot() *Snapshot {
 		},
 		CopyUpCostPerByte: 0.0034 / (1 << 20),
 		Reflink:           new(false),
+		Startup: &Startup{
+			Sizes: []measure.StartupSize{{ImageBytes: 10 << 20, Rounds: 3, Seconds: 0.61, DeviceBytes: 3 << 20},
+				{ImageBytes: 500 << 20, Rounds: 3, Seconds: 0.64, DeviceBytes: 3 << 20}},
+			SecondsPerByte: 0.03 / (490 << 20), BytesPerImageByte: 0,
+		},
 		Advisor: &Advisor{
 			At: time.Date(2026, 3, 1, 12, 0, 5, 0, time.UTC), Containers: 5, DatabasesInLayer: 1,
 			Top: []ContainerSeries{

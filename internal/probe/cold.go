@@ -31,6 +31,9 @@ type ColdRun struct {
 	// Reflink is whether the data root's file system shares extents; nil
 	// when the check failed.
 	Reflink *bool
+	// Lookup are the stat walks of the cold image's tree and the first
+	// creates in its directories, on host and container.
+	Lookup []measure.LookupSample
 }
 
 // coldHostDir holds the host arm's copy-up reference files during RunCold.
@@ -65,6 +68,12 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 	if err != nil {
 		return run, fail("scratch", err, "create the copy-up reference files: %v", err)
 	}
+	written, err = s.hostTree()
+	run.CopyUpBytes += written
+	defer os.RemoveAll(filepath.Join(s.hostDir, coldTreeDir))
+	if err != nil {
+		return run, fail("scratch", err, "create the host's copy of the cold image's tree: %v", err)
+	}
 
 	total, done, start := n*2, 0, time.Now()
 	report := func(phase string, r int, target measure.Target) {
@@ -92,9 +101,10 @@ func (s *Session) RunCold(ctx context.Context, prof fio.Profile, first, n int, r
 			order++
 		}
 		step(r, measure.TargetContainer)
-		cs, cu, bytes := s.coldContainerRound(ctx, r, order, job, hostFiles, rng)
+		cs, cu, lu, bytes := s.coldContainerRound(ctx, r, order, job, hostFiles, rng)
 		run.Samples = append(run.Samples, cs)
 		run.CopyUp = append(run.CopyUp, cu...)
+		run.Lookup = append(run.Lookup, lu...)
 		run.CopyUpBytes += bytes
 		order++
 		if !hostFirst && ctx.Err() == nil {
@@ -175,7 +185,7 @@ func writeSynced(path string, size int64) (int64, error) {
 
 // coldContainerRound starts a fresh container, runs the fsync job in its
 // writable layer, times the copy-ups and removes the container.
-func (s *Session) coldContainerRound(ctx context.Context, round, order int, job fio.Job, hostFiles map[int64]string, rng *rand.Rand) (measure.Sample, []measure.CopyUpSample, int64) {
+func (s *Session) coldContainerRound(ctx context.Context, round, order int, job fio.Job, hostFiles map[int64]string, rng *rand.Rand) (measure.Sample, []measure.CopyUpSample, []measure.LookupSample, int64) {
 	started := time.Now()
 	spec := engine.ProbeSpec{Engine: s.opts.EngineName, Image: s.coldRef, Owner: s.owner,
 		Mode: measure.ModeCold, WritableLayerOnly: true, Rootless: s.Info.Rootless}
@@ -197,7 +207,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 			cu = append(cu, measure.CopyUpSample{Round: round, Target: measure.TargetContainer, SizeBytes: size, Error: f.Message})
 		}
 		s.logger.Warn("cold round: fresh container did not start", "round", round, "err", err)
-		return sample, cu, 0
+		return sample, cu, nil, 0
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -212,7 +222,7 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 	sample.StartedAt = started.UTC()
 	sample.DurationSeconds = time.Since(started).Seconds()
 	if ctx.Err() != nil {
-		return sample, nil, 0
+		return sample, nil, nil, 0
 	}
 
 	paths := make([]string, len(sizes))
@@ -233,7 +243,10 @@ func (s *Session) coldContainerRound(ctx context.Context, round, order int, job 
 		}
 		cu = append(cu, hs)
 	}
-	return sample, cu, copied
+	if ctx.Err() != nil {
+		return sample, cu, nil, copied
+	}
+	return sample, cu, s.coldLookup(ctx, p, round, rng), copied
 }
 
 // containerCopyUp runs the helper's copyup verb in the fresh container and

@@ -55,6 +55,11 @@ type Options struct {
 	// KeepImage keeps the probe image when the session closes (the agent
 	// reuses it across cycles); a one-shot run removes it.
 	KeepImage bool
+	// HelperBinary runs the host arm of the jobs fio cannot run
+	// (fio.Job.Helper): "" is this program, whose probe-helper verbs the
+	// probe image carries too. Tests of a binary other than layerprobe set
+	// it.
+	HelperBinary string
 }
 
 // Error is an engine-level failure: the engine could not be measured at all.
@@ -385,6 +390,9 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job, how fio.Execution, file int) measure.JobResult {
 	if f := s.checkSpace(job); f != nil {
 		return measure.JobResult{Failure: f}
+	}
+	if job.Helper() {
+		return s.executeHelper(ctx, p, target, job, how)
 	}
 	jctx, cancel := context.WithTimeout(ctx, job.Timeout)
 	defer cancel()

@@ -26,7 +26,11 @@ var allTargets = []measure.Target{measure.TargetContainer, measure.TargetBind, m
 // testOptions measure every target with the fake fio on the host and a
 // user-named probe image (so no image is assembled from the host's fio).
 func testOptions(t *testing.T) Options {
-	return Options{EngineName: "fake", FioBinary: enginetest.FakeFio(t), ProbeImage: "layerprobe-test:fake",
+	fake := enginetest.FakeFio(t)
+	// The fake fio answers the helper's smallfiles verb too (it prints
+	// the output of the workload --name names): the test binary is no
+	// layerprobe.
+	return Options{EngineName: "fake", FioBinary: fake, HelperBinary: fake, ProbeImage: "layerprobe-test:fake",
 		Targets: allTargets, KeepImage: true}
 }
 
@@ -269,6 +273,9 @@ func TestMeasureFixedRounds(t *testing.T) {
 	files := map[measure.Workload]map[string]bool{}
 	for _, j := range prof.Jobs {
 		files[j.Workload] = map[string]bool{}
+		if j.Helper() {
+			continue // nothing to lay out
+		}
 		if j.FilePerRound {
 			wantLayouts += 3 * 4 // container, volume and bind, every round
 		} else {
@@ -287,7 +294,7 @@ func TestMeasureFixedRounds(t *testing.T) {
 		}
 		measured++
 		files[j.Workload][j.File] = true
-		if !laidOut[key] {
+		if !laidOut[key] && j.Workload != measure.SmallFiles {
 			t.Errorf("%s measured before it was laid out", key)
 		}
 	}
@@ -560,7 +567,8 @@ func TestMeasureRecordsFailures(t *testing.T) {
 		}
 		return nil
 	})
-	samples := rounds(s, context.Background(), smoke(t), 1, 2, 3)
+	prof := smoke(t)
+	samples := rounds(s, context.Background(), prof, 1, 2, 3)
 	failed := 0
 	for _, sm := range samples {
 		if sm.OK() {
@@ -571,8 +579,8 @@ func TestMeasureRecordsFailures(t *testing.T) {
 			t.Errorf("unexpected failure %s/%s: %+v", sm.Target, sm.Workload, sm.Failure)
 		}
 	}
-	if failed != 2 || len(samples) != 2*3*4 {
-		t.Errorf("%d samples, %d failed; want 24 and 2", len(samples), failed)
+	if failed != 2 || len(samples) != 2*len(prof.Jobs)*4 {
+		t.Errorf("%d samples, %d failed; want %d and 2", len(samples), failed, 2*len(prof.Jobs)*4)
 	}
 	if n := count(eng.Calls(), "Exec clean "+engine.ContainerVolume); n != 1 {
 		t.Errorf("volume directory cleaned %d times, want once, at the end; calls %v", n, eng.Calls())
@@ -743,9 +751,11 @@ func TestMeasureWithoutHostFio(t *testing.T) {
 	opts := testOptions(t)
 	opts.FioBinary = filepath.Join(t.TempDir(), "no-fio")
 	s, _ := prepare(t, opts)
+	// The helper's smallfiles job needs no fio: it still runs on the host.
 	for _, sm := range rounds(s, context.Background(), smoke(t), 1, 1, 9) {
-		if sm.Target == measure.TargetHost && (sm.OK() || sm.Failure.Reason != measure.ReasonFioMissing) ||
-			sm.Target != measure.TargetHost && !sm.OK() {
+		fioJob := sm.Workload != measure.SmallFiles
+		if sm.Target == measure.TargetHost && fioJob && (sm.OK() || sm.Failure.Reason != measure.ReasonFioMissing) ||
+			(sm.Target != measure.TargetHost || !fioJob) && !sm.OK() {
 			t.Errorf("%s/%s: %+v", sm.Target, sm.Workload, sm.Failure)
 		}
 	}

@@ -30,6 +30,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/layerprobe/layerprobe/internal/smallfiles"
 )
 
 // Paths inside the image (the engine package names the same paths for the
@@ -354,6 +356,59 @@ func (im *Image) WithCopyUpFiles() *Image {
 		// CAP_DAC_OVERRIDE may only write files its mode allows.
 		out.Files = append(out.Files, File{Path: p, Mode: 0o666, Size: size,
 			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, size)})
+	}
+	out.Files = append(out.Files, treeFiles()...)
+	slices.SortFunc(out.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	out.Digest = digest(out.Files)
+	return out
+}
+
+// TreeDir holds the cold image's tree of small files: the smallfiles
+// workload's tree (smallfiles.NewTree), whose stat walk and first creates
+// in its directories a fresh container times against the same tree on
+// the host.
+const TreeDir = "/lp/tree"
+
+// TreeFiles is how many files the cold image's tree holds.
+const TreeFiles = 2000
+
+// treeFiles are the entries of the cold image's tree. The directories are
+// writable by all: the probe runs without capabilities, and a first create
+// in each is what is timed.
+func treeFiles() []File {
+	tree := smallfiles.NewTree(smallfiles.Spec{Files: TreeFiles})
+	out := make([]File, 0, len(tree.Dirs)+len(tree.Sizes))
+	for _, d := range tree.Dirs {
+		out = append(out, File{Path: path.Join(TreeDir, d), Mode: fs.ModeDir | 0o777})
+	}
+	for i, size := range tree.Sizes {
+		p := path.Join(TreeDir, tree.FilePath(i))
+		out = append(out, File{Path: p, Mode: 0o644, Size: int64(size),
+			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, size)})
+	}
+	return out
+}
+
+// StartupDir holds the files of a start-up image.
+const StartupDir = "/lp/startup"
+
+// StartupFileBytes is the size of each file of a start-up image: an image
+// of n MiB of files holds n of them.
+const StartupFileBytes = 1 << 20
+
+// WithStartupFiles returns a copy of im that also carries size bytes of
+// files (rounded down to whole StartupFileBytes) under StartupDir, with
+// generated content like the copy-up files': the images a start-up
+// measurement compares differ in nothing else. Container start-up
+// scales with them only on a driver that copies the image for every
+// container.
+func (im *Image) WithStartupFiles(size int64) *Image {
+	out := &Image{FioPath: im.FioPath, Files: slices.Clone(im.Files)}
+	out.Files = append(out.Files, File{Path: StartupDir, Mode: fs.ModeDir | 0o755})
+	for i := range size / StartupFileBytes {
+		p := fmt.Sprintf("%s/f%04d", StartupDir, i)
+		out.Files = append(out.Files, File{Path: p, Mode: 0o444, Size: StartupFileBytes,
+			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, StartupFileBytes)})
 	}
 	slices.SortFunc(out.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	out.Digest = digest(out.Files)

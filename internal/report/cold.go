@@ -10,6 +10,13 @@ type Cold struct {
 	Results []measure.Result `json:"results"`
 	Samples []measure.Sample `json:"samples"`
 	CopyUp  measure.CopyUp   `json:"copy_up"`
+	// Lookup is the stat walk of the cold image's tree of small files and
+	// the first creates in its directories (directory copy-up), beside the
+	// file copy-up; nil for an agent's answer without it.
+	Lookup *measure.Lookup `json:"lookup,omitempty"`
+	// Startup is what starting a container costs per image size, when it
+	// was measured (`run --startup-images`).
+	Startup *measure.Startup `json:"startup,omitempty"`
 	// noCopyUp: there is no copy-up record to show (an agent's answer
 	// without one), rather than a record without results.
 	noCopyUp bool
@@ -32,5 +39,18 @@ func NewCold(samples []measure.Sample, copyUp []measure.CopyUpSample, reflink *b
 	if c.CopyUp.Samples == nil {
 		c.CopyUp.Samples = []measure.CopyUpSample{}
 	}
+	return c
+}
+
+// WithLookup adds the cold rounds' lookups and first creates.
+func (c *Cold) WithLookup(samples []measure.LookupSample, confidence float64) *Cold {
+	l := &measure.Lookup{Summaries: measure.SummarizeLookup(samples, confidence), Samples: samples}
+	if l.Summaries == nil {
+		l.Summaries = []measure.LookupSummary{}
+	}
+	if l.Samples == nil {
+		l.Samples = []measure.LookupSample{}
+	}
+	c.Lookup = l
 	return c
 }

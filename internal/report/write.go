@@ -196,7 +196,66 @@ func writeCold(ew *errWriter, c *Cold, title string, conf float64) bool {
 		ew.printf("  copy-up cost: %s per MiB of file (Theil-Sen slope of the extra latency over the size)\n",
 			formatLatency(*c.CopyUp.CostSecondsPerMiB))
 	}
+	low = writeLookup(ew, c.Lookup, conf) || low
+	writeStartup(ew, c.Startup)
 	return low
+}
+
+// writeLookup writes the lookup table: the fresh container's stat walk of
+// the image's tree and its first creates in the tree's directories,
+// against the same on the host's copy.
+func writeLookup(ew *errWriter, l *measure.Lookup, conf float64) bool {
+	if l == nil {
+		return false
+	}
+	ew.printf("\n  Lookups in the image's own tree (2000 small files in 400 directories): stat walk, and first create in a directory (its copy-up), vs the host's copy\n")
+	if len(l.Summaries) == 0 {
+		ew.printf("  no lookup results\n")
+		return false
+	}
+	low := false
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  OPERATION\tHOST\tCONTAINER\tEXTRA [%s CI]\tROUNDS\n", formatPercentPlain(100*conf))
+	for _, s := range l.Summaries {
+		mark := ""
+		if s.Coverage < conf {
+			mark, low = ciMarker, true
+		}
+		name := map[string]string{measure.LookupWalk: "stat walk", measure.LookupDirCreate: "first create in a directory"}[s.Op]
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s [%s–%s]%s\t%d\n", name, formatLatency(s.HostSeconds), formatLatency(s.ContainerSeconds),
+			formatLatency(s.ExtraSeconds), formatLatency(s.ExtraCILow), formatLatency(s.ExtraCIHigh), mark, s.Rounds)
+	}
+	_ = tw.Flush()
+	return low
+}
+
+// writeStartup writes the start-up table: per image size the median time
+// of create + start + first exec + remove and the bytes a start wrote to
+// the data root's device, with the slopes over the size.
+func writeStartup(ew *errWriter, st *measure.Startup) {
+	if st == nil {
+		return
+	}
+	ew.printf("\n  Container start-up: create + start + first exec + remove, by files in the image; bytes written to %s per start\n", st.Device)
+	if len(st.Sizes) == 0 {
+		ew.printf("  no start-up results\n")
+	} else {
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  IMAGE FILES\tTIME\tDEVICE BYTES\tROUNDS\n")
+		for _, sz := range st.Sizes {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\n", formatBytes(sz.ImageBytes), formatLatency(sz.Seconds), formatBytes(int64(sz.DeviceBytes)), sz.Rounds)
+		}
+		_ = tw.Flush()
+	}
+	if st.SecondsPerMiB != nil && st.BytesPerImageByte != nil {
+		ew.printf("  start-up slope: %s and %.2f bytes written per MiB / byte of image (Theil-Sen; about 1 byte per byte for each copy of the image a start makes)\n",
+			formatLatency(*st.SecondsPerMiB), *st.BytesPerImageByte)
+	}
+	for _, s := range st.Samples {
+		if s.Error != "" {
+			ew.printf("    round %d, %s image: %s\n", s.Round, formatBytes(s.ImageBytes), oneLine(s.Error))
+		}
+	}
 }
 
 func writeCopyUpFailures(ew *errWriter, samples []measure.CopyUpSample) {

@@ -39,8 +39,9 @@ func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := testdaemon.Start(t, c.opts)
+			// Start-up cost has a test of its own (startup_test.go).
 			res := layerprobe(t, d.Host, 10*time.Minute, "run", "--mode", "cold", "--output", "json",
-				"--rounds", "6", "--log.level", "warn")
+				"--rounds", "6", "--startup-images=", "--log.level", "warn")
 			if res.code != 0 {
 				t.Fatalf("layerprobe run --mode cold exited %d\nstderr:\n%s", res.code, res.stderr)
 			}
@@ -62,6 +63,7 @@ func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
 				t.Fatal("no cold section in the output")
 			}
 			checkCold(t, e.Cold, c.wantReflink)
+			checkLookup(t, c.name, e.Cold.Lookup, 6)
 			if c.driver == "overlay2" && !c.wantReflink {
 				checkCopyUpGrows(t, e.Cold.CopyUp)
 			}
@@ -202,7 +204,7 @@ func finite(vs ...float64) bool {
 
 // coldAgentConfig: agentConfig with the cold probe on; its first scheduled
 // cold cycle would come a minute after start, the test triggers one.
-var coldAgentConfig = strings.Replace(agentConfig, "cold_interval: 0s", "cold_interval: 1h\n  cold_rounds: 3", 1)
+var coldAgentConfig = strings.Replace(agentConfig, "cold_interval: 0s", "cold_interval: 1h\n  cold_rounds: 3\n  startup_images: [10MiB, 20MiB]", 1)
 
 // The agent runs a cold cycle on POST /api/v1/cycles?mode=cold, records
 // it with mode cold, serves its figures with mode="cold" in /metrics and
@@ -236,6 +238,9 @@ func TestAgentColdCycle(t *testing.T) {
 		{"layerprobe_copyup_latency_seconds", map[string]string{"target": "host", "size_bytes": "1048576"}},
 		{"layerprobe_copyup_cost_seconds_per_byte", map[string]string{"driver": "overlay2"}},
 		{"layerprobe_backing_fs_reflink", map[string]string{"backing_fs": "extfs"}},
+		{"layerprobe_startup_seconds", map[string]string{"driver": "overlay2", "image_bytes": "10485760"}},
+		{"layerprobe_startup_device_written_bytes", map[string]string{"driver": "overlay2", "image_bytes": "20971520"}},
+		{"layerprobe_startup_written_bytes_per_image_byte", map[string]string{"driver": "overlay2"}},
 		{"layerprobe_last_success_timestamp_seconds", map[string]string{"mode": "cold"}},
 	} {
 		v, ok := series.Find(q.name, q.labels)
@@ -321,7 +326,9 @@ func TestKilledColdRunIsSweptByTheNext(t *testing.T) {
 		t.Skip("the cold container was removed between the check and the kill; nothing to sweep")
 	}
 
-	res := layerprobe(t, d.Host, 5*time.Minute, "run", "--mode", "cold", "--rounds", "2", "--profile", "smoke", "--log.level", "warn")
+	// One small start-up image: its image must go with the rest.
+	res := layerprobe(t, d.Host, 5*time.Minute, "run", "--mode", "cold", "--rounds", "2", "--profile", "smoke",
+		"--startup-images", "10MiB", "--log.level", "warn")
 	if res.code != 0 {
 		t.Fatalf("next run exited %d: %s", res.code, res.stderr)
 	}

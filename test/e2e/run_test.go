@@ -24,7 +24,7 @@ const e2eRounds = 6 // the fewest rounds with a finite 95% interval
 
 var (
 	wantTargets = []string{"host", "container", "bind", "volume"}
-	wantJobs    = []string{"seqwrite", "randwrite", "fsync"}
+	wantJobs    = []string{"seqwrite", "randwrite", "fsync", "smallfiles"}
 )
 
 func TestRunOnPrivateEngines(t *testing.T) {
@@ -52,13 +52,14 @@ func TestRunOnPrivateEngines(t *testing.T) {
 // TestAdaptiveRunKeepsItsBudget: without --rounds the default profile goes
 // on until the precision or a budget; with an unreachable precision and a
 // time budget shorter than a round, the minimum rounds of every workload
-// run (the byte budget holds them: at most 1464 MiB with the default
-// profile's caps) and the time budget ends it.
+// run (the byte budget holds them: at most 1544 MiB with the default
+// profile's caps, 80 MiB of them smallfiles' trees) and the time budget
+// ends it.
 func TestAdaptiveRunKeepsItsBudget(t *testing.T) {
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
-	const budget = 1536 << 20
+	const budget = 1664 << 20
 	res := layerprobe(t, d.Host, 10*time.Minute, "run", "--output", "json", "--precision", "0.0001",
-		"--max-bytes", "1536MiB", "--max-duration", "1s", "--log.level", "warn")
+		"--max-bytes", "1664MiB", "--max-duration", "1s", "--log.level", "warn")
 	if res.code != 0 {
 		t.Fatalf("layerprobe run exited %d\nstderr:\n%s", res.code, res.stderr)
 	}
@@ -163,7 +164,12 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 		bound[j.Workload] = j.MaxWriteBytes(fio.Steady)
 	}
 	seen, noIO := map[string]int{}, map[string]int{}
+	secs := map[measure.Workload]float64{}
+	defer func() {
+		t.Logf("%s: seconds of executions per workload (rounds × targets): %v", driver, secs)
+	}()
 	for _, s := range e.Samples {
+		secs[s.Workload] += math.Round(s.DurationSeconds*10) / 10
 		key := string(s.Target) + "/" + string(s.Workload)
 		seen[key]++
 		if s.BytesWritten > bound[s.Workload] {
@@ -188,6 +194,11 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 	byKey := map[string]measure.Result{}
 	for _, r := range e.Results {
 		byKey[string(r.Target)+"/"+string(r.Workload)] = r
+		if o, ok := r.Overhead[measure.MetricIOPS]; ok && r.Workload == measure.SmallFiles {
+			p99 := r.Overhead[measure.MetricLatencyP99]
+			t.Logf("%s %s smallfiles: %.1f%% of host's operations per second [%.1f, %.1f], p99 %.1f%% [%.1f, %.1f]", driver, r.Target,
+				o.PercentOfHost, o.PercentLow, o.PercentHigh, p99.PercentOfHost, p99.PercentLow, p99.PercentHigh)
+		}
 	}
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {

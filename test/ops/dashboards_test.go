@@ -262,7 +262,7 @@ var (
 	rangeVars     = map[string]bool{"$__rate_interval": true, "$__range": true, "$__interval": true}
 	// workloadValues must never be matched with the label job: that is the
 	// scrape job's; the agent's label is workload.
-	workloadValues = regexp.MustCompile(`seqwrite|randwrite|fsync`)
+	workloadValues = regexp.MustCompile(`seqwrite|randwrite|fsync|smallfiles`)
 )
 
 func checkPanels(t *testing.T, d dashboard, docs, recorded map[string]bool) {

@@ -291,7 +291,7 @@ var seriesLabels = map[string]bool{
 	"metric": true, "op": true, "percentile": true, "result": true, "reason": true, "backing_fs": true,
 	"engine_version": true, "data_root": true, "fio_version": true, "version": true, "revision": true,
 	"goversion": true, "alertname": true, "alertstate": true, "severity": true,
-	"mode": true, "size_bytes": true, "container": true, "image": true, "database": true,
+	"mode": true, "size_bytes": true, "image_bytes": true, "container": true, "image": true, "database": true,
 }
 
 // modeMetrics are the series that carry the mode label (docs/metrics.md):

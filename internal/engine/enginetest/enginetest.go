@@ -249,7 +249,7 @@ func (f *Engine) SweepStale(context.Context, func(string) bool, string, string) 
 }
 
 // Exec implements probe.Engine: fio --version, fio jobs and the helper's
-// clean and copyup verbs, in a probe container that still exists.
+// clean, copyup, lookup and smallfiles verbs, in a probe container that still exists.
 func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engine.ExecResult, error) {
 	f.mu.Lock()
 	spec, ok := f.live[p.ContainerID]
@@ -266,10 +266,17 @@ func (f *Engine) Exec(ctx context.Context, p *engine.Probe, argv []string) (engi
 		f.record("Exec clean " + argv[3])
 		f.mu.Unlock()
 		return engine.ExecResult{}, nil
+	case len(argv) > 2 && argv[0] == engine.ContainerHelper && argv[2] == "lookup":
+		slow := f.slow[measure.TargetContainer]
+		f.mu.Unlock()
+		return engine.ExecResult{Stdout: lookupOutput(argv[3:], max(slow, 1))}, nil
 	case len(argv) > 3 && argv[0] == engine.ContainerHelper && argv[2] == "copyup":
 		f.mu.Unlock()
 		return engine.ExecResult{Stdout: copyUpLines(argv[3:], f.slowdown(measure.TargetContainer))}, nil
-	case argv[0] == engine.ContainerFio:
+	case argv[0] == engine.ContainerFio || (len(argv) > 2 && argv[0] == engine.ContainerHelper && argv[2] == "smallfiles"):
+		// The helper's smallfiles verb takes fio's --name and
+		// --directory and prints fio's JSON: the fake answers it as a
+		// fio job.
 		name, layout := strings.CutSuffix(argValue(argv, "--name"), "-layout")
 		job := Job{Target: targetOf(argValue(argv, "--directory")), Workload: measure.Workload(name), Mode: spec.Mode, Layout: layout,
 			File: argValue(argv, "--filename")}
@@ -330,6 +337,17 @@ func copyUpLines(paths []string, slow float64) []byte {
 	return []byte(b.String())
 }
 
+// lookupOutput is what the helper's lookup verb prints: a walk and a
+// create in each directory, slow times slower than a host's would be.
+func lookupOutput(dirs []string, slow float64) []byte {
+	res := helper.LookupResult{WalkSeconds: 0.02 * slow, Entries: 2400}
+	for _, d := range dirs {
+		res.Creates = append(res.Creates, helper.LookupCreate{Dir: d, Seconds: 0.0002 * slow})
+	}
+	b, _ := json.Marshal(res)
+	return b
+}
+
 // FioOutput is the JSON fio prints for one job of workload w, slow times
 // slower than a host job (1): the figures Parse reads, no more.
 func FioOutput(w measure.Workload, slow float64) []byte {
@@ -353,6 +371,8 @@ func FioOutput(w measure.Workload, slow float64) []byte {
 		job["read"], job["write"] = dir(0, 0, 0), dir(32, 1<<20, 0.01)
 	case measure.RandWrite:
 		job["read"], job["write"] = dir(0, 0, 0), dir(4000, 4096, 0.0005)
+	case measure.SmallFiles:
+		job["read"], job["write"] = dir(0, 0, 0), dir(6800, 1000, 0.00003)
 	default:
 		job["read"], job["write"] = dir(200, 4096, 0.0001), dir(200, 4096, 0.0002)
 		job["sync"] = map[string]any{"total_ios": 200, "lat_ns": lat(0.002, 200)}
