@@ -102,7 +102,6 @@ func (c cgroups) written(pid int, id string, devices []string) (blockWrites, err
 	return blockWrites{}, fmt.Errorf("no block I/O counters found for container %s", shortID(id))
 }
 
-
 // candidates are the directories that may hold a container's counters
 // under a hierarchy mounted at root: the one /proc named, then Docker's
 // cgroupfs and systemd layouts.
