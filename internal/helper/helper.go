@@ -6,6 +6,7 @@
 //	layerprobe probe-helper kill-fio      # stop every fio in the container
 //	layerprobe probe-helper clean DIR...  # empty job directories under /lp
 //	layerprobe probe-helper copyup FILE...  # time the first write+fsync to each copy-up file
+//	layerprobe probe-helper mountinfo     # print the container's mount table
 //
 // One verb runs on the host instead, for the host arm of a measurement:
 //
@@ -49,6 +50,15 @@ func Run(ctx context.Context, args []string) error {
 		return copyUp(os.Stdout, args[1:])
 	case "cgexec":
 		return cgexec(args[1:])
+	case "mountinfo":
+		// The probe container's mount table, for the host to name the
+		// file system under the bind target (a VM's file sharing).
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return fmt.Errorf("probe-helper mountinfo: %w", err)
+		}
+		_, err = os.Stdout.Write(b)
+		return err
 	default:
 		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup or cgexec", args[0])
 	}

@@ -69,6 +69,7 @@ func writeAgentEngine(ew *errWriter, a Agent, name string, conf float64) {
 		e.Driver, e.DriverClass, e.BackingFS = info.Driver, info.DriverClass, info.BackingFS
 		e.DataRoot, e.ImageStore, e.Rootless, e.FioVersion = info.DataRoot, info.ImageStore, info.Rootless, info.FioVersion
 		e.HostArmCgroup, e.HostArmCgroupError = info.HostArmCgroup, info.HostArmCgroupError
+		e.TopologyFacts = info.TopologyFacts
 		e.Warnings = slices.Clone(info.Warnings)
 	}
 	var steady, cold *api.EngineOverhead

@@ -68,6 +68,9 @@ type Engine struct {
 	HostArmCgroup      string   `json:"host_arm_cgroup"`
 	HostArmCgroupError string   `json:"host_arm_cgroup_error,omitempty"`
 	Warnings           []string `json:"warnings"`
+	// TopologyFacts: where the engine runs and what the ratios are
+	// against (measure.TopologyFacts).
+	measure.TopologyFacts
 	// Error is set when the engine could not be measured at all
 	// (unreachable, scratch directory on another file system, ...).
 	Error           *Error  `json:"error,omitempty"`
@@ -92,6 +95,7 @@ func (e *Engine) SetFacts(f measure.EngineFacts) {
 	e.Runtime, e.EngineVersion, e.Driver, e.DriverClass = f.Runtime, f.EngineVersion, f.Driver, f.DriverClass
 	e.BackingFS, e.DataRoot, e.ImageStore, e.Rootless = f.BackingFS, f.DataRoot, f.ImageStore, f.Rootless
 	e.FioVersion, e.HostArmCgroup, e.HostArmCgroupError = f.FioVersion, f.HostArmCgroup, f.HostArmCgroupError
+	e.TopologyFacts = f.TopologyFacts
 }
 
 // Error says why an engine could not be measured.
