@@ -37,7 +37,7 @@ const Root = "/lp/"
 // Run executes one helper verb.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup or cgexec")
+		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup, mountinfo or cgexec")
 	}
 	switch args[0] {
 	case "idle":
@@ -60,7 +60,7 @@ func Run(ctx context.Context, args []string) error {
 		_, err = os.Stdout.Write(b)
 		return err
 	default:
-		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup or cgexec", args[0])
+		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup, mountinfo or cgexec", args[0])
 	}
 }
 
