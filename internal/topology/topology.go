@@ -80,8 +80,10 @@ type Result struct {
 
 // Detect decides an engine's topology. A configured topology wins; then the
 // engine's and the socket's signs of a known VM product; then the generic
-// test: the data root is not visible here and the engine answers from
-// another kernel or host name. Everything else is Host, where the
+// test: the data root is not visible here and the engine, on a local unix
+// socket, answers from another kernel or host name (a tcp:// or ssh://
+// engine is another machine, not a VM sharing this host's directories).
+// Everything else is Host, where the
 // same-file-system rule applies (an engine whose data root is merely not
 // mounted where layerprobe runs stays a host engine and fails that check).
 func Detect(in Input) Result {
@@ -98,6 +100,11 @@ func Detect(in Input) Result {
 	}
 	if product != "" {
 		return Result{Kind: VM, Product: product, Reason: why}
+	}
+	if socketPath(in.Endpoint) == "" && in.Endpoint != "" {
+		// tcp:// or ssh://: another machine, whose disks are not this
+		// host's to share; the data root check refuses it.
+		return Result{Kind: Host, Reason: "a remote endpoint " + in.Endpoint + " is no local VM"}
 	}
 	if in.GOOS != "" && in.GOOS != "linux" {
 		return Result{Kind: VM, Reason: fmt.Sprintf("this host runs %s: a Linux container engine answering here runs in a VM", in.GOOS)}

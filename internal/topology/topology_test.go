@@ -80,6 +80,8 @@ func TestDetectGeneric(t *testing.T) {
 		{"not visible, other host name", func(in *Input) { in.EngineHostname = "lpvm" }, VM},
 		{"visible, other kernel", func(in *Input) { in.DataRootVisible, in.KernelVersion = true, "6.12.0" }, Host},
 		{"darwin", func(in *Input) { in.GOOS, in.DataRootVisible = "darwin", true }, VM},
+		{"remote tcp engine, other kernel", func(in *Input) { in.Endpoint, in.KernelVersion = "tcp://10.0.0.5:2376", "6.12.0" }, Host},
+		{"remote ssh engine, other host", func(in *Input) { in.Endpoint, in.EngineHostname = "ssh://me@build-02", "build-02" }, Host},
 		{"forced host over a product", func(in *Input) { in.Forced, in.OperatingSystem = Host, "Docker Desktop" }, Host},
 		{"forced vm", func(in *Input) { in.Forced, in.DataRootVisible = VM, true }, VM},
 	} {
