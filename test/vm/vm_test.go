@@ -365,7 +365,10 @@ func TestEngineInVM(t *testing.T) {
 	// it, and the run below, while the agent still runs, finds it in the
 	// engine instead of importing it again (a minute through the
 	// forwarded socket into an emulated guest).
-	stopAgent := agentCycle(t, cfg, env, v)
+	// The agent holds its measurement lock as long as it runs: a lock of
+	// its own, so that the run can measure while the agent waits out its
+	// interval (an hour) after the first cycle.
+	stopAgent := agentCycle(t, cfg, []string{"LAYERPROBE_LOCK_FILE=" + filepath.Join(v.dir, "agent.lock")}, v)
 	defer stopAgent()
 
 	start := time.Now()
