@@ -26,6 +26,12 @@ command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
 # test/ops (dashboards, rules and deployment files):
 command -v amtool >/dev/null || need+=(prometheus-alertmanager)
 command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)
+# test/vm: a Debian guest under QEMU (its kernel, Debian's linux-image-amd64,
+# is installed into the guest by debootstrap), its socket forwarded with
+# ssh, its disk made with mkfs.ext4 -d.
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+command -v ssh >/dev/null || need+=(openssh-client)
+command -v mkfs.ext4 >/dev/null || [[ -x /usr/sbin/mkfs.ext4 ]] || need+=(e2fsprogs)
 command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v yamllint >/dev/null || need+=(yamllint)
 command -v systemd-analyze >/dev/null || need+=(systemd)

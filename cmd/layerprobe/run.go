@@ -209,7 +209,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 
 	sess, err := probe.Prepare(ctx, cli, probe.Options{
 		EngineName: ec.Name, FioBinary: cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Targets: cfg.Targets, Mode: measure.ModeSteady,
+		Topology: ec.Topology, Targets: cfg.Targets, Mode: measure.ModeSteady,
 		MinFreeBytes: int64(cfg.FreeSpace.MinFreeBytes), MinFreeRatio: cfg.FreeSpace.MinFreeRatio,
 		DeviceWriteIOPS: testThrottleIOPS(),
 	}, logger)

@@ -27,7 +27,7 @@ func (d devices) of(path string) (string, error) {
 	if err := unix.Stat(path, &st); err != nil {
 		return "", fmt.Errorf("device of %s: %w", path, err)
 	}
-	if dev, err := d.disk(fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))); err == nil {
+	if dev, err := d.disk(fmt.Sprintf("%d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)))); err == nil {
 		return dev, nil
 	}
 	m, err := hostfs.MountOf(path)

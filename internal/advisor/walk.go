@@ -107,7 +107,7 @@ func walkTree(root string, since time.Time, b *budget, withTree bool) walkResult
 		w.res.Stop = stopFor(err)
 		return w.res
 	}
-	w.dev = st.Dev
+	w.dev = uint64(st.Dev)
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if why := b.spend(); why != "" {
 			w.res.Stop = why
@@ -156,7 +156,7 @@ func (w *walker) dir(fd, depth int, n *node) int64 {
 				total += w.file(&st)
 				continue
 			}
-			if st.Dev != w.dev {
+			if uint64(st.Dev) != w.dev {
 				continue // a mount inside the tree is not part of it
 			}
 			if depth >= maxDepth {

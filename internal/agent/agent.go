@@ -410,7 +410,7 @@ func (a *Agent) refreshInfo(ctx context.Context, e *engineState) (engine.Info, e
 func (a *Agent) probeOptions(ec config.Engine) probe.Options {
 	return probe.Options{
 		EngineName: ec.Name, FioBinary: a.cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Targets: a.cfg.Targets, Mode: measure.ModeSteady,
+		Topology: ec.Topology, Targets: a.cfg.Targets, Mode: measure.ModeSteady,
 		MinFreeBytes: int64(a.cfg.FreeSpace.MinFreeBytes), MinFreeRatio: a.cfg.FreeSpace.MinFreeRatio,
 		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true, HelperBinary: a.opts.HelperBinary,
 	}

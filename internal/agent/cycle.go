@@ -63,6 +63,7 @@ type engineState struct {
 	// joined (probe.Session).
 	hostArm      string
 	hostArmErr   string
+	topology     measure.TopologyFacts // the session's (probe.Session.Facts)
 	targets      []measure.Target
 	results      []measure.Result // windowed overheads
 	raw          []measure.Sample // samples of the last cycle that has any
@@ -425,6 +426,7 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 	a.mu.Lock()
 	e.fioVersion, e.warnings, e.targets = s.FioVersion, s.Warnings, s.Targets()
 	e.hostArm, e.hostArmErr = s.HostArmCgroup, s.HostArmCgroupError
+	e.topology = s.Facts().TopologyFacts
 	a.mu.Unlock()
 	return nil
 }
@@ -598,6 +600,7 @@ func (e *engineState) facts() measure.EngineFacts {
 	f.Runtime = e.runtime()
 	f.FioVersion = e.fioVersion
 	f.HostArmCgroup, f.HostArmCgroupError = e.hostArm, e.hostArmErr
+	f.TopologyFacts = e.topology
 	return f
 }
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cgroup finds the CPU cgroups of a container's process so that the
 // host arm of a measurement can run in them.
 //

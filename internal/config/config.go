@@ -94,6 +94,13 @@ type Engine struct {
 	// targets. It must be on the same file system as the engine's data
 	// root. Empty means "<data root>/layerprobe-scratch".
 	ScratchDir string `yaml:"scratch_dir"`
+	// Topology is where the engine runs (package topology): host (its data
+	// root on this host's disks; every target on the data root's file
+	// system) or vm (Docker Desktop, Lima, Colima, OrbStack, Podman
+	// machine: host is this host's native disk, bind goes through the
+	// VM's file sharing; scratch_dir must then be a host directory the VM
+	// shares writable at the same path). Empty detects it from the engine.
+	Topology string `yaml:"topology"`
 	// ProbeImage names a local image that already contains fio. Empty
 	// means build one from the host's fio binary. Never pulled.
 	ProbeImage string `yaml:"probe_image"`

@@ -209,6 +209,15 @@ func (c *Config) checkEngines(ch *checker) {
 				ch.addf(at+".scratch_dir", "%q is the root directory, want a directory layerprobe owns: it removes what it leaves there", short(d))
 			}
 		}
+		switch e.Topology {
+		case "", "host":
+		case "vm":
+			if e.IsContainerd() {
+				ch.addf(at+".topology", "%q is set on a containerd engine, want it only on a docker engine (containerd's socket is not forwarded out of a VM)", e.Topology)
+			}
+		default:
+			ch.addf(at+".topology", "%q is not a topology, want empty (detect), host or vm", short(e.Topology))
+		}
 		if img := e.ProbeImage; img != "" {
 			if msg := checkImage(img); msg != "" {
 				ch.addf(at+".probe_image", "%q %s, want empty (build one from the host's fio) or the reference of a local image such as \"layerprobe-probe:latest\"", short(img), msg)

@@ -71,7 +71,10 @@ type Info struct {
 	ImageStore    string `json:"image_store"` // "graphdriver" or "containerd"
 	Rootless      bool   `json:"rootless"`
 	KernelVersion string `json:"kernel_version"`
-	OS            string `json:"os"`
+	// Hostname is the engine's host name (docker info's Name): a VM's
+	// own (lima-default, colima, docker-desktop) for an engine in a VM.
+	Hostname string `json:"hostname,omitempty"`
+	OS       string `json:"os"`
 }
 
 // Facts are the engine's part of measure.EngineFacts; the probe adds

@@ -6,6 +6,7 @@
 //	layerprobe probe-helper kill-fio      # stop every fio in the container
 //	layerprobe probe-helper clean DIR...  # empty job directories under /lp
 //	layerprobe probe-helper copyup FILE...  # time the first write+fsync to each copy-up file
+//	layerprobe probe-helper mountinfo     # print the container's mount table
 //	layerprobe probe-helper lookup DIR...   # time a stat walk of the cold image's tree, then a first create in each DIR
 //
 // One verb runs on both sides, as fio does, for the workload fio cannot run:
@@ -41,7 +42,7 @@ const Root = "/lp/"
 // Run executes one helper verb.
 func Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup, lookup, smallfiles or cgexec")
+		return errors.New("probe-helper: want a verb: idle, kill-fio, clean, copyup, lookup, smallfiles, mountinfo or cgexec")
 	}
 	switch args[0] {
 	case "idle":
@@ -58,8 +59,17 @@ func Run(ctx context.Context, args []string) error {
 		return smallFiles(os.Stdout, args[1:])
 	case "cgexec":
 		return cgexec(args[1:])
+	case "mountinfo":
+		// The probe container's mount table, for the host to name the
+		// file system under the bind target (a VM's file sharing).
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return fmt.Errorf("probe-helper mountinfo: %w", err)
+		}
+		_, err = os.Stdout.Write(b)
+		return err
 	default:
-		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup, lookup, smallfiles or cgexec", args[0])
+		return fmt.Errorf("probe-helper: unknown verb %q, want idle, kill-fio, clean, copyup, lookup, smallfiles, mountinfo or cgexec", args[0])
 	}
 }
 

@@ -34,7 +34,7 @@ func TestUnknownVerb(t *testing.T) {
 	if err := Run(context.Background(), nil); err == nil {
 		t.Error("no verb: want an error")
 	}
-	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean, copyup, lookup, smallfiles or cgexec") {
+	if err := Run(context.Background(), []string{"rm"}); err == nil || !strings.Contains(err.Error(), "idle, kill-fio, clean, copyup, lookup, smallfiles, mountinfo or cgexec") {
 		t.Errorf("unknown verb: err = %v", err)
 	}
 }

@@ -25,7 +25,7 @@ func runHost(ctx context.Context, argv []string) (stdout, stderr []byte, exitCod
 	var out, errb bytes.Buffer
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = hostSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, nil, -1, err
 	}

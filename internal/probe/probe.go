@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/hostfs"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
+	"github.com/layerprobe/layerprobe/internal/topology"
 )
 
 // Engine is what a session needs from a container engine (engine.Client
@@ -42,11 +44,14 @@ type Engine interface {
 // Options configure a session.
 type Options struct {
 	EngineName string
-	FioBinary  string           // host fio: name in PATH or absolute path
-	ProbeImage string           // user-named image; "" builds one from FioBinary
-	ScratchDir string           // "" = <data root>/layerprobe-scratch
-	Targets    []measure.Target // non-host targets to measure
-	Mode       measure.Mode     // "" is steady
+	FioBinary  string // host fio: name in PATH or absolute path
+	ProbeImage string // user-named image; "" builds one from FioBinary
+	ScratchDir string // "" = <data root>/layerprobe-scratch
+	// Topology is the configured topology (engines[].topology): "host",
+	// "vm" or "" to detect it (package topology).
+	Topology string
+	Targets  []measure.Target // non-host targets to measure
+	Mode     measure.Mode     // "" is steady
 	// Free-space guard on the data root's file system.
 	MinFreeBytes int64
 	MinFreeRatio float64
@@ -64,7 +69,7 @@ type Options struct {
 
 // Error is an engine-level failure: the engine could not be measured at all.
 type Error struct {
-	Code    string // unreachable, data_root_not_visible, different_filesystem, fio_missing, image, probe, fio_version_mismatch, locked
+	Code    string // unreachable, data_root_not_visible, different_filesystem, host_dir, fio_missing, image, probe, fio_version_mismatch, locked
 	Message string
 	Err     error
 }
@@ -94,6 +99,13 @@ type Session struct {
 	HostArmCgroup      string
 	HostArmCgroupError string
 
+	// topo is the engine's topology; in a VM the same-file-system rule
+	// does not apply, the host arm cannot join the probe container's
+	// cgroups (they are the VM's), and bind goes through the VM's share.
+	topo    topology.Result
+	share   string // the VM's file sharing under the bind target
+	hostFio string // the host arm's fio version when it differs from the image's
+
 	fioPath string // resolved host fio
 	// hostCgroups are the probe container's CPU cgroups, which the host
 	// arm's fio joins (package cgroup says why); empty when it cannot.
@@ -120,6 +132,10 @@ func (s *Session) Facts() measure.EngineFacts {
 	f := s.Info.Facts()
 	f.FioVersion = s.FioVersion
 	f.HostArmCgroup, f.HostArmCgroupError = s.HostArmCgroup, s.HostArmCgroupError
+	if s.topo.Kind != "" {
+		f.TopologyFacts = measure.TopologyFacts{Topology: string(s.topo.Kind), VM: s.topo.Product,
+			Share: s.share, Baseline: topology.Baseline(s.topo.Kind), HostFioVersion: s.hostFio}
+	}
 	return f
 }
 
@@ -148,30 +164,18 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		s.Warnings = append(s.Warnings, "rootless engine: overheads are not comparable with a rootful engine's")
 	}
 
-	if fi, err := os.Stat(info.DataRoot); err != nil || !fi.IsDir() {
-		return nil, fail("data_root_not_visible", err,
-			"the engine's data root %s is not visible here: layerprobe must run on the engine's host (or see the data root at the same path)", info.DataRoot)
-	}
-	s.scratch = opts.ScratchDir
-	if s.scratch == "" {
-		s.scratch = filepath.Join(info.DataRoot, "layerprobe-scratch")
-	}
-	if err := os.MkdirAll(s.scratch, 0o700); err != nil {
-		return nil, fail("scratch", err, "create scratch directory %s: %v", s.scratch, err)
-	}
-	same, err := s.onLayerStorage(s.scratch)
-	if err != nil {
-		return nil, fail("scratch", err, "compare file systems of %s and %s: %v", s.scratch, info.DataRoot, err)
-	}
-	if !same && info.Zpool != "" {
-		return nil, fail("different_filesystem", nil,
-			"scratch directory %s is not on a dataset of zpool %s, where the engine's zfs driver keeps its layers (parent dataset %s): the host target would measure another device; set scratch_dir to a directory on a dataset of that pool",
-			s.scratch, info.Zpool, info.ZFSDataset)
-	}
-	if !same {
-		return nil, fail("different_filesystem", nil,
-			"scratch directory %s is not on the file system of the engine's data root %s: the host target would measure another device; set scratch_dir to a directory on that file system",
-			s.scratch, info.DataRoot)
+	fi, statErr := os.Stat(info.DataRoot)
+	visible := statErr == nil && fi.IsDir()
+	s.topo = topology.Detect(topology.Input{Forced: topology.Kind(opts.Topology), Endpoint: eng.Endpoint(),
+		OperatingSystem: info.OS, EngineHostname: info.Hostname, KernelVersion: info.KernelVersion,
+		GOOS: runtime.GOOS, DataRootVisible: visible, LocalKernel: localKernel(), LocalHostname: localHostname()})
+	s.logger.Info("engine topology", "topology", s.topo.Kind, "vm", s.topo.Product, "reason", s.topo.Reason)
+	if s.topo.Kind == topology.VM {
+		if err := s.prepareVMScratch(); err != nil {
+			return nil, err
+		}
+	} else if err := s.prepareHostScratch(visible, statErr); err != nil {
+		return nil, err
 	}
 
 	// Leftovers of killed layerprobe processes go before anything new
@@ -199,7 +203,7 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		Engine: opts.EngineName, Image: s.imageRef, BindSource: s.scratch,
 		Owner: s.owner, Mode: opts.Mode, Rootless: info.Rootless,
 	}
-	if opts.DeviceWriteIOPS > 0 {
+	if opts.DeviceWriteIOPS > 0 && s.topo.Kind != topology.VM {
 		dev, err := hostfs.DeviceOf(info.DataRoot)
 		if err != nil {
 			return nil, fail("probe", err, "find the data root's device for throttling: %v", err)
@@ -211,13 +215,51 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 		return nil, fail("probe", err, "start the probe container: %v", err)
 	}
 	s.probe = p
-	s.hostCgroups = s.cgroupsOf(p)
+	if s.topo.Kind == topology.VM {
+		s.HostArmCgroup = HostArmNotApplicable
+		s.share = s.shareOf(ctx)
+	} else {
+		s.hostCgroups = s.cgroupsOf(p)
+	}
 	if err := s.checkFioVersions(ctx); err != nil {
 		return nil, err
 	}
 	s.targets = s.checkTargets(opts.Targets)
 	ok = true
 	return s, nil
+}
+
+// prepareHostScratch is the rule for an engine on this host: its data root
+// is visible, and the scratch directory (the host and bind targets) is on
+// its file system, so that every ratio compares one device.
+func (s *Session) prepareHostScratch(visible bool, statErr error) error {
+	info := s.Info
+	if !visible {
+		return fail("data_root_not_visible", statErr,
+			"the engine's data root %s is not visible here: layerprobe must run on the engine's host (or see the data root at the same path); for an engine in a VM set engines[].topology: vm and scratch_dir to a directory the VM shares", info.DataRoot)
+	}
+	s.scratch = s.opts.ScratchDir
+	if s.scratch == "" {
+		s.scratch = filepath.Join(info.DataRoot, "layerprobe-scratch")
+	}
+	if err := os.MkdirAll(s.scratch, 0o700); err != nil {
+		return fail("scratch", err, "create scratch directory %s: %v", s.scratch, err)
+	}
+	same, err := s.onLayerStorage(s.scratch)
+	if err != nil {
+		return fail("scratch", err, "compare file systems of %s and %s: %v", s.scratch, info.DataRoot, err)
+	}
+	if !same && info.Zpool != "" {
+		return fail("different_filesystem", nil,
+			"scratch directory %s is not on a dataset of zpool %s, where the engine's zfs driver keeps its layers (parent dataset %s): the host target would measure another device; set scratch_dir to a directory on a dataset of that pool",
+			s.scratch, info.Zpool, info.ZFSDataset)
+	}
+	if !same {
+		return fail("different_filesystem", nil,
+			"scratch directory %s is not on the file system of the engine's data root %s: the host target would measure another device; set scratch_dir to a directory on that file system",
+			s.scratch, info.DataRoot)
+	}
+	return nil
 }
 
 func (s *Session) sweep(ctx context.Context) {
@@ -248,6 +290,10 @@ func (s *Session) prepareImage(ctx context.Context) error {
 		}
 		s.imageRef = s.opts.ProbeImage
 		return nil
+	}
+	if runtime.GOOS != "linux" {
+		return fail("image", nil,
+			"the probe image cannot be built on %s from the host's fio (not a Linux binary): name an image in the VM with engines[].probe_image (docs/workstations.md shows how to build it there)", runtime.GOOS)
 	}
 	if lookErr != nil {
 		return fail("fio_missing", lookErr,
@@ -288,6 +334,13 @@ func (s *Session) checkFioVersions(ctx context.Context) error {
 	if err != nil {
 		return fail("fio_missing", err, "run host fio: %v", err)
 	}
+	if onHost != inImage && s.topo.Kind == topology.VM {
+		// In a VM the image may carry the VM's fio (a user-named image,
+		// or one built there); the run says so rather than refusing.
+		s.hostFio = onHost
+		s.Warnings = append(s.Warnings, fmt.Sprintf("fio versions differ: host arm %s (native), probe image %s (in the VM): the arms run different fio builds", onHost, inImage))
+		return nil
+	}
 	if onHost != inImage {
 		return fail("fio_version_mismatch", nil, "fio versions differ: host %s, probe image %s; both sides must run the same fio", onHost, inImage)
 	}
@@ -314,7 +367,7 @@ func (s *Session) checkTargets(requested []measure.Target) []measure.Target {
 		case measure.TargetContainer:
 			p = s.probe.LayerDir
 		}
-		if p != "" {
+		if p != "" && s.topo.Kind != topology.VM {
 			same, err := s.onLayerStorage(p)
 			if err == nil && !same {
 				s.Warnings = append(s.Warnings, fmt.Sprintf("target %s skipped: %s is not on the data root's file system", t, p))
@@ -451,7 +504,13 @@ func (s *Session) containerDir(target measure.Target) string {
 // less than the configured reserve: a monitoring tool must never fill the
 // disk it watches.
 func (s *Session) checkSpace(job fio.Job) *measure.Failure {
-	sp, err := hostfs.FreeSpace(s.Info.DataRoot)
+	where := s.Info.DataRoot
+	if s.topo.Kind == topology.VM {
+		// The data root is on the VM's disk, out of sight: guard the
+		// host's, where host and bind write.
+		where = s.scratch
+	}
+	sp, err := hostfs.FreeSpace(where)
 	if err != nil {
 		return &measure.Failure{Reason: measure.ReasonNoSpace, Message: "free-space check: " + err.Error()}
 	}

@@ -161,7 +161,11 @@ func TestPrepareRefusesAndLeavesNothing(t *testing.T) {
 		}
 	})
 	t.Run("data root not visible", func(t *testing.T) {
+		// The engine answers from this host's kernel and host name (an
+		// agent in a container without the data root's mount), so it is
+		// no engine in a VM: refused.
 		eng := enginetest.New("/nonexistent/docker")
+		eng.UpdateInfo(func(i *engine.Info) { i.KernelVersion, i.Hostname = localKernel(), localHostname() })
 		_, err := Prepare(context.Background(), eng, testOptions(t), discard())
 		var perr *Error
 		if !errors.As(err, &perr) || perr.Code != "data_root_not_visible" {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
@@ -183,16 +180,4 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
-}
-
-// syncDataRoot flushes the data root's file system (syncfs).
-func (s *Session) syncDataRoot() {
-	f, err := os.Open(s.Info.DataRoot)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		s.logger.Debug("syncfs of the data root failed", "err", err)
-	}
 }

@@ -107,7 +107,19 @@ func writeEngineInfo(ew *errWriter, e Engine) {
 		rootless = ", rootless"
 	}
 	ew.printf("  engine:       %s%s%s\n", runtimeName(e.Runtime), orDash(e.EngineVersion), rootless)
-	ew.printf("  fio:          %s\n", orDash(e.FioVersion))
+	if e.HostFioVersion != "" {
+		ew.printf("  fio:          %s in the probe image, %s on the host: the arms run different fio builds\n", orDash(e.FioVersion), e.HostFioVersion)
+	} else {
+		ew.printf("  fio:          %s\n", orDash(e.FioVersion))
+	}
+	if e.Topology == "vm" {
+		vm := "a VM"
+		if e.VM != "" {
+			vm = e.VM + "'s VM"
+		}
+		ew.printf("  topology:     vm: the engine runs in %s; every ratio below is against the NATIVE HOST DISK, not a same-disk overhead\n", vm)
+		ew.printf("                host = this host's disk, bind = host directory through the VM's %s share, volume and container = the VM's disk\n", orDash(e.Share))
+	}
 }
 
 // writeEngineBody writes the host arm's cgroup alarm, the warnings, the

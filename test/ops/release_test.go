@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"debug/elf"
+	"debug/macho"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -226,7 +227,9 @@ func TestReleaseArtifacts(t *testing.T) {
 	var want []string
 	for _, arch := range []string{"amd64", "arm64"} {
 		want = append(want, "layerprobe-"+version+".linux-"+arch+".tar.gz", "layerprobe-"+version+".linux-"+arch+".cdx.json",
-			"layerprobe_"+version+"_"+arch+".deb")
+			"layerprobe_"+version+"_"+arch+".deb",
+			// darwin: archives and SBOMs, no .deb.
+			"layerprobe-"+version+".darwin-"+arch+".tar.gz", "layerprobe-"+version+".darwin-"+arch+".cdx.json")
 	}
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
 	if err != nil {
@@ -272,6 +275,27 @@ func TestReleaseArtifacts(t *testing.T) {
 				t.Errorf("released binary's --version:\n%s\nwant version %s, revision %s and the commit's date", v.stdout, version, rev)
 			}
 		}
+	}
+
+	// The darwin binaries: Mach-O of their architecture, and no package.
+	for arch, cpu := range map[string]macho.Cpu{"amd64": macho.CpuAmd64, "arm64": macho.CpuArm64} {
+		bins, _ := filepath.Glob(filepath.Join(dist, "layerprobe_darwin_"+arch+"_*", "layerprobe"))
+		if len(bins) != 1 {
+			t.Errorf("darwin/%s binary: %v", arch, bins)
+			continue
+		}
+		f, err := macho.Open(bins[0])
+		if err != nil {
+			t.Errorf("darwin/%s binary: %v", arch, err)
+			continue
+		}
+		if f.Cpu != cpu {
+			t.Errorf("darwin/%s binary is for %v", arch, f.Cpu)
+		}
+		f.Close()
+	}
+	if debs, _ := filepath.Glob(filepath.Join(dist, "*darwin*.deb")); len(debs) > 0 {
+		t.Errorf("darwin .deb packages: %v", debs)
 	}
 
 	// The SBOM names the modules compiled in.

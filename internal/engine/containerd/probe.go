@@ -210,7 +210,7 @@ func withWriteIOPS(s *specs.Spec, device string, iops uint64) error {
 		s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{}
 	}
 	dev := specs.LinuxThrottleDevice{Rate: iops}
-	dev.Major, dev.Minor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+	dev.Major, dev.Minor = int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev)))
 	s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice = append(s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice, dev)
 	return nil
 }

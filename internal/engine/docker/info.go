@@ -54,6 +54,7 @@ func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 		ImageStore:    "graphdriver",
 		Rootless:      slices.ContainsFunc(si.SecurityOptions, isRootlessOption),
 		KernelVersion: si.KernelVersion,
+		Hostname:      si.Name,
 		OS:            firstNonEmpty(si.OperatingSystem, si.OSType, ver.Os),
 	}
 	c.setRuntime(info.Runtime, info.APIVersion)

@@ -211,6 +211,9 @@ func TestInfoRecordedEngines(t *testing.T) {
 			}
 			want := tt.want
 			want.Name, want.Endpoint = "rec", re.host()
+			// Hostname is docker info's Name: every answer here was
+			// recorded on the development machine, whose host name is vm.
+			want.Hostname = "vm"
 			if tt.noteSubstr == "" {
 				if got.DriverNote != "" {
 					t.Errorf("DriverNote = %q, want none", got.DriverNote)

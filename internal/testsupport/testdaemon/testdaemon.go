@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package testdaemon starts private container engines for tests: dockerd,
 // Podman's Docker-compatible API service, or containerd without Docker.
 //
