@@ -2,6 +2,7 @@ package measure
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/layerprobe/layerprobe/internal/stats"
@@ -51,7 +52,16 @@ type LookupSummary struct {
 	ExtraCILow       float64 `json:"extra_ci_low"`
 	ExtraCIHigh      float64 `json:"extra_ci_high"`
 	Coverage         float64 `json:"coverage"`
+	// Withheld: coverage below the confidence, bounds NaN (null), as
+	// Overhead.Withheld.
+	Withheld bool `json:"interval_withheld,omitempty"`
 }
+
+// MarshalJSON implements json.Marshaler: NaN and ±Inf become null.
+func (l LookupSummary) MarshalJSON() ([]byte, error) { return marshalFigures(l) }
+
+// UnmarshalJSON implements json.Unmarshaler: null figures read as NaN.
+func (l *LookupSummary) UnmarshalJSON(b []byte) error { return unmarshalFigures(b, l, false) }
 
 // Lookup is the cold probe's lookups and first creates in the image's own
 // directories, beside copy-up.
@@ -92,8 +102,12 @@ func SummarizeLookup(samples []LookupSample, confidence float64) []LookupSummary
 			continue
 		}
 		ci := stats.MedianCI(ds, confidence)
-		out = append(out, LookupSummary{Op: op, Rounds: len(ds), HostSeconds: stats.Median(hs), ContainerSeconds: stats.Median(cs),
-			ExtraSeconds: ci.Median, ExtraCILow: ci.Low, ExtraCIHigh: ci.High, Coverage: ci.Coverage})
+		ls := LookupSummary{Op: op, Rounds: len(ds), HostSeconds: stats.Median(hs), ContainerSeconds: stats.Median(cs),
+			ExtraSeconds: ci.Median, ExtraCILow: ci.Low, ExtraCIHigh: ci.High, Coverage: ci.Coverage}
+		if ci.Coverage < confidence {
+			ls.ExtraCILow, ls.ExtraCIHigh, ls.Withheld = math.NaN(), math.NaN(), true
+		}
+		out = append(out, ls)
 	}
 	slices.SortFunc(out, func(a, b LookupSummary) int {
 		return cmp.Compare(slices.Index(LookupOps, a.Op), slices.Index(LookupOps, b.Op))

@@ -229,13 +229,12 @@ func writeLookup(ew *errWriter, l *measure.Lookup, conf float64) bool {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  OPERATION\tHOST\tCONTAINER\tEXTRA [%s CI]\tROUNDS\n", formatPercentPlain(100*conf))
 	for _, s := range l.Summaries {
-		mark := ""
-		if s.Coverage < conf {
-			mark, low = ciMarker, true
+		extra := fmt.Sprintf("%s [%s–%s]", formatLatency(s.ExtraSeconds), formatLatency(s.ExtraCILow), formatLatency(s.ExtraCIHigh))
+		if s.Withheld || s.Coverage < conf {
+			extra, low = formatLatency(s.ExtraSeconds)+" [no interval]"+ciMarker, true
 		}
 		name := map[string]string{measure.LookupWalk: "stat walk", measure.LookupDirCreate: "first create in a directory"}[s.Op]
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s [%s–%s]%s\t%d\n", name, formatLatency(s.HostSeconds), formatLatency(s.ContainerSeconds),
-			formatLatency(s.ExtraSeconds), formatLatency(s.ExtraCILow), formatLatency(s.ExtraCIHigh), mark, s.Rounds)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", name, formatLatency(s.HostSeconds), formatLatency(s.ContainerSeconds), extra, s.Rounds)
 	}
 	_ = tw.Flush()
 	return low
