@@ -45,7 +45,7 @@ func TestRunProgress(t *testing.T) {
 	}
 	run := decode("plain", res.stdout)
 	lines := strings.Split(strings.TrimSuffix(res.stderr, "\n"), "\n")
-	roundLine := regexp.MustCompile(`^\[default\] round (\d+) done: (seqwrite|randwrite|fsync) \| (\d+ of )?\d+ MiB written( \| widest interval ±[\d.]+ pts)? \| \d+:\d\d elapsed, (about \d+:\d\d left|--:-- left|finished)$`)
+	roundLine := regexp.MustCompile(`^\[default\] round (\d+) done: (seqwrite|randwrite|fsync|smallfiles) \| (\d+ of )?\d+ MiB written( \| widest interval ±[\d.]+ pts)? \| \d+:\d\d elapsed, (about \d+:\d\d left|--:-- left|finished)$`)
 	if len(lines) != 1+run.Engines[0].Rounds || lines[0] != "[default] laying out the job files on every target" {
 		t.Errorf("stderr has %d lines for %d rounds, want the layout line and one per round:\n%s", len(lines), run.Engines[0].Rounds, res.stderr)
 	}

@@ -84,8 +84,8 @@ func TestAgentKilledMidCycle(t *testing.T) {
 		cs[0].Result != "interrupted" || cs[0].Reason != "interrupted" {
 		t.Errorf("cycles after the restart: %+v; want #%d ok and #%d interrupted", cs, first.ID, killed.ID)
 	}
-	if n := len(a.samples(t, first.ID)); n != firstSamples || n != 12 {
-		t.Errorf("cycle #%d has %d samples after the restart, %d before; want 12", first.ID, n, firstSamples)
+	if n := len(a.samples(t, first.ID)); n != firstSamples || n != 16 {
+		t.Errorf("cycle #%d has %d samples after the restart, %d before; want 16 (4 jobs on 4 targets)", first.ID, n, firstSamples)
 	}
 	resumed := a.newCycle(t, killed.ID, 2*time.Minute)
 	if resumed.Result != "ok" || resumed.Trigger != "schedule" {

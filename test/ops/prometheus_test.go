@@ -164,7 +164,7 @@ agent:
   rounds_per_cycle: 3
   cold_rounds: 6
   window_rounds: 6
-  daily_byte_budget: 4GiB
+  daily_byte_budget: 16GiB
   max_io_pressure: 100
   max_disk_util: 1
   churn_quiet_period: 0s
@@ -598,7 +598,7 @@ func expectedVariableValues(name, agentAddr string) []string {
 	case "target":
 		return []string{"bind", "container", "volume"}
 	case "workload":
-		return []string{"fsync", "randwrite", "seqwrite"}
+		return []string{"fsync", "randwrite", "seqwrite", "smallfiles"}
 	}
 	return nil
 }

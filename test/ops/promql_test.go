@@ -306,6 +306,8 @@ var modeMetrics = map[string]bool{
 // coldMetrics exist only where the cold probe has run.
 var coldMetrics = map[string]bool{
 	"layerprobe_copyup_latency_seconds": true, "layerprobe_copyup_cost_seconds_per_byte": true, "layerprobe_backing_fs_reflink": true,
+	"layerprobe_startup_seconds": true, "layerprobe_startup_device_written_bytes": true,
+	"layerprobe_startup_seconds_per_byte": true, "layerprobe_startup_written_bytes_per_image_byte": true,
 }
 
 // The two mode selections the rules and dashboards use: steady state

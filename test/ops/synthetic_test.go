@@ -110,6 +110,8 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 		"seqwrite":  {"iops", "bandwidth", "latency_p50", "latency_p99"},
 		"randwrite": {"iops", "bandwidth", "latency_p50", "latency_p99"},
 		"fsync":     {"iops", "bandwidth", "latency_p50", "latency_p99", "fsync_p99"},
+		// The helper's file operations: ops/s as iops, and their latency.
+		"smallfiles": {"iops", "latency_p50", "latency_p99"},
 	}
 	// Steady overheads: container 30% slower, volume 10%, bind (the host
 	// directory) 1%; every lower bound stays under LayerprobeFsyncOverheadHigh's
@@ -128,7 +130,7 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	// Raw figures: a speed factor per target and mode.
 	raw := func(mode, target string, speed float64, jobs ...string) {
 		for _, job := range jobs {
-			ops := map[string][]string{"seqwrite": {"write"}, "randwrite": {"write"}, "fsync": {"read", "write"}}[job]
+			ops := map[string][]string{"seqwrite": {"write"}, "randwrite": {"write"}, "fsync": {"read", "write"}, "smallfiles": {"write"}}[job]
 			for _, op := range ops {
 				l := withMode(mode, kvs("target", target, "workload", job, "op", op)...)
 				gauge("layerprobe_iops", 1000*speed, l...)
@@ -145,7 +147,7 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 		}
 	}
 	for target, speed := range map[string]float64{"host": 1, "container": 0.77, "bind": 0.99, "volume": 0.9} {
-		raw("steady", target, speed, "seqwrite", "randwrite", "fsync")
+		raw("steady", target, speed, "seqwrite", "randwrite", "fsync", "smallfiles")
 		gauge("layerprobe_written_bytes_total", 1<<30, "engine", "default", "target", target)
 	}
 	for _, r := range []string{"ok", "failed", "skipped", "interrupted"} {
@@ -202,6 +204,14 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 		gauge("layerprobe_copyup_latency_seconds", 0.002+float64(size)*2e-9, kvs("target", "container", "size_bytes", strconv.Itoa(size))...)
 	}
 	gauge("layerprobe_copyup_cost_seconds_per_byte", 2e-9, ed...)
+	// Start-up cost from the last cold cycle: overlay2 shares the image's
+	// layers, so a larger image costs neither time nor bytes.
+	for _, size := range []int{10 << 20, 100 << 20, 500 << 20} {
+		gauge("layerprobe_startup_seconds", 0.35, kvs("image_bytes", strconv.Itoa(size))...)
+		gauge("layerprobe_startup_device_written_bytes", 4<<20, kvs("image_bytes", strconv.Itoa(size))...)
+	}
+	gauge("layerprobe_startup_seconds_per_byte", 1e-12, ed...)
+	gauge("layerprobe_startup_written_bytes_per_image_byte", 0.001, ed...)
 	gauge("layerprobe_backing_fs_reflink", 0, "engine", "default", "backing_fs", "extfs")
 	return a
 }

@@ -442,7 +442,11 @@ func agentCycle(t *testing.T, cfg string, env []string, v *vmEngine) (stop func(
 		t.Fatal(err)
 	}
 	agentCfg := filepath.Join(v.dir, "agent.yaml")
-	agentYAML := string(b) + fmt.Sprintf("profile: smoke\nagent:\n  listen_address: 127.0.0.1:%d\n  state_dir: %s\n  interval: 1h\n  budget:\n    rounds: 1\n", port, state)
+	// The busy-host guards off, as in every agent test: the rest of the
+	// suite loads this machine's disk and CPUs meanwhile, and a skipped
+	// cycle would measure nothing.
+	agentYAML := string(b) + fmt.Sprintf("profile: smoke\nagent:\n  listen_address: 127.0.0.1:%d\n  state_dir: %s\n  interval: 1h\n  jitter: 0\n"+
+		"  cold_interval: 0s\n  max_io_pressure: 100\n  max_disk_util: 1\n  churn_quiet_period: 0s\n  budget:\n    rounds: 1\n", port, state)
 	if err := os.WriteFile(agentCfg, []byte(agentYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
