@@ -2,5 +2,6 @@
 // and Grafana dashboards, configured through _config (config.libsonnet).
 (import 'config.libsonnet') +
 (import 'rules/rules.libsonnet') +
+(import 'rules/fleet.libsonnet') +
 (import 'alerts/alerts.libsonnet') +
 (import 'dashboards/dashboards.libsonnet')
