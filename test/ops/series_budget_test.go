@@ -190,6 +190,13 @@ advisor:
 	// one more scrape after every engine's cycles are in.
 	time.Sleep(2 * time.Second)
 	raw, ms := api.Scrape(t)
+	// LAYERPROBE_RECORD_SCRAPE=FILE keeps this scrape: the fleet test bed's
+	// recorded agent output (testdata/agent-scrape.prom) was made so.
+	if p := os.Getenv("LAYERPROBE_RECORD_SCRAPE"); p != "" {
+		if err := os.WriteFile(p, []byte(raw), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	total, perEngine, agentWide := 0, map[string]int{}, 0
 	perFamily := map[string]int{}
