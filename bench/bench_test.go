@@ -206,6 +206,11 @@ func TestBench(t *testing.T) {
 		res.Engines = runs
 		return err
 	})
+	section("fleet", func(t *testing.T) error {
+		fr, err := runFleet(ctx, t, s, p)
+		res.Fleet = fr
+		return err
+	})
 
 	if rr != nil {
 		rr.FinishedAt = time.Now().UTC()

@@ -32,6 +32,7 @@ func writeReport(s settings, r *results) error {
 	writeDetection(w, s, r)
 	writeFootprint(w, s, r)
 	writeEngines(w, r)
+	writeFleet(w, r)
 	writeReproduce(w, r)
 	if err := os.WriteFile(s.reportPath(), []byte(w.String()), 0o644); err != nil {
 		return fmt.Errorf("write report: %w", err)

@@ -52,6 +52,8 @@ type results struct {
 	Footprint json.RawMessage `json:"footprint,omitempty"`
 	// Engines is one default run per engine and storage driver.
 	Engines []engineRun `json:"engines,omitempty"`
+	// Fleet is one Prometheus over generated fleets (bench/fleet.go).
+	Fleet *fleetResults `json:"fleet,omitempty"`
 	// Carried are sections copied unchanged from an earlier results file
 	// instead of being measured in this run; the report says so.
 	Carried []carried `json:"carried,omitempty"`

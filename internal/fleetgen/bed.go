@@ -33,6 +33,10 @@ type Bed struct {
 	Flags []string
 	// Interval is the global scrape and evaluation interval (0: 1m).
 	Interval time.Duration
+	// SelfPlaceholder, when set, is replaced in the scrape configurations
+	// by Prometheus' own address (known only when it starts), so that it
+	// can scrape itself.
+	SelfPlaceholder string
 	// Log receives Prometheus' output.
 	Log io.Writer
 
@@ -77,6 +81,13 @@ func (b *Bed) Start(ctx context.Context, scrapeConfigs string) error {
 	if err := os.MkdirAll(b.Data(), 0o755); err != nil {
 		return err
 	}
+	// rule_files are globs: one that matches nothing is skipped silently.
+	if !filepath.IsAbs(b.Rules) {
+		return fmt.Errorf("rule file %s: want an absolute path", b.Rules)
+	}
+	if _, err := os.Stat(b.Rules); err != nil {
+		return fmt.Errorf("rule file: %w", err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -96,6 +107,9 @@ func (b *Bed) Start(ctx context.Context, scrapeConfigs string) error {
 	}
 	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n%srule_files:\n  - %s\n", iv, iv, ext.String(), b.Rules)
 	if scrapeConfigs != "" {
+		if b.SelfPlaceholder != "" {
+			scrapeConfigs = strings.ReplaceAll(scrapeConfigs, b.SelfPlaceholder, b.addr)
+		}
 		cfg += "scrape_configs:\n" + scrapeConfigs
 	}
 	cfgPath := filepath.Join(b.Dir, "prometheus.yml")

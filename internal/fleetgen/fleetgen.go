@@ -255,7 +255,7 @@ func (h Host) value(rec *Recording, si int, t time.Time, cfg Config) (float64, b
 		if n == 0 {
 			return 0, false
 		}
-		v := s.Value
+		var v float64
 		switch l["target"] {
 		case "container", "volume":
 			mul := h.factor
