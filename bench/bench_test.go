@@ -207,7 +207,7 @@ func TestBench(t *testing.T) {
 		return err
 	})
 	section("fleet", func(t *testing.T) error {
-		fr, err := runFleet(ctx, t, s, p)
+		fr, err := runFleet(ctx, t, s, p, func(fr *fleetResults) { res.Fleet = fr; save() })
 		res.Fleet = fr
 		return err
 	})
