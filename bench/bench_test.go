@@ -214,6 +214,11 @@ func TestBench(t *testing.T) {
 		res.Install = runs
 		return err
 	})
+	section("fleet", func(t *testing.T) error {
+		fr, err := runFleet(ctx, t, s, p, func(fr *fleetResults) { res.Fleet = fr; save() })
+		res.Fleet = fr
+		return err
+	})
 
 	if rr != nil {
 		rr.FinishedAt = time.Now().UTC()

@@ -71,7 +71,7 @@ func sectionNames() []string {
 		// The two run as one when both are selected (interleave).
 		out = append(out, "reference-"+d+"+defaults-"+d)
 	}
-	return append(out, "detection", "footprint", "engines", "install")
+	return append(out, "detection", "footprint", "engines", "install", "fleet")
 }
 
 // sectionKinds are the per-driver sections.

@@ -34,6 +34,7 @@ func writeReport(s settings, r *results) error {
 	writeFootprint(w, s, r)
 	writeEngines(w, r)
 	writeInstall(w, r)
+	writeFleet(w, r)
 	writeReproduce(w, r)
 	writeRerunLog(w, r)
 	if err := os.WriteFile(s.reportPath(), []byte(w.String()), 0o644); err != nil {

@@ -54,6 +54,8 @@ type results struct {
 	Engines []engineRun `json:"engines,omitempty"`
 	// Install is the package-install cross-check per Docker driver.
 	Install []installRun `json:"install,omitempty"`
+	// Fleet is one Prometheus over generated fleets (bench/fleet.go).
+	Fleet *fleetResults `json:"fleet,omitempty"`
 	// Carried are sections copied unchanged from an earlier results file
 	// instead of being measured in this run; the report says so.
 	Carried []carried `json:"carried,omitempty"`

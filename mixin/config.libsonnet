@@ -20,6 +20,19 @@
     // and matches everything.
     showMultiCluster: true,
 
+    // Label matchers that select node_exporter's node_uname_info, whose
+    // release label (the kernel) the fleet rules join to each host, e.g.
+    // 'job="node"'. Empty: every node_uname_info series.
+    nodeExporterSelector: '',
+    // The fleet rules join node_exporter to layerprobe on the host: the
+    // instance label without its port (host-1:9100 and host-1:9811 are
+    // both host-1). A regex with one capture group, anchored by PromQL.
+    hostFromInstanceRegex: '(.+?)(?::[0-9]+)?',
+    // Evaluation interval of the fleet recording rules. The agents publish
+    // new figures once a cycle (6h); 5m keeps the fleet views fresh and
+    // the rules' cost a fifth of a 1m evaluation.
+    fleetRulesInterval: '5m',
+
     // The agent's cycle interval (agent.interval). Everything below that
     // waits for "two cycles" is derived from it.
     agentIntervalHours: 6,

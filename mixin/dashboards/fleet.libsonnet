@@ -2,6 +2,46 @@
 // %(sel)s for the cluster, job and instance matchers (lib/grafana.libsonnet).
 local g = import '../lib/grafana.libsonnet';
 
+// A table of instant queries merged on their labels: names renames the
+// value columns ("Value #A": "median"), order puts columns first, hide
+// drops the labels nobody needs, hostLinks links the instance column to
+// the host dashboard.
+local mergedTable(id, title, description, pos, unit, targets, names, order, hide=[], sortBy=null, hostLinks=false) =
+  g.panel.table + {
+    id: id,
+    title: title,
+    description: description,
+    gridPos: pos,
+    fieldConfig+: {
+      defaults+: { unit: unit },
+      overrides: if hostLinks then [{
+        matcher: { id: 'byName', options: 'instance' },
+        properties: [{
+          id: 'links',
+          value: [{
+            title: 'Open the host detail dashboard',
+            url: '/d/layerprobe-host/layerprobe-host-detail?${__url_time_range}&var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__data.fields.instance}',
+          }],
+        }],
+      }] else [],
+    },
+    options+: if sortBy != null then { sortBy: [{ displayName: sortBy, desc: true }] } else {},
+    transformations: [
+      { id: 'merge', options: {} },
+      {
+        id: 'organize',
+        options: {
+          excludeByName: { [l]: true for l in ['Time', '__name__'] + hide },
+          renameByName: names,
+          indexByName: { [order[i]]: i for i in std.range(0, std.length(order) - 1) },
+        },
+      },
+    ],
+    targets: targets,
+  };
+// A column of a merged table in another unit.
+local unitOf(column, unit) = { fieldConfig+: { overrides+: [{ matcher: { id: 'byName', options: column }, properties: [{ id: 'unit', value: unit }] }] } };
+
 function(c)
   local q = g.query(c);
   g.dashboard(
@@ -751,5 +791,154 @@ function(c)
           g.target(q("max by (job, instance, engine) (layerprobe_backing_fs_reflink{%(sel)s, engine=~\"$engine\"}) * on (job, instance, engine) group_left (driver, backing_fs) max by (job, instance, engine, driver, backing_fs) (layerprobe_engine_info{%(sel)s, engine=~\"$engine\"})"), "__auto", refId="F", instant=true, format="table"),
         ],
       },
+      g.row(26, "Fleet: drivers, kernels and hosts that pay the most", y=60),
+      mergedTable(
+        27,
+        "Overhead by storage driver ($target)",
+        "The spread of the steady overheads over every engine of each storage driver in the selected cluster and job (the fleet recording rules over all instances: the instance and engine selections do not apply): median, 90th percentile and worst fsync p99 overhead of the $target target, median random 4 KiB write IOPS overhead (the copy-on-write cost of the layer for data), and the number of engines. 0.5 = 50% slower than the host.",
+        g.pos(x=0, y=61, w=12, h=8),
+        'percentunit',
+        [
+          g.target(q("max by (driver) (job_driver_target:layerprobe_overhead_ratio:quantile{%(fleet)s, quantile=\"0.5\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", instant=true, format="table"),
+          g.target(q("max by (driver) (job_driver_target:layerprobe_overhead_ratio:quantile{%(fleet)s, quantile=\"0.9\", mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("max by (driver) (job_driver_target:layerprobe_overhead_ratio:max{%(fleet)s, mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="C", instant=true, format="table"),
+          g.target(q("max by (driver) (job_driver_target:layerprobe_overhead_ratio:quantile{%(fleet)s, quantile=\"0.5\", mode=~\"steady|\", target=\"$target\", workload=\"randwrite\", metric=\"iops\"})"), "__auto", refId="D", instant=true, format="table"),
+          g.target(q("sum by (driver) (job_driver_target:layerprobe_overhead_ratio:count{%(fleet)s, mode=~\"steady|\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="E", instant=true, format="table"),
+        ],
+        { 'Value #A': 'fsync p99 median', 'Value #B': 'fsync p99 p90', 'Value #C': 'fsync p99 worst', 'Value #D': 'random write IOPS median', 'Value #E': 'engines' },
+        ['driver', 'Value #A', 'Value #B', 'Value #C', 'Value #D', 'Value #E'],
+        sortBy='fsync p99 median',
+      ) + unitOf('engines', 'short'),
+      mergedTable(
+        28,
+        "Overhead by kernel and storage driver ($target)",
+        "The same spread per kernel release and driver. The kernel is node_exporter's node_uname_info release, joined on the host name (the instance without its port): a host without node_exporter, or whose node_exporter instance names it otherwise, reads \"unknown\" (its kernel is not known). Median and 90th percentile fsync p99 overhead, median random write IOPS overhead, engines.",
+        g.pos(x=12, y=61, w=12, h=8),
+        'percentunit',
+        [
+          g.target(q("max by (release, driver) (job_release_driver_target:layerprobe_overhead_ratio:quantile{%(fleet)s, quantile=\"0.5\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", instant=true, format="table"),
+          g.target(q("max by (release, driver) (job_release_driver_target:layerprobe_overhead_ratio:quantile{%(fleet)s, quantile=\"0.9\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("max by (release, driver) (job_release_driver_target:layerprobe_overhead_ratio:quantile{%(fleet)s, quantile=\"0.5\", target=\"$target\", workload=\"randwrite\", metric=\"iops\"})"), "__auto", refId="C", instant=true, format="table"),
+          g.target(q("sum by (release, driver) (job_release_driver_target:layerprobe_overhead_ratio:count{%(fleet)s, target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="D", instant=true, format="table"),
+        ],
+        { 'Value #A': 'fsync p99 median', 'Value #B': 'fsync p99 p90', 'Value #C': 'random write IOPS median', 'Value #D': 'engines', release: 'kernel' },
+        ['release', 'driver', 'Value #A', 'Value #B', 'Value #C', 'Value #D'],
+        sortBy='fsync p99 median',
+      ) + unitOf('engines', 'short'),
+      mergedTable(
+        29,
+        "Hosts that pay the most: fsync and the container layer ($target)",
+        "The 25 engines with the highest steady fsync p99 overhead in the $target target, with their kernel (\"unknown\" without node_exporter), driver, and random 4 KiB write IOPS and sequential write bandwidth overheads. Click a host for its detail.",
+        g.pos(x=0, y=69, w=18, h=9),
+        'percentunit',
+        [
+          g.target(q("topk(25, instance_engine_target:layerprobe_overhead_ratio:kernel{%(sel)s, engine=~\"$engine\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", instant=true, format="table"),
+          g.target(q("instance_engine_target:layerprobe_overhead_ratio:kernel{%(sel)s, engine=~\"$engine\", target=\"$target\", workload=\"randwrite\", metric=\"iops\"} and on (job, instance, engine) topk(25, instance_engine_target:layerprobe_overhead_ratio:kernel{%(sel)s, engine=~\"$engine\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("instance_engine_target:layerprobe_overhead_ratio:kernel{%(sel)s, engine=~\"$engine\", target=\"$target\", workload=\"seqwrite\", metric=\"bandwidth\"} and on (job, instance, engine) topk(25, instance_engine_target:layerprobe_overhead_ratio:kernel{%(sel)s, engine=~\"$engine\", target=\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "__auto", refId="C", instant=true, format="table"),
+        ],
+        { 'Value #A': 'fsync p99', 'Value #B': 'random write IOPS', 'Value #C': 'sequential write bandwidth', release: 'kernel' },
+        ['instance', 'engine', 'driver', 'release', 'Value #A', 'Value #B', 'Value #C'],
+        hide=['workload', 'metric', 'target', 'mode', 'host'],
+        sortBy='fsync p99',
+        hostLinks=true,
+      ),
+      g.panel.stat + {
+        id: 30,
+        title: "Hosts without a known kernel",
+        description: "Hosts whose steady overheads have no node_exporter node_uname_info to join (no node_exporter, or one whose instance names the host otherwise): the kernel columns read \"unknown\" for them. 0 when every host's kernel is known.",
+        gridPos: g.pos(x=18, y=69, w=6, h=9),
+        fieldConfig+: {
+          defaults+: {
+            unit: "short",
+            thresholds: {
+              mode: "absolute",
+              steps: [{"color": "green", "value": null}, {"color": "orange", "value": 1}],
+            },
+            color: { mode: "thresholds" },
+          },
+        },
+        options+: { colorMode: "background", textMode: "auto" },
+        targets: [
+          g.target(q("count(count by (job, instance) (instance_engine_target:layerprobe_overhead_ratio:kernel{%(sel)s, engine=~\"$engine\", release=\"unknown\"})) or vector(0)"), "__auto", instant=true),
+        ],
+      },
+      g.row(31, "Fleet: regressions, agents that stopped reporting, databases in layers", y=78),
+      mergedTable(
+        32,
+        "Hosts with an fsync regression in the last day",
+        "Targets whose regression detector said regressed at any time in the last day (recorded every 5m), whether it still does, and how far their steady fsync p99 overhead moved against the same time a day earlier. Click a host for its detail.",
+        g.pos(x=0, y=79, w=14, h=8),
+        'short',
+        [
+          g.target(q("instance_engine_target:layerprobe_fsync_regression:max1d{%(sel)s, engine=~\"$engine\"}"), "__auto", instant=true, format="table"),
+          g.target(q("instance_engine_target:layerprobe_fsync_regression:flagged{%(sel)s, engine=~\"$engine\"}"), "__auto", refId="B", instant=true, format="table"),
+          g.target(q("max without (workload, metric, mode) (instance_engine_target:layerprobe_fsync_overhead:delta1d{%(sel)s, engine=~\"$engine\"}) and on (job, instance, engine, target) instance_engine_target:layerprobe_fsync_regression:max1d{%(sel)s, engine=~\"$engine\"}"), "__auto", refId="C", instant=true, format="table"),
+        ],
+        { 'Value #A': 'regressed in the day', 'Value #B': 'regressed now', 'Value #C': 'fsync p99 overhead change in a day' },
+        ['instance', 'engine', 'driver', 'target', 'Value #A', 'Value #B', 'Value #C'],
+        hostLinks=true,
+      ) + unitOf('fsync p99 overhead change in a day', 'percentunit'),
+      g.panel.bargauge + {
+        id: 33,
+        title: "Largest rise of fsync p99 overhead in a day ($target)",
+        description: "The 25 engines whose steady fsync p99 overhead in the $target target rose most against the same time a day earlier (absent before a day of history): a regression the detector may not have confirmed yet. 0.2 = 20 points more overhead than a day ago.",
+        gridPos: g.pos(x=14, y=79, w=10, h=8),
+        fieldConfig+: {
+          defaults+: {
+            unit: "percentunit",
+            thresholds+: {
+              steps: [{ color: "green", value: null }, { color: "orange", value: 0.1 }, { color: "red", value: 0.25 }],
+            },
+          },
+        },
+        targets: [
+          g.target(q("sort_desc(topk(25, instance_engine_target:layerprobe_fsync_overhead:delta1d{%(sel)s, engine=~\"$engine\", target=\"$target\"}))"), "{{instance}} {{engine}}", instant=true),
+        ],
+      },
+      g.panel.timeseries + {
+        id: 34,
+        title: "Confirmed fsync regressions per storage driver",
+        description: "Targets whose regression detector says regressed, per storage driver, over the time range (the fleet recording rules: the selected cluster and job, all instances).",
+        gridPos: g.pos(x=0, y=87, w=12, h=8),
+        fieldConfig+: { defaults+: { unit: "short" } },
+        targets: [
+          g.target(q("sum by (driver) (job_driver:layerprobe_fsync_regression:count{%(fleet)s})"), "{{driver}}"),
+        ],
+      },
+      mergedTable(
+        35,
+        "Agents that stopped reporting",
+        "Agents Prometheus scraped in the last day and does not now (no layerprobe_build_info): down, unreachable, or taken out of the scrape configuration (then listed for a day). Agents that answer but whose figures are old count under Stale engines.",
+        g.pos(x=12, y=87, w=12, h=8),
+        'short',
+        [
+          g.target(q("instance:layerprobe_agent:stopped_reporting{%(sel)s}"), "__auto", instant=true, format="table"),
+        ],
+        { 'Value #A': 'seen in the last day' },
+        ['instance', 'job', 'Value #A'],
+        hostLinks=true,
+      ),
+      g.panel.piechart + {
+        id: 36,
+        title: "Databases in writable layers, by kind",
+        description: "Top containers (advisor.metrics_top_n per engine) of a known database or queue whose data directory is on no volume or bind mount, per database, over the selected cluster and job. The table beside counts all of them, top or not, per host.",
+        gridPos: g.pos(x=0, y=95, w=10, h=8),
+        targets: [
+          g.target(q("sum by (database) (job_database:layerprobe_container_database_in_layer:count{%(fleet)s})"), "{{database}}", instant=true),
+        ],
+      },
+      mergedTable(
+        37,
+        "Hosts with databases in their writable layer",
+        "Per host and engine: containers of a known database or queue keeping their data in the writable layer (all of them, layerprobe_databases_in_layer). Click a host for its detail; LayerprobeDatabaseInWritableLayer alerts on them.",
+        g.pos(x=10, y=95, w=14, h=8),
+        'short',
+        [
+          g.target(q("sort_desc(layerprobe_databases_in_layer{%(sel)s, engine=~\"$engine\"} > 0)"), "__auto", instant=true, format="table"),
+        ],
+        { 'Value #A': 'databases in the layer' },
+        ['instance', 'engine', 'Value #A'],
+        hostLinks=true,
+      ),
     ],
   )

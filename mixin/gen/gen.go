@@ -157,7 +157,7 @@ func marshalJSON(v any) ([]byte, error) {
 
 // keyOrder puts the keys people read first in Prometheus rules and
 // Kubernetes objects first; the rest follow alphabetically.
-var keyOrder = []string{"apiVersion", "kind", "metadata", "spec", "name", "namespace", "groups", "rules",
+var keyOrder = []string{"apiVersion", "kind", "metadata", "spec", "name", "namespace", "interval", "groups", "rules",
 	"record", "alert", "expr", "for", "labels", "annotations", "summary", "description", "runbook_url"}
 
 // marshalYAML writes v (maps, slices, strings, json.Number, bools) as

@@ -33,8 +33,15 @@ local panel(type) = { type: type, datasource: datasource };
 
   // query(c) returns the function that fills the agent selector into a
   // panel's expression: %(sel)s becomes the cluster, job and instance
-  // matchers. (A literal % in PromQL is written %%.)
-  query(c):: function(expr) expr % { sel: $.agentMatchers(c) },
+  // matchers, %(fleet)s the cluster and job matchers alone (for the fleet
+  // recording rules, which aggregate instances away). (A literal % in
+  // PromQL is written %%.)
+  query(c):: function(expr) expr % { sel: $.agentMatchers(c), fleet: $.fleetMatchers(c) },
+
+  fleetMatchers(c):: promql.matchers([
+    if c.showMultiCluster then '%s=~"$cluster"' % c.clusterLabel else '',
+    'job=~"$job"',
+  ]),
 
   agentMatchers(c):: promql.matchers([
     if c.showMultiCluster then '%s=~"$cluster"' % c.clusterLabel else '',

@@ -43,6 +43,18 @@ func startPrometheus(t *testing.T, agentAddrs ...string) *promServer {
 	for i, a := range agentAddrs {
 		quoted[i] = strconv.Quote(a)
 	}
+	// The shipped rules, with the fleet group's own interval (5m, for
+	// figures that change once a cycle) brought down to the 2s of the
+	// others: its series would otherwise be missing for up to 5 minutes.
+	shipped, err := os.ReadFile(repoPath(rulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(dir, "layerprobe-rules.yml")
+	fast := regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 2s"))
+	if err := os.WriteFile(rules, fast, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
@@ -54,7 +66,7 @@ scrape_configs:
     static_configs:
       - targets: [%s]
         labels: {cluster: ops}
-`, repoPath(rulesFile), strings.Join(quoted, ", "))
+`, rules, strings.Join(quoted, ", "))
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -176,6 +188,16 @@ agent:
 // query fails it too.
 var allowedEmpty = map[string]string{
 	"layerprobe-fleet/Firing layerprobe alerts per host/A": "ALERTS holds only pending and firing alerts: a healthy agent has none",
+	// The fleet's exceptions: a single healthy agent has none of them.
+	// TestFleetInPrometheus answers them from a fleet that has.
+	"layerprobe-fleet/Hosts with an fsync regression in the last day/A":        "no regression flagged",
+	"layerprobe-fleet/Hosts with an fsync regression in the last day/B":        "no regression flagged",
+	"layerprobe-fleet/Hosts with an fsync regression in the last day/C":        "no regression flagged",
+	"layerprobe-fleet/Confirmed fsync regressions per storage driver/A":        "no regression flagged",
+	"layerprobe-fleet/Largest rise of fsync p99 overhead in a day ($target)/A": "less than a day of history",
+	"layerprobe-fleet/Agents that stopped reporting/A":                         "the agent reports",
+	"layerprobe-fleet/Databases in writable layers, by kind/A":                 "the test's containers keep no database in their layer",
+	"layerprobe-fleet/Hosts with databases in their writable layer/A":          "the test's containers keep no database in their layer",
 }
 
 // TestPrometheusScrapesAgent: a real Prometheus scrapes a real agent that
@@ -463,12 +485,28 @@ func checkRulesLoaded(t *testing.T, prom *promServer) {
 	if !slices.Equal(loaded, want) {
 		t.Errorf("Prometheus loaded rules %v, want %v", loaded, want)
 	}
-	// Every recording rule has data.
+	// Every recording rule has data, but those of the fleet's exceptions.
 	for r := range recordingRuleNames(t) {
-		if res := prom.query(t, r); len(res) == 0 {
+		res := prom.query(t, r)
+		switch why := emptyRecordings[r]; {
+		case len(res) == 0 && why == "":
 			t.Errorf("recording rule %s has no data", r)
+		case len(res) > 0 && why != "":
+			t.Logf("recording rule %s has data although listed as empty for a healthy agent (%s)", r, why)
 		}
 	}
+}
+
+// emptyRecordings are the recording rules that record nothing for one
+// healthy agent, with the reason. TestFleetInPrometheus has data for each.
+var emptyRecordings = map[string]string{
+	"host:layerprobe_node_uname:info":                            "no node_exporter here",
+	"instance_engine_target:layerprobe_fsync_regression:flagged": "no regression flagged",
+	"instance_engine_target:layerprobe_fsync_regression:max1d":   "no regression flagged",
+	"job_driver:layerprobe_fsync_regression:count":               "no regression flagged",
+	"instance_engine_target:layerprobe_fsync_overhead:delta1d":   "less than a day of history",
+	"instance:layerprobe_agent:stopped_reporting":                "the agent reports",
+	"job_database:layerprobe_container_database_in_layer:count":  "the test's containers keep no database in their layer",
 }
 
 // grafanaSubstitutions are the values the test gives Grafana's variables:
@@ -526,6 +564,7 @@ func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
 	}
 	seen := map[string]bool{}
 	queries := 0
+	recorded := recordingRuleNames(t)
 	for _, d := range loadDashboards(t) {
 		subs := grafanaSubstitutions(d.UID, agentAddr)
 		for _, v := range d.Templating.List {
@@ -551,7 +590,8 @@ func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
 				// here; TestSyntheticAgentsInPrometheus runs these queries.
 				mayBeEmpty := allowedEmpty[key] != "" || !agentHasColdProbe && readsCold(ps)
 				for _, s := range ps.selectors {
-					if !live[s.name] && !(coldMetrics[s.name] && !agentHasColdProbe) {
+					// A fleet recording rule that selects nothing records no series.
+					if !live[s.name] && !(coldMetrics[s.name] && !agentHasColdProbe) && !(recorded[s.name] && allowedEmpty[key] != "") {
 						t.Errorf("%s: metric %s is not exposed by the agent (not in Prometheus)", key, s.name)
 					}
 				}

@@ -292,7 +292,15 @@ var seriesLabels = map[string]bool{
 	"engine_version": true, "data_root": true, "fio_version": true, "version": true, "revision": true,
 	"goversion": true, "alertname": true, "alertstate": true, "severity": true,
 	"mode": true, "size_bytes": true, "image_bytes": true, "container": true, "image": true, "database": true,
+	// The fleet recording rules: the host name an instance's port left
+	// out, node_exporter's kernel release joined on it, and the quantile of
+	// a distribution over the fleet.
+	"host": true, "release": true, "quantile": true,
 }
+
+// foreignMetrics are series of other exporters the rules may read: the
+// fleet rules join node_exporter's kernel release to each host.
+var foreignMetrics = map[string]bool{"node_uname_info": true}
 
 // modeMetrics are the series that carry the mode label (docs/metrics.md):
 // "steady" for the scheduled cycles, "cold" for the cold probe. Absent on

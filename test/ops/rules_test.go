@@ -19,8 +19,9 @@ const assumedInterval = 6 * time.Hour
 
 type ruleFile struct {
 	Groups []struct {
-		Name  string `yaml:"name"`
-		Rules []rule `yaml:"rules"`
+		Name     string `yaml:"name"`
+		Interval string `yaml:"interval"`
+		Rules    []rule `yaml:"rules"`
 	} `yaml:"groups"`
 }
 

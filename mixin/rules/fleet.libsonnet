@@ -1,0 +1,168 @@
+// Recording rules for the fleet views: one Prometheus (or Thanos, Mimir)
+// over hundreds to thousands of agents. Every aggregation keeps the cluster
+// label and job, so the rules give the same answers in one Prometheus (the
+// label is then absent, or added as an external label on the way to remote
+// storage) and in a ruler that sees several clusters. They run in their own
+// group at fleetRulesInterval: the agents' figures change once a cycle.
+local promql = import '../lib/promql.libsonnet';
+
+{
+  prometheusRules+:: {
+    local c = $._config,
+    local s(metric, matchers=[]) = promql.series(metric, [c.layerprobeSelector] + matchers),
+    local cl = c.clusterLabel,
+    // The host of an instance: its name without the port, the key that
+    // joins node_exporter's series to layerprobe's.
+    local withHost(expr) = 'label_replace(%s, "host", "$1", "instance", "%s")' % [expr, c.hostFromInstanceRegex],
+    // The headline overheads per host: fsync p99 (the cost of durable
+    // writes), random 4 KiB write IOPS and sequential write bandwidth (the
+    // cost of the container layer's copy-on-write for data).
+    local headline = std.join(' or ', [
+      s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="fsync"', 'metric="fsync_p99"']),
+      s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="randwrite"', 'metric="iops"']),
+      s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="seqwrite"', 'metric="bandwidth"']),
+    ]),
+    local fsyncOverhead = s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="fsync"', 'metric="fsync_p99"']),
+    local quantiles = ['0.5', '0.9', '0.99'],
+
+    groups+: [
+      {
+        name: 'layerprobe.fleet',
+        interval: c.fleetRulesInterval,
+        rules: [
+          // The kernel of every host node_exporter reports, keyed by host
+          // (instance without port); value 1.
+          {
+            record: 'host:layerprobe_node_uname:info',
+            expr: |||
+              max by (%s, host, release) (
+                %s
+              )
+            ||| % [cl, withHost(promql.series('node_uname_info', [c.nodeExporterSelector]))],
+          },
+          // The headline steady overheads of every host with its kernel
+          // (node_exporter's release) and its host name; release="unknown"
+          // where no node_uname_info matches the host.
+          {
+            record: 'instance_engine_target:layerprobe_overhead_ratio:kernel',
+            expr: |||
+              (
+                %(h)s
+                  * on (%(cl)s, host) group_left (release)
+                host:layerprobe_node_uname:info
+              )
+              or on (%(cl)s, job, instance, engine, target, workload, metric)
+                label_replace(%(h)s, "release", "unknown", "", "")
+            ||| % { cl: cl, h: withHost('(%s)' % headline) },
+          },
+        ] + [
+          // How the fleet's overheads are spread per storage driver and
+          // target: median, 90th and 99th percentile over the engines.
+          {
+            record: 'job_driver_target:layerprobe_overhead_ratio:quantile',
+            expr: |||
+              quantile by (%s, job, driver, target, workload, metric, mode) (%s, %s)
+            ||| % [cl, q, s('layerprobe_overhead_ratio')],
+            labels: { quantile: q },
+          }
+          for q in quantiles
+        ] + [
+          {
+            record: 'job_driver_target:layerprobe_overhead_ratio:max',
+            expr: |||
+              max by (%s, job, driver, target, workload, metric, mode) (%s)
+            ||| % [cl, s('layerprobe_overhead_ratio')],
+          },
+          // Engines behind each driver's distribution.
+          {
+            record: 'job_driver_target:layerprobe_overhead_ratio:count',
+            expr: |||
+              count by (%s, job, driver, target, workload, metric, mode) (%s)
+            ||| % [cl, s('layerprobe_overhead_ratio')],
+          },
+        ] + [
+          // The same per kernel release and driver, for the headline
+          // overheads ("unknown": hosts without node_exporter).
+          {
+            record: 'job_release_driver_target:layerprobe_overhead_ratio:quantile',
+            expr: |||
+              quantile by (%s, job, release, driver, target, workload, metric) (%s, instance_engine_target:layerprobe_overhead_ratio:kernel)
+            ||| % [cl, q],
+            labels: { quantile: q },
+          }
+          for q in quantiles
+        ] + [
+          {
+            record: 'job_release_driver_target:layerprobe_overhead_ratio:count',
+            expr: |||
+              count by (%s, job, release, driver, target, workload, metric) (instance_engine_target:layerprobe_overhead_ratio:kernel)
+            ||| % cl,
+          },
+          // Regressions: the targets whose detector says regressed now
+          // (only those, so that a day of them is cheap to read), whether
+          // one was flagged at any time in the last day, how far each
+          // fsync p99 overhead moved in a day, and the count per fleet and
+          // driver.
+          {
+            record: 'instance_engine_target:layerprobe_fsync_regression:flagged',
+            expr: |||
+              %s == 1
+            ||| % s('layerprobe_fsync_regression'),
+          },
+          {
+            record: 'instance_engine_target:layerprobe_fsync_regression:max1d',
+            expr: |||
+              max_over_time(instance_engine_target:layerprobe_fsync_regression:flagged[1d])
+            |||,
+          },
+          {
+            record: 'instance_engine_target:layerprobe_fsync_overhead:delta1d',
+            expr: |||
+              %s
+                -
+              %s offset 1d
+            ||| % [fsyncOverhead, fsyncOverhead],
+          },
+          {
+            record: 'job_driver:layerprobe_fsync_regression:count',
+            expr: |||
+              count by (%s, job, driver) (instance_engine_target:layerprobe_fsync_regression:flagged)
+            ||| % cl,
+          },
+          // Agents that stopped reporting: seen in the last day (one series
+          // per agent), not now. An agent taken out of the scrape
+          // configuration on purpose is listed for a day, then forgotten.
+          {
+            record: 'instance:layerprobe_agent:up',
+            expr: |||
+              max by (%s, job, instance) (%s)
+            ||| % [cl, s('layerprobe_build_info')],
+          },
+          {
+            record: 'instance:layerprobe_agent:stopped_reporting',
+            expr: |||
+              max_over_time(instance:layerprobe_agent:up[1d])
+                unless on (%s, job, instance)
+              instance:layerprobe_agent:up
+            ||| % cl,
+          },
+          // Where the writable-layer databases are: containers per
+          // database kind (top containers only; layerprobe_databases_in_layer
+          // counts all) and all of them per fleet.
+          {
+            record: 'job_database:layerprobe_container_database_in_layer:count',
+            expr: |||
+              count by (%s, job, database) (%s)
+            ||| % [cl, s('layerprobe_container_database_in_layer')],
+          },
+          {
+            record: 'job:layerprobe_databases_in_layer:sum',
+            expr: |||
+              sum by (%s, job) (%s)
+            ||| % [cl, s('layerprobe_databases_in_layer')],
+          },
+        ],
+      },
+    ],
+  },
+}
