@@ -120,7 +120,7 @@ func TestAgentKilledMidCycle(t *testing.T) {
 	if !slices.Equal(got, wantCycles) {
 		t.Errorf("cycles in the store: %v, want %v", got, wantCycles)
 	}
-	if c, err := st.Cycle(context.Background(), first.ID); err != nil || len(c.Samples) != 12 || len(c.Results) == 0 {
+	if c, err := st.Cycle(context.Background(), first.ID); err != nil || len(c.Samples) != 16 || len(c.Results) == 0 {
 		t.Errorf("cycle #%d in the store: %d samples, %d results, %v", first.ID, len(c.Samples), len(c.Results), err)
 	}
 }
