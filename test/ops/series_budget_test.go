@@ -130,21 +130,27 @@ func TestSeriesBudget(t *testing.T) {
 		}
 		fmt.Fprintf(&engines, "  - name: e%d\n    host: %s\n", i, d.Host)
 	}
-	// The smoke profile with two rounds a cycle, the busy-host guards off
-	// (the CI machine is busy), a daily budget (its two series exist), the
-	// first cold cycle a minute after the first steady one.
+	// The smoke profile with six rounds a steady and a cold cycle (the
+	// fewest whose 95% intervals are published: below them the ci_low and
+	// ci_high series are withheld), the busy-host guards off (the CI
+	// machine is busy), a daily budget (its two series exist), the first
+	// cold cycle a minute after the first steady one, and three start-up
+	// images as the default has, small ones (the series count the sizes,
+	// not their bytes).
 	cfg := fmt.Sprintf(`profile: smoke
 engines:
 %sagent:
   interval: 1h
   jitter: 0
   window_rounds: 6
-  daily_byte_budget: 8GiB
+  cold_rounds: 6
+  startup_images: [1MiB, 2MiB, 3MiB]
+  daily_byte_budget: 16GiB
   max_io_pressure: 100
   max_disk_util: 1
   churn_quiet_period: 0s
   budget:
-    rounds: 2
+    rounds: 6
 advisor:
   metrics_top_n: %d
 `, engines.String(), budgetTopN)
