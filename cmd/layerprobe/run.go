@@ -33,6 +33,7 @@ type runOptions struct {
 	Output    string
 	Mode      string
 	Engines   []string
+	Workloads []string
 	Quiet     bool
 	// StartupImages are the start-up images' sizes (cold mode), as
 	// given and parsed.
@@ -84,6 +85,12 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 			if cmd.Flags().Changed("side-every") {
 				cfg.Budget.SideEvery = o.SideEvery
 			}
+			if cmd.Flags().Changed("workloads") {
+				cfg.Workloads = nil
+				for _, w := range o.Workloads {
+					cfg.Workloads = append(cfg.Workloads, measure.Workload(w))
+				}
+			}
 			switch measure.Mode(o.Mode) {
 			case measure.ModeSteady, measure.ModeCold, measure.ModeBoth:
 			default:
@@ -122,6 +129,7 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 	f.IntVar(&o.SideEvery, "side-every", def.Budget.SideEvery, "after the minimum rounds, run bind and volume in one of every N rounds and ask the precision of the container alone (1 = every target every round)")
 	f.StringVarP(&o.Output, "output", "o", "table", "output format: table or json")
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
+	f.StringSliceVar(&o.Workloads, "workloads", nil, "run only these workloads of the profile, e.g. fsync,smallfiles (default: all; overrides workloads)")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
 	f.StringSliceVar(&o.StartupImages, "startup-images", []string{"10MiB", "100MiB", "500MiB"},
 		"cold mode: files in the images whose container start-up is timed (at least 1MiB each, at most 2GiB; empty: no start-up measurement)")
@@ -130,7 +138,7 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 }
 
 func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.Logger, stdout, stderr io.Writer) error {
-	prof, err := fio.LookupProfile(cfg.Profile)
+	prof, err := cfg.ResolveProfile()
 	if err != nil {
 		return usageError{err}
 	}

@@ -89,7 +89,7 @@ func New(o Options) (*Agent, error) {
 	if o.Config == nil || o.Logger == nil {
 		return nil, errors.New("agent: config and logger are required")
 	}
-	prof, err := fio.LookupProfile(o.Config.Profile)
+	prof, err := o.Config.ResolveProfile()
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

@@ -21,6 +21,10 @@ type Config struct {
 	// overhead is relative to it): container, bind, volume. A file may
 	// list "host" too; Load drops it, so after Load Targets never holds it.
 	Targets []measure.Target `yaml:"targets"`
+	// Workloads of the profile to run; empty runs all of them. Only the
+	// choice is the operator's: every job keeps the built-in profile's
+	// options.
+	Workloads []measure.Workload `yaml:"workloads"`
 	Fio     Fio              `yaml:"fio"`
 	// Engines to measure. Empty means one engine named "default" reached
 	// through DOCKER_HOST or the default socket.

@@ -46,8 +46,9 @@ func Default() *Config {
 			MaxDuration: 5 * time.Minute,
 			SideEvery:   DefaultSideEvery,
 		},
-		Targets: []measure.Target{measure.TargetContainer, measure.TargetBind, measure.TargetVolume},
-		Fio:     Fio{Binary: "fio"},
+		Targets:   []measure.Target{measure.TargetContainer, measure.TargetBind, measure.TargetVolume},
+		Workloads: []measure.Workload{}, // all of the profile's
+		Fio:       Fio{Binary: "fio"},
 		FreeSpace: FreeSpace{
 			MinFreeBytes: 1 * GiB,
 			MinFreeRatio: 0.05,

@@ -155,6 +155,7 @@ func TestLoadFull(t *testing.T) {
 		got, want any
 	}{
 		{"targets", c.Targets, []measure.Target{"volume", "container"}},
+		{"workloads", c.Workloads, []measure.Workload{"randwrite", "fsync"}},
 		{"interval", c.Agent.Interval, 15 * time.Minute},
 		{"retention", c.Agent.Retention, 720 * time.Hour},
 		{"churn_quiet_period", c.Agent.ChurnQuietPeriod, 2 * time.Minute},

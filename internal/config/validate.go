@@ -105,6 +105,7 @@ func (c *Config) check() []problem {
 	}
 	c.Budget.check(ch, "budget", runBudgetLimits)
 	c.checkTargets(ch)
+	c.checkWorkloads(ch)
 	c.checkEngines(ch)
 
 	switch b := c.Fio.Binary; {
@@ -151,6 +152,38 @@ func (c *Config) checkTargets(ch *checker) {
 	if measured == 0 && invalid == 0 {
 		ch.addf("targets", "no target besides host, want at least one of %s: overheads are relative to host", names)
 	}
+}
+
+// checkWorkloads: each listed workload once, and each one the profile has
+// (an unknown profile is reported on its own).
+func (c *Config) checkWorkloads(ch *checker) {
+	p, err := fio.LookupProfile(c.Profile)
+	if err != nil {
+		return
+	}
+	seen := map[measure.Workload]int{}
+	for i, w := range c.Workloads {
+		at := fmt.Sprintf("workloads[%d]", i)
+		if first, dup := seen[w]; dup {
+			ch.addf(at, "%q is listed twice (first as workloads[%d])", short(string(w)), first)
+			continue
+		}
+		seen[w] = i
+		if _, err := p.Only([]measure.Workload{w}); err != nil {
+			ch.addf(at, "%q is not a workload of profile %q, want one of %s", short(string(w)), p.Name, strings.Join(p.WorkloadNames(), ", "))
+		}
+	}
+}
+
+// ResolveProfile is the configured built-in profile with the configured
+// workloads alone: what `run` and the agent measure, resolved in one
+// place.
+func (c *Config) ResolveProfile() (fio.Profile, error) {
+	p, err := fio.LookupProfile(c.Profile)
+	if err != nil {
+		return fio.Profile{}, err
+	}
+	return p.Only(c.Workloads)
 }
 
 func joinTargets(ts []measure.Target) string {
@@ -459,7 +492,7 @@ func fmtDuration(d time.Duration) string {
 // nil when it fits, when there is no cap, or when the profile is unknown
 // (Validate reports that).
 func (c *Config) RoundFits(budget ByteSize) error {
-	p, err := fio.LookupProfile(c.Profile)
+	p, err := c.ResolveProfile()
 	if budget <= 0 || err != nil {
 		return nil
 	}

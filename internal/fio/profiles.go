@@ -269,3 +269,29 @@ func LookupProfile(name string) (Profile, error) {
 	}
 	return p, nil
 }
+
+// Only returns the profile with the jobs of these workloads alone, in the
+// profile's own order; none keeps every job. Operators pick workloads (a
+// database host may want fsync alone, and cheaper cycles) but never a
+// job's options: those stay the built-in profile's.
+func (p Profile) Only(ws []measure.Workload) (Profile, error) {
+	if len(ws) == 0 {
+		return p, nil
+	}
+	for _, w := range ws {
+		if !slices.ContainsFunc(p.Jobs, func(j Job) bool { return j.Workload == w }) {
+			return Profile{}, fmt.Errorf("profile %q has no workload %q, want one of %s", p.Name, w, strings.Join(p.WorkloadNames(), ", "))
+		}
+	}
+	p.Jobs = slices.DeleteFunc(slices.Clone(p.Jobs), func(j Job) bool { return !slices.Contains(ws, j.Workload) })
+	return p, nil
+}
+
+// WorkloadNames lists the profile's workloads in its order.
+func (p Profile) WorkloadNames() []string {
+	names := make([]string, len(p.Jobs))
+	for i, j := range p.Jobs {
+		names[i] = string(j.Workload)
+	}
+	return names
+}

@@ -283,8 +283,8 @@ func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backi
 	}
 }
 
-// detectorConfig: the fsync series of one target (container), short
-// cycles of fixed rounds, a short baseline and a short confirmation, so
+// detectorConfig: the fsync workload alone (workloads), on one target
+// (container), short cycles of fixed rounds, a short baseline and a short confirmation, so
 // that the detection test fits CI's budget. The effect floor is high
 // (four times the baseline): this test checks that the agent wires the
 // detector to real measurements, with a slowdown far beyond the floor and
@@ -293,6 +293,7 @@ func checkContractSeries(t *testing.T, series testharness.Metrics, driver, backi
 // `make bench` and simulated in internal/detector (docs/detector.md).
 const detectorConfig = `profile: smoke
 targets: [container]
+workloads: [fsync]
 agent:
   interval: 10s
   cold_interval: 0s
@@ -346,6 +347,20 @@ func TestDetectorFlagsThrottledFsync(t *testing.T) {
 		}
 	}
 	before := len(a.cycles(t))
+	// workloads: [fsync] runs that workload alone: the others have no
+	// results at all.
+	_, series := a.scrape(t)
+	fsyncSeries := 0
+	for _, s := range series["layerprobe_overhead_ratio"] {
+		if s.Labels["workload"] != "fsync" {
+			t.Errorf("workloads: [fsync], yet %v", s.Labels)
+		} else {
+			fsyncSeries++
+		}
+	}
+	if fsyncSeries == 0 {
+		t.Error("no fsync layerprobe_overhead_ratio series")
+	}
 	a.stop()
 
 	// Throttled: history and detector state carry over to the agent's next
