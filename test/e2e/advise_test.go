@@ -289,8 +289,11 @@ func TestAdvise(t *testing.T) {
 
 // adviseAgentConfig: the e2e agent, with two per-container series.
 // Six rounds a cycle: the second cycle's pass has the 6 round pairs a 95%
-// interval needs, below which the layer's cost is withheld.
+// interval needs, below which the layer's cost is withheld. The layer
+// writer's cost is priced from seqwrite alone, so the agent measures that
+// workload alone (a quarter of the cycle).
 var adviseAgentConfig = strings.Replace(agentConfig, "rounds_per_cycle: 2", "rounds_per_cycle: 6", 1) + `
+workloads: [seqwrite]
 advisor:
   metrics_top_n: 2
 `

@@ -41,6 +41,7 @@ func TestRunOnPrivateEngines(t *testing.T) {
 	hostFio := hostFioVersion(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // one private engine each, as TestMoreEngines's drivers
 			d := testdaemon.Start(t, c.opts)
 			run := runChecked(t, d, c.driver, c.backing, hostFio)
 			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
