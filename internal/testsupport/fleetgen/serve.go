@@ -1,6 +1,7 @@
 package fleetgen
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -29,10 +30,15 @@ func Handler(rec *Recording, hosts []Host, cfg Config, now func() time.Time) htt
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		if err := WriteScrape(w, rec, h, t, cfg, r.URL.Path == "/node"); err != nil {
+		// Rendered whole before the first byte goes out: an error is then
+		// a 500, never a half-written 200.
+		var b bytes.Buffer
+		if err := WriteScrape(&b, rec, h, t, cfg, r.URL.Path == "/node"); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
 		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(b.Bytes()) // a scraper that gave up is not an error here
 	})
 }
 
