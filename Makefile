@@ -65,7 +65,7 @@ LINT_TAGS     := bench,race,testhooks
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	@set -e; for m in $(MODULES); do \
-		echo "lint: $$m"; \
+		echo "lint: $$m ($$(date -u +%T))"; \
 		$(GO) -C $$m vet ./...; \
 		$(GO) -C $$m vet -tags '$(LINT_TAGS)' ./...; \
 		$(GO) -C $$m run $(STATICCHECK) ./...; \
@@ -81,6 +81,7 @@ lint:
 # `make bench` itself is not part of it) and the mixin generator's tests
 # (the checked-in outputs are what it builds).
 test: deps-test lint
+	@echo "test: every package ($$(date -u +%T))"
 	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -parallel 4 ./...
 	$(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' .
 	$(GO) -C mixin/gen test -count=1 .
