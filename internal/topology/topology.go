@@ -80,8 +80,9 @@ type Result struct {
 
 // Detect decides an engine's topology. A configured topology wins; then the
 // engine's and the socket's signs of a known VM product; then the generic
-// test: the data root is not visible here and the engine, on a local unix
-// socket, answers from another kernel or host name (a tcp:// or ssh://
+// test: the engine, on a local unix socket, answers from another kernel,
+// or its data root is not visible here and it answers from another host
+// name (a tcp:// or ssh://
 // engine is another machine, not a VM sharing this host's directories).
 // Everything else is Host, where the
 // same-file-system rule applies (an engine whose data root is merely not
@@ -109,13 +110,18 @@ func Detect(in Input) Result {
 	if in.GOOS != "" && in.GOOS != "linux" {
 		return Result{Kind: VM, Reason: fmt.Sprintf("this host runs %s: a Linux container engine answering here runs in a VM", in.GOOS)}
 	}
-	if !in.DataRootVisible {
-		switch {
-		case in.KernelVersion != "" && in.LocalKernel != "" && in.KernelVersion != in.LocalKernel:
-			return Result{Kind: VM, Reason: fmt.Sprintf("the engine's data root is not visible here and the engine runs kernel %s, this host %s", in.KernelVersion, in.LocalKernel)}
-		case in.EngineHostname != "" && in.LocalHostname != "" && in.EngineHostname != in.LocalHostname:
-			return Result{Kind: VM, Reason: fmt.Sprintf("the engine's data root is not visible here and the engine runs on host %q, this is %q", in.EngineHostname, in.LocalHostname)}
+	// Another kernel is another machine, whatever exists here: a VM's
+	// /var/lib/docker has the same path as a native engine's on this host,
+	// so a visible path alone proves nothing.
+	if in.KernelVersion != "" && in.LocalKernel != "" && in.KernelVersion != in.LocalKernel {
+		why := "the engine runs kernel %s, this host %s"
+		if !in.DataRootVisible {
+			why = "the engine's data root is not visible here and " + why
 		}
+		return Result{Kind: VM, Reason: fmt.Sprintf(why, in.KernelVersion, in.LocalKernel)}
+	}
+	if !in.DataRootVisible && in.EngineHostname != "" && in.LocalHostname != "" && in.EngineHostname != in.LocalHostname {
+		return Result{Kind: VM, Reason: fmt.Sprintf("the engine's data root is not visible here and the engine runs on host %q, this is %q", in.EngineHostname, in.LocalHostname)}
 	}
 	return Result{Kind: Host, Reason: "the engine runs on this host"}
 }

@@ -61,8 +61,10 @@ func TestDetectRecorded(t *testing.T) {
 	}
 }
 
-// The generic test, with no product sign: a data root not visible here is
-// a VM's only when the engine answers from another kernel or host name.
+// The generic test, with no product sign: an engine that answers from
+// another kernel is a VM's, even where its data root's path exists here
+// too; a data root not visible here is a VM's also when the engine answers
+// from another host name.
 // An agent in a container that lacks the data root's mount (same kernel,
 // same host name) stays a host engine, which the same-file-system check
 // then refuses.
@@ -78,7 +80,9 @@ func TestDetectGeneric(t *testing.T) {
 		{"not visible, same kernel and host", func(*Input) {}, Host},
 		{"not visible, other kernel", func(in *Input) { in.KernelVersion = "6.12.0" }, VM},
 		{"not visible, other host name", func(in *Input) { in.EngineHostname = "lpvm" }, VM},
-		{"visible, other kernel", func(in *Input) { in.DataRootVisible, in.KernelVersion = true, "6.12.0" }, Host},
+		// A VM's /var/lib/docker beside a native engine's on this host.
+		{"visible, other kernel", func(in *Input) { in.DataRootVisible, in.KernelVersion = true, "6.12.0" }, VM},
+		{"visible, other host name", func(in *Input) { in.DataRootVisible, in.EngineHostname = true, "lpvm" }, Host},
 		{"darwin", func(in *Input) { in.GOOS, in.DataRootVisible = "darwin", true }, VM},
 		{"remote tcp engine, other kernel", func(in *Input) { in.Endpoint, in.KernelVersion = "tcp://10.0.0.5:2376", "6.12.0" }, Host},
 		{"remote ssh engine, other host", func(in *Input) { in.Endpoint, in.EngineHostname = "ssh://me@build-02", "build-02" }, Host},

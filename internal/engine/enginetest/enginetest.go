@@ -69,7 +69,7 @@ func New(dataRoot string) *Engine {
 	return &Engine{
 		info: engine.Info{Name: "fake", Endpoint: "unix:///fake.sock", ServerVersion: "29.0.0", APIVersion: "1.52",
 			Driver: "overlay2", DriverClass: engine.DriverSupported, BackingFS: "extfs", DataRoot: dataRoot,
-			ImageStore: "graphdriver", KernelVersion: "6.1.0", OS: "Fake Linux"},
+			ImageStore: "graphdriver", KernelVersion: localKernel(), OS: "Fake Linux"},
 		slow:    map[measure.Target]float64{},
 		live:    map[string]engine.ProbeSpec{},
 		started: map[measure.Mode]int{},
@@ -411,3 +411,13 @@ exec cat "$dir/$name.json"
 
 // The fake answers everything a real engine client does.
 var _ engine.Client = (*Engine)(nil)
+
+// localKernel is this host's kernel release: the fake engine is a local
+// one, and an engine that answers from another kernel is a VM's.
+func localKernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
