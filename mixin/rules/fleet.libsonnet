@@ -26,13 +26,14 @@ local promql = import '../lib/promql.libsonnet';
       s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="seqwrite"', 'metric="bandwidth"']),
     ]),
     local headlineSeries = 'instance_engine_target:layerprobe_overhead_ratio:headline',
+    local fsyncOverhead = s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="fsync"', 'metric="fsync_p99"']),
     local quantiles = ['0.5', '0.9', '0.99'],
 
     groups+: [
       {
-        // What the fleet dashboard's overhead rows read. Each rule after
-        // the first two reads the headline series (9 per engine), never
-        // the raw ones: at 1000 hosts that is 9k series instead of 44k
+        // What the fleet dashboard's overhead rows read. The kernel join
+        // and the distributions read the headline series (9 per engine),
+        // never the raw ones: at 1000 hosts that is 9k series instead of 44k
         // overhead ratios, and a join of 9k instead of a label_replace
         // over the raw series.
         name: 'layerprobe.fleet',
@@ -115,16 +116,17 @@ local promql = import '../lib/promql.libsonnet';
               count by (%s, job, release, driver, target, workload, metric) (instance_engine_target:layerprobe_overhead_ratio:kernel)
             ||| % cl,
           },
-          // How far each fsync p99 overhead moved in a day: the headline
-          // now against the headline a day ago (one sample per series
-          // each, where a range over the raw series would read a day).
+          // How far each fsync p99 overhead moved in a day: one sample
+          // per series now and one a day ago (offset, not a range). It
+          // reads the raw series, whose history reaches back before these
+          // rules were loaded (the headline's would not, for a day).
           {
             record: 'instance_engine_target:layerprobe_fsync_overhead:delta1d',
             expr: |||
-              %(h)s{workload="fsync", metric="fsync_p99"}
+              %s
                 -
-              %(h)s{workload="fsync", metric="fsync_p99"} offset 1d
-            ||| % { h: headlineSeries },
+              %s offset 1d
+            ||| % [fsyncOverhead, fsyncOverhead],
           },
         ],
       },
