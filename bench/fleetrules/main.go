@@ -9,8 +9,8 @@
 // (prometheus_rule_group_last_duration_seconds over the wait: median and
 // largest), each rule's last evaluation time (/api/v1/rules), and each
 // rule's expression run alone as an instant query with the samples it
-// touched (stats=all); with -dashboard, every query of that dashboard at 7
-// and 30 days too. To compare two rule files under the same load, give
+// touched (stats=all); with -dashboard, every query of those dashboards at
+// 7 and 30 days too. To compare two rule files under the same load, give
 // both: -rules a.yml,b.yml loads them side by side, the second one's
 // recorded series, alerts and groups renamed (prefix "before").
 //
@@ -45,7 +45,7 @@ func main() {
 	rules := flag.String("rules", "../deploy/prometheus/layerprobe-rules.yml", "rule file, or two comma-separated: the second loaded beside the first, renamed")
 	wait := flag.Duration("wait", 12*time.Minute, "live scrape and rule evaluation before measuring (two evaluations of a 5m group)")
 	repeat := flag.Int("repeat", 3, "answers per query (the median is printed)")
-	dashboard := flag.String("dashboard", "", "a dashboard JSON whose queries are timed too")
+	dashboard := flag.String("dashboard", "", "dashboard JSON files (comma-separated) whose queries are timed too")
 	flag.Parse()
 	if err := run(*hosts, *hours, *dir, *rules, *wait, *repeat, *dashboard); err != nil {
 		log.Fatal(err)
@@ -114,10 +114,11 @@ func run(hosts, hours int, dir, rules string, wait time.Duration, repeat int, da
 	fmt.Printf("Prometheus at %s; %d hosts, %dh of history; waiting %s\n", bed.URL(), hosts, hours, wait)
 	time.Sleep(wait)
 
-	w := fmt.Sprintf("[%ds]", int(wait.Seconds()))
+	// A group not evaluated yet has a last duration of 0: left out.
+	w := fmt.Sprintf("(prometheus_rule_group_last_duration_seconds > 0)[%ds:1m]", int(wait.Seconds()))
 	for _, q := range []string{
-		"max by (rule_group) (quantile_over_time(0.5, prometheus_rule_group_last_duration_seconds" + w + "))",
-		"max by (rule_group) (max_over_time(prometheus_rule_group_last_duration_seconds" + w + "))",
+		"max by (rule_group) (quantile_over_time(0.5, " + w + "))",
+		"max by (rule_group) (max_over_time(" + w + "))",
 		`prometheus_tsdb_head_series{job="prometheus"}`, `process_resident_memory_bytes{job="prometheus"}`,
 	} {
 		r, err := query(bed.URL(), q, false)
@@ -137,8 +138,11 @@ func run(hosts, hours int, dir, rules string, wait time.Duration, repeat int, da
 	if err := lastEvaluations(bed.URL()); err != nil {
 		return err
 	}
-	if dashboard != "" {
-		if err := timeDashboard(bed.URL(), dashboard, repeat); err != nil {
+	for _, d := range strings.Split(dashboard, ",") {
+		if d == "" {
+			continue
+		}
+		if err := timeDashboard(bed.URL(), d, repeat); err != nil {
 			return err
 		}
 	}
