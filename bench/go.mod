@@ -6,6 +6,7 @@ require (
 	github.com/layerprobe/layerprobe v0.0.0
 	github.com/prometheus/procfs v0.22.0
 	github.com/tsenart/vegeta/v12 v12.12.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/gonum v0.16.0
 	gonum.org/v1/plot v0.17.0
@@ -33,7 +34,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

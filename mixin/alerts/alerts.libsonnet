@@ -28,6 +28,9 @@ local promql = import '../lib/promql.libsonnet';
     },
 
     groups+: [
+      // Two groups, so that neither evaluates every alert over the whole
+      // fleet: the overheads (the detector's and the agent's figures)
+      // here, the agents' own state in layerprobe.alerts.agents.
       {
         name: 'layerprobe.alerts',
         rules: [
@@ -70,6 +73,29 @@ local promql = import '../lib/promql.libsonnet';
             |||,
           ),
 
+          // The lower bound of the cold overhead (target/host - 1) is above
+          // the level with 95% confidence. Cold cycles run every
+          // agent.cold_interval and each publication already is a window
+          // over the recent cold rounds; the for: only makes the value
+          // persist across scrapes.
+          alert(
+            'LayerprobeColdFsyncOverheadHigh',
+            |||
+              min_over_time(
+                %s[30m]
+              ) > %s
+            ||| % [s('layerprobe_overhead_ci_low_ratio', ['mode="cold"', 'workload="fsync"', 'metric="fsync_p99"', 'target="container"']), c.coldFsyncOverheadAlertLevel],
+            c.coldFsyncOverheadFor,
+            'fsync in a freshly started container is at least %s as slow as on the host.' % coldFactor,
+            |||
+              On {{ $labels.instance }} (engine {{ $labels.engine }}, driver {{ $labels.driver }}) fsync p99 in the writable layer of a freshly started container is at least {{ $value | humanizePercentage }} slower than on the host (lower bound of the 95%% interval over the recent cold rounds), i.e. more than %s the host's latency. Short-lived containers that write to their writable layer pay this.
+            ||| % coldFactor,
+          ),
+        ],
+      },
+      {
+        name: 'layerprobe.alerts.agents',
+        rules: [
           // The second branch keeps the alert alive when the agent itself
           // has gone (its last timestamp, up to 7 days old, unless the
           // agent still answers). Steady cycles only: cold cycles are rarer
@@ -131,25 +157,6 @@ local promql = import '../lib/promql.libsonnet';
             |||
               Engine {{ $labels.engine }} on {{ $labels.instance }} had failed layerprobe cycles in every %(w)s window for the last %(w)s ({{ $value | printf "%%.0f" }} in the last %(w)s).
             ||| % { w: c.cyclesFailingFor },
-          ),
-
-          // The lower bound of the cold overhead (target/host - 1) is above
-          // the level with 95% confidence. Cold cycles run every
-          // agent.cold_interval and each publication already is a window
-          // over the recent cold rounds; the for: only makes the value
-          // persist across scrapes.
-          alert(
-            'LayerprobeColdFsyncOverheadHigh',
-            |||
-              min_over_time(
-                %s[30m]
-              ) > %s
-            ||| % [s('layerprobe_overhead_ci_low_ratio', ['mode="cold"', 'workload="fsync"', 'metric="fsync_p99"', 'target="container"']), c.coldFsyncOverheadAlertLevel],
-            c.coldFsyncOverheadFor,
-            'fsync in a freshly started container is at least %s as slow as on the host.' % coldFactor,
-            |||
-              On {{ $labels.instance }} (engine {{ $labels.engine }}, driver {{ $labels.driver }}) fsync p99 in the writable layer of a freshly started container is at least {{ $value | humanizePercentage }} slower than on the host (lower bound of the 95%% interval over the recent cold rounds), i.e. more than %s the host's latency. Short-lived containers that write to their writable layer pay this.
-            ||| % coldFactor,
           ),
 
           // Same shape as LayerprobeCyclesFailing: skips in at least two

@@ -10,25 +10,6 @@ local promql = import '../lib/promql.libsonnet';
       {
         name: 'layerprobe.recording',
         rules: [
-          // Raw target/host ratios of the last cycle's figures, computed by
-          // Prometheus from the raw series. 1 = same as the host; for IOPS
-          // and bandwidth below 1 is slower, for latency above 1 is slower.
-          // The agent's own layerprobe_overhead_ratio is the better
-          // statistic (paired per-round ratios with a confidence interval);
-          // these exist for raw figures the agent does not pair (op="read",
-          // percentile="99.9"). The match includes `mode`: cold results
-          // (fsync, host and container only) are divided by the cold host
-          // figure, steady ones by the steady host figure.
-          {
-            record: 'target:%s:ratio_to_host' % metric,
-            expr: |||
-              %s
-                / ignoring (target) group_left ()
-              %s
-            ||| % [s(metric, ['target!="host"']), s(metric, ['target="host"'])],
-          }
-          for metric in ['layerprobe_iops', 'layerprobe_bandwidth_bytes_per_second', 'layerprobe_latency_seconds']
-        ] + [
           // Share of the daily write budget used, 0 to 1 (absent when the
           // budget is unlimited).
           {
@@ -57,6 +38,44 @@ local promql = import '../lib/promql.libsonnet';
           },
         ],
       },
+    ] + [
+      // Raw target/host ratios of the last cycle's figures, computed by
+      // Prometheus from the raw series. 1 = same as the host; for IOPS and
+      // bandwidth below 1 is slower, for latency above 1 is slower. The
+      // agent's own layerprobe_overhead_ratio is the better statistic
+      // (paired per-round ratios with a confidence interval); these exist
+      // for raw figures the agent does not pair (op="read",
+      // percentile="99.9"). The match includes `mode`: cold results (fsync,
+      // host and container only) are divided by the cold host figure,
+      // steady ones by the steady host figure.
+      //
+      // Every raw figure of every engine is divided (about 120 series per
+      // engine), so the division is split in groups of about 20 series per
+      // engine each: latency per percentile, the last group taking every
+      // other percentile, so that the groups together cover all. A record
+      // name may have one rule per label set (promtool's lint): the split
+      // rules set the percentile they select as their label, which
+      // changes nothing in the series they record.
+      {
+        name: 'layerprobe.ratio_to_host.%s' % g.name,
+        rules: [
+          {
+            record: 'target:%s:ratio_to_host' % g.metric,
+            expr: |||
+              %s
+                / ignoring (target) group_left ()
+              %s
+            ||| % [s(g.metric, ['target!="host"'] + g.matchers), s(g.metric, ['target="host"'] + g.matchers)],
+          } + (if std.objectHas(g, 'percentile') then { labels: { percentile: g.percentile } } else {}),
+        ],
+      }
+      for g in [
+        { name: 'iops', metric: 'layerprobe_iops', matchers: [] },
+        { name: 'bandwidth', metric: 'layerprobe_bandwidth_bytes_per_second', matchers: [] },
+        { name: 'latency_p50', metric: 'layerprobe_latency_seconds', matchers: ['percentile="50"'], percentile: '50' },
+        { name: 'latency_p99', metric: 'layerprobe_latency_seconds', matchers: ['percentile="99"'], percentile: '99' },
+        { name: 'latency_other', metric: 'layerprobe_latency_seconds', matchers: ['percentile!~"50|99"'] },
+      ]
     ],
   },
 }
