@@ -627,8 +627,8 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 // host-last layout moved bind's and the volume's mean fsync latency
 // against host by 2.0 and 2.8 points (each about twice its standard
 // error); random, it is noise that a file per round puts into the
-// interval, and that runs and agent cycles average out for fsync's one
-// file per measurement.
+// interval, as fsync's four files in turn put most of it, and that runs
+// and agent cycles average out.
 func (s *Session) layoutJob(ctx context.Context, js *jobState, targets []measure.Target, round int, rng *rand.Rand, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
 	failed := map[measure.Target]*measure.Failure{}
 	js.layoutBytes, js.layoutTargets = 0, len(targets)
