@@ -116,11 +116,9 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 	for _, j := range prof.Jobs {
 		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
 		if prof.Steady {
-			files := 1 // the layout
-			if j.FilePerRound {
-				files = rounds // a file for every round
-			}
-			per += j.FileBytes * int64(files)
+			// The layout, and a file for every round, or for each
+			// of the first rounds of a job whose files rotate.
+			per += j.FileBytes * int64(j.LayoutFiles(rounds))
 		}
 	}
 	return per * int64(targets)

@@ -200,12 +200,13 @@ func TestRoundFits(t *testing.T) {
 	if err := c.RoundFits(c.Agent.Budget.MaxBytes); err != nil {
 		t.Errorf("default cycle budget: %v", err)
 	}
-	// quick's costliest round on 4 targets: 128 MiB.
-	if err := c.RoundFits(128 * MiB); err != nil {
-		t.Errorf("128 MiB: %v", err)
+	// quick's costliest round on 4 targets: 160 MiB, an fsync round
+	// that lays out one of its files.
+	if err := c.RoundFits(160 * MiB); err != nil {
+		t.Errorf("160 MiB: %v", err)
 	}
-	if err := c.RoundFits(128*MiB - 1); err == nil || !strings.Contains(err.Error(), "128MiB") {
-		t.Errorf("a byte short of quick's round: %v, want an error naming 128MiB", err)
+	if err := c.RoundFits(160*MiB - 1); err == nil || !strings.Contains(err.Error(), "160MiB") || !strings.Contains(err.Error(), "fsync") {
+		t.Errorf("a byte short of quick's round: %v, want an error naming 160MiB and fsync", err)
 	}
 	c.Profile = "long"
 	if err := c.RoundFits(0); err != nil {

@@ -93,6 +93,9 @@ func TestCommand(t *testing.T) {
 			if j.FilePerRound && !p.Steady {
 				t.Errorf("profile %s job %s: a file per round needs a steady profile (a fresh one has a new file every execution)", name, j.Workload)
 			}
+			if j.RotateFiles != 0 && (j.RotateFiles < 2 || j.FilePerRound || !p.Steady) {
+				t.Errorf("profile %s job %s: RotateFiles %d wants at least 2 files, a steady profile and no file per round", name, j.Workload, j.RotateFiles)
+			}
 		}
 	}
 }
@@ -395,10 +398,11 @@ func TestMaxWriteBytes(t *testing.T) {
 		want    int64
 		w       measure.Workload
 	}{
-		// randwrite's cap and its round's file (16+16 MiB) ties fsync's
-		// 32 MiB cap; the first job wins a tie.
-		{"quick", 4, 4 * 32 * m, measure.RandWrite},
-		{"quick", 3, 3 * 32 * m, measure.RandWrite},
+		// fsync's 32 MiB cap and the file of one of its first rounds
+		// (RotateFiles: 8 MiB) beat randwrite's cap and its round's file
+		// (16+16 MiB).
+		{"quick", 4, 4 * 40 * m, measure.Fsync},
+		{"quick", 3, 3 * 40 * m, measure.Fsync},
 		{"long", 4, 4 * (16<<30 + 16*m), measure.RandWrite},
 		// seed's fsync job reads: fio lays out its 8 GiB and writes up
 		// to as much again.
@@ -410,6 +414,39 @@ func TestMaxWriteBytes(t *testing.T) {
 		}
 		if got, w := p.MaxRoundBytes(c.targets); got != c.want || w != c.w {
 			t.Errorf("%s on %d targets: %d (%s), want %d (%s)", c.profile, c.targets, got, w, c.want, c.w)
+		}
+	}
+}
+
+// TestFileOf: a target's k-th execution measures file k with a file per
+// round, k mod RotateFiles with files in turn, and file 0 otherwise; and
+// a measurement lays out as many files as FileOf names.
+func TestFileOf(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		job   Job
+		files []int // FileOf(0..9)
+	}{
+		{"one file", Job{}, []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"a file per round", Job{FilePerRound: true}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{"four in turn", Job{RotateFiles: 4}, []int{0, 1, 2, 3, 0, 1, 2, 3, 0, 1}},
+		{"one in turn is one file", Job{RotateFiles: 1}, []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		var got []int
+		for k := range 10 {
+			got = append(got, c.job.FileOf(k))
+		}
+		if !slices.Equal(got, c.files) {
+			t.Errorf("%s: files %v, want %v", c.name, got, c.files)
+		}
+		for n := range 11 {
+			distinct := map[int]bool{0: true} // the start's layout, even before an execution
+			for k := range n {
+				distinct[c.job.FileOf(k)] = true
+			}
+			if got := c.job.LayoutFiles(n); got != len(distinct) {
+				t.Errorf("%s: LayoutFiles(%d) = %d, want %d", c.name, n, got, len(distinct))
+			}
 		}
 	}
 }

@@ -96,6 +96,20 @@ type Job struct {
 	// removed file's blocks to the next file of the same size: removing
 	// and laying out again gave the same placement every time.
 	FilePerRound bool
+	// RotateFiles, above 1, gives a steady job that many files of its own
+	// on every target, used in turn: a target's k-th execution (from 0)
+	// uses file k mod RotateFiles, laid out just before the execution
+	// that uses it first (file 0 at the start, as every job's), and kept
+	// until the measurement ends. It is FilePerRound for a job whose
+	// executions write little beside their file: where a file lies moves
+	// its figures a little, and with one file per target that error is
+	// fixed for a whole measurement and outside its interval; spread over
+	// RotateFiles files it shrinks as 1/√RotateFiles, and the rounds'
+	// spread shows it, for RotateFiles-1 layouts per target instead of
+	// one per round. Host and the container run every round, so in every
+	// round both use their file of the same number: both fresh, or both
+	// reused as often. Not with FilePerRound.
+	RotateFiles int
 	// InFlightRate makes an execution's write rate its bytes over
 	// the summed latency of its writes, the time they were in flight,
 	// instead of over fio's runtime, which fio reports in whole
@@ -121,6 +135,34 @@ type Job struct {
 
 // Helper reports whether the probe helper, not fio, runs the job.
 func (j Job) Helper() bool { return j.Files > 0 }
+
+// FileOf is the number of the file (RoundFileName) that a target's k-th
+// execution of a steady job (from 0) measures: k for a job with a file
+// per round, k mod RotateFiles for one that rotates its files, 0 for a
+// job with one file.
+func (j Job) FileOf(k int) int {
+	switch {
+	case j.FilePerRound:
+		return k
+	case j.RotateFiles > 1:
+		return k % j.RotateFiles
+	}
+	return 0
+}
+
+// LayoutFiles is how many files a steady measurement lays out on a target
+// that runs n executions of the job (at least the one laid out at the
+// start): FileOf's distinct numbers over k < n.
+func (j Job) LayoutFiles(n int) int {
+	n = max(n, 1)
+	switch {
+	case j.FilePerRound:
+		return n
+	case j.RotateFiles > 1:
+		return min(n, j.RotateFiles)
+	}
+	return 1
+}
 
 // clones returns the job's clone count, at least 1.
 func (j Job) clones() int { return max(j.Clones, 1) }
@@ -179,7 +221,9 @@ func (p Profile) MaxRoundBytes(targets int) (int64, measure.Workload) {
 	var most int64
 	var w measure.Workload
 	for _, j := range p.Jobs {
-		if n := j.MaxRoundBytes(how, targets, p.Steady && j.FilePerRound); n > most {
+		// A job whose later executions lay out files of their own
+		// (FilePerRound, RotateFiles) has rounds with a file each.
+		if n := j.MaxRoundBytes(how, targets, p.Steady && j.LayoutFiles(2) > 1); n > most {
 			most, w = n, j.Workload
 		}
 	}

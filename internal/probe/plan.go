@@ -154,12 +154,18 @@ type jobState struct {
 	side                map[measure.Target]bool // the side targets; nil: none
 	lastBytes           int64                   // bytes of the job's last round, the cost estimate of the next
 	lastTargets         int                     // targets of the job's last round
-	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a file per round adds to a round
+	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a round that lays out files adds
 	layoutTargets       int                     // targets of the job's last layout
-	lastTime            time.Duration
-	halfWidth           float64
-	broken              map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
-	samples             []measure.Sample                    // prior and new, for the intervals
+	// steady: the job's files are laid out (a steady profile); runs
+	// counts every target's executions so far, which pick its file
+	// (fio.Job.FileOf), and laid the files laid out on each target.
+	steady    bool
+	runs      map[measure.Target]int
+	laid      map[measure.Target]map[int]bool
+	lastTime  time.Duration
+	halfWidth float64
+	broken    map[measure.Target]*measure.Failure // layout failed: the target cannot run the job
+	samples   []measure.Sample                    // prior and new, for the intervals
 }
 
 // Measure runs the profile's jobs on every target of the session as plan
@@ -189,7 +195,8 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
 		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{},
-			side: side, sideFrom: plan.MinRounds, sideEvery: plan.SideEvery}
+			side: side, sideFrom: plan.MinRounds, sideEvery: plan.SideEvery,
+			steady: prof.Steady, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
 		priorRounds := map[int]bool{}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
@@ -219,7 +226,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if prof.Steady {
 		defer s.removeJobFiles(ctx)
 		for _, js := range jobs {
-			maps.Copy(js.broken, s.layoutJob(ctx, js, s.targets, 0, 0, rng, report, &out))
+			maps.Copy(js.broken, s.layoutJob(ctx, js, s.targets, 0, rng, report, &out))
 		}
 	}
 
@@ -245,15 +252,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		roundStart := time.Now()
 		var roundBytes int64
 		mark := len(out.Samples)
-		// A job with a file per round lays out this round's files first
-		// (round 0 uses the files laid out above); a target whose file
-		// could not be laid out fails this round, not the measurement.
-		var file int
+		// A job with a file per round, or files in turn, lays out the
+		// files this round measures first where they are new (the first
+		// round uses the files laid out above); a target whose file could
+		// not be laid out fails this round, not the measurement.
 		var failed map[measure.Target]*measure.Failure
-		targets := s.roundTargets(js)
-		if prof.Steady && js.job.FilePerRound && js.rounds > 0 {
-			file = js.rounds
-			failed = s.layoutJob(ctx, js, targets, file, round-first+1, rng, report, &out)
+		if need := js.unlaid(s.roundTargets(js)); len(need) > 0 {
+			failed = s.layoutJob(ctx, js, need, round-first+1, rng, report, &out)
 		}
 		order := s.roundOrder(js, rng)
 		for i, t := range order {
@@ -266,8 +271,9 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 				sm = measure.Sample{Round: round, Order: i + 1, Target: t, StartedAt: time.Now().UTC(),
 					JobResult: measure.JobResult{Workload: js.job.Workload, Failure: f}}
 			} else {
-				sm = s.runJob(ctx, s.probe, round, i+1, t, job, how, file)
+				sm = s.runJob(ctx, s.probe, round, i+1, t, job, how, js.fileOf(t))
 			}
+			js.runs[t]++
 			out.Samples = append(out.Samples, sm)
 			js.samples = append(js.samples, sm)
 			roundBytes += sm.BytesWritten
@@ -388,11 +394,35 @@ func narrowing(hw float64, n int, precision float64) float64 {
 // window's and this measurement's.
 func (js *jobState) pairs() int { return js.priorRounds + js.rounds }
 
+// fileOf is the number of the file target t's next execution of the job
+// measures (fio.Job.FileOf).
+func (js *jobState) fileOf(t measure.Target) int { return js.job.FileOf(js.runs[t]) }
+
+// unlaid are the targets, of those given, whose next execution of the job
+// measures a file not laid out yet on them: every target of a round of a
+// job with a file per round but the first, of one whose files rotate
+// until each has its files, none for a job with one file. A target whose
+// first layout failed (broken) has none to lay out: it cannot run the job.
+func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
+	if !js.steady {
+		return nil
+	}
+	var out []measure.Target
+	for _, t := range targets {
+		if js.broken[t] == nil && !js.laid[t][js.fileOf(t)] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // roundCost estimates what the job's next round writes: its last round's
 // executions, or before the first one the job's byte cap on every target;
-// and for a job with a file per round, its last layout again.
+// and for each target whose file is new (unlaid), its share of the job's
+// last layout.
 func (s *Session) roundCost(js *jobState) int64 {
-	n := int64(len(s.roundTargets(js)))
+	targets := s.roundTargets(js)
+	n := int64(len(targets))
 	var cost int64
 	if js.lastBytes > 0 && js.lastTargets > 0 {
 		cost = js.lastBytes * n / int64(js.lastTargets)
@@ -403,8 +433,8 @@ func (s *Session) roundCost(js *jobState) int64 {
 		}
 		cost = per * n
 	}
-	if js.job.FilePerRound && js.rounds > 0 && js.layoutTargets > 0 {
-		cost += js.layoutBytes * n / int64(js.layoutTargets)
+	if need := int64(len(js.unlaid(targets))); need > 0 && js.layoutTargets > 0 {
+		cost += js.layoutBytes * need / int64(js.layoutTargets)
 	}
 	return cost
 }
@@ -444,8 +474,8 @@ func (s *Session) roundTargets(js *jobState) []measure.Target {
 
 // roundJob is the steady job as its next round runs it with left bytes of
 // the budget: as it is when every target's execution at its byte cap, and
-// the round's files, fit; otherwise with the cap of every execution
-// lowered to its share of what the files leave. The round was started
+// the round's new files (unlaid), fit; otherwise with the cap of every
+// execution lowered to its share of what the files leave. The round was started
 // because its estimate fits, so the lowered cap is about what an execution
 // of the job's last round wrote: it ends only one that would write more
 // (a moment of the device fast enough to reach the cap). Every target of
@@ -453,18 +483,15 @@ func (s *Session) roundTargets(js *jobState) []measure.Target {
 // false when not even fio's smallest cap (a block per clone) would fit.
 func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job = js.job
-	targets := len(s.roundTargets(js))
-	withFile := job.FilePerRound && js.rounds > 0
-	if job.MaxRoundBytes(fio.Steady, targets, withFile) <= left {
+	round := s.roundTargets(js)
+	targets := int64(len(round))
+	files := job.MaxWriteBytes(fio.Layout) * int64(len(js.unlaid(round)))
+	if job.MaxWriteBytes(fio.Steady)*targets+files <= left {
 		return job, true
 	}
-	var files int64
-	if withFile {
-		files = job.MaxWriteBytes(fio.Layout) * int64(targets)
-	}
-	job.IOBytes = (left - files) / int64(targets)
+	job.IOBytes = (left - files) / targets
 	// fio's cap has a floor (a block per clone) the share may be below.
-	return job, job.MaxRoundBytes(fio.Steady, targets, withFile) <= left
+	return job, job.MaxWriteBytes(fio.Steady)*targets+files <= left
 }
 
 // shareCost is what the job's next round costs as the larger of its share
@@ -590,18 +617,19 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	return min(est, byPrecision)
 }
 
-// layoutJob lays out the job's file number file on every target that can
-// run the job (round is for the progress report), counts what that wrote
-// and returns the targets whose layout failed. The targets lay out in a
+// layoutJob lays out, on every target given that can run the job, the
+// file its next execution measures (jobState.fileOf; round is for the
+// progress report), counts what that wrote and returns the targets whose
+// layout failed. The targets lay out in a
 // random order: where a file lands can depend on what was laid out just
 // before it, and a fixed order would turn that into a bias of the later
 // targets. On btrfs, ten default runs alternating host-first and
 // host-last layout moved bind's and the volume's mean fsync latency
 // against host by 2.0 and 2.8 points (each about twice its standard
 // error); random, it is noise that a file per round puts into the
-// interval, and that runs and agent cycles average out for fsync's one
-// file per measurement.
-func (s *Session) layoutJob(ctx context.Context, js *jobState, targets []measure.Target, file, round int, rng *rand.Rand, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
+// interval, as fsync's four files in turn put most of it, and that runs
+// and agent cycles average out.
+func (s *Session) layoutJob(ctx context.Context, js *jobState, targets []measure.Target, round int, rng *rand.Rand, report func(string, int, measure.Target, measure.Workload), out *Outcome) map[measure.Target]*measure.Failure {
 	failed := map[measure.Target]*measure.Failure{}
 	js.layoutBytes, js.layoutTargets = 0, len(targets)
 	order := shuffled(rng, targets)
@@ -613,6 +641,7 @@ func (s *Session) layoutJob(ctx context.Context, js *jobState, targets []measure
 			continue
 		}
 		report("layout", round, t, js.job.Workload)
+		file := js.fileOf(t)
 		n, f := s.layout(ctx, t, js.job, file)
 		js.layoutBytes += n
 		out.LayoutBytes[t] += n
@@ -621,13 +650,19 @@ func (s *Session) layoutJob(ctx context.Context, js *jobState, targets []measure
 			failed[t] = f
 			s.logger.Warn("layout of a job file failed: the target misses the rounds that need it",
 				"target", t, "job", js.job.Workload, "file", fio.RoundFileName(js.job.Workload, file), "reason", f.Reason, "err", f.Message)
+			continue
 		}
+		if js.laid[t] == nil {
+			js.laid[t] = map[int]bool{}
+		}
+		js.laid[t][file] = true
 	}
 	return failed
 }
 
 // layout writes the job's file number file on target t: file 0 once per
-// measurement, the others before their rounds (fio.Job.FilePerRound).
+// measurement, the others before the executions that first use them
+// (fio.Job.FilePerRound, fio.Job.RotateFiles).
 // Every target lays out files of its own, bind too: one file measured by
 // two targets would be measured twice in a round, and a file's second
 // execution in a round need not read like its first (on btrfs, a fresh

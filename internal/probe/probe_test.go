@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -271,7 +272,8 @@ func TestMeasureFixedRounds(t *testing.T) {
 		t.Errorf("the target order never changed: %v", distinct)
 	}
 	// Each file is laid out once on its target before it is measured: one
-	// file per job, or one per round for a job with FilePerRound.
+	// file per job, one per round for a job with FilePerRound, or its
+	// RotateFiles files for one whose files rotate (fio.Job.LayoutFiles).
 	var layouts, measured, wantLayouts int
 	laidOut := map[string]bool{}
 	files := map[measure.Workload]map[string]bool{}
@@ -280,11 +282,7 @@ func TestMeasureFixedRounds(t *testing.T) {
 		if j.Helper() {
 			continue // nothing to lay out
 		}
-		if j.FilePerRound {
-			wantLayouts += 3 * 4 // container, volume and bind, every round
-		} else {
-			wantLayouts += 3
-		}
+		wantLayouts += 3 * j.LayoutFiles(4) // container, volume and bind
 	}
 	for _, j := range eng.Jobs() {
 		key := string(j.Target) + "/" + j.File
@@ -307,8 +305,8 @@ func TestMeasureFixedRounds(t *testing.T) {
 	}
 	for _, j := range prof.Jobs {
 		want := 1
-		if j.FilePerRound {
-			want = 4
+		if !j.Helper() {
+			want = j.LayoutFiles(4)
 		}
 		if len(files[j.Workload]) != want {
 			t.Errorf("%s measured the files %v, want %d", j.Workload, files[j.Workload], want)
@@ -1065,5 +1063,168 @@ func TestNextCountsThePriorWindowsRounds(t *testing.T) {
 		if js, _ := s.next([]*jobState{many, few}, plan, 200, 0, 0, rand.New(rand.NewPCG(uint64(i), 1))); js != few {
 			t.Fatalf("next picked %v; want the job with fewer rounds behind its interval", js.job.Workload)
 		}
+	}
+}
+
+// TestMeasureRotatesFiles: a job whose files rotate (fio.Job.RotateFiles)
+// measures each target's k-th execution on its file k mod RotateFiles and
+// lays out each file once per target, just before its first use; bind and
+// the volume, which run in a share of the rounds (Plan.SideEvery), rotate
+// over their own executions. A file whose layout failed costs its target
+// that round only, and is laid out again when its turn comes back.
+func TestMeasureRotatesFiles(t *testing.T) {
+	prof, err := smoke(t).Only([]measure.Workload{measure.Fsync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const files = 4
+	if prof.Jobs[0].RotateFiles != files {
+		t.Fatalf("smoke's fsync rotates %d files, the test expects %d", prof.Jobs[0].RotateFiles, files)
+	}
+	s, eng := prepare(t, testOptions(t))
+	failing := fio.RoundFileName(measure.Fsync, 2)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var mu sync.Mutex
+	failed := false
+	eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		mu.Lock()
+		defer mu.Unlock()
+		if j.Layout && j.Target == measure.TargetVolume && j.File == failing && !failed {
+			failed = true
+			return &engine.ExecResult{ExitCode: 1, Stderr: []byte("fio: pid=3, err=28/file:filesetup.c:240, func=write, error=No space left on device")}
+		}
+		// Noisy, so that the precision is never reached.
+		return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1+0.3*rng.Float64())}
+	})
+	var hostLayouts []int // the rounds before which the host laid out a file (0: at the start)
+	out := s.Measure(context.Background(), prof, Plan{MinRounds: 6, MaxRounds: 14, Precision: 1e-6, SideEvery: 3}, 1,
+		rand.New(rand.NewPCG(8, 8)), func(p Progress) {
+			if p.Phase == "layout" && p.Target == measure.TargetHost {
+				hostLayouts = append(hostLayouts, p.Round)
+			}
+		})
+	if out.Stop != StopRounds || out.Rounds != 14 {
+		t.Fatalf("stop %q after %d rounds, want rounds after 14", out.Stop, out.Rounds)
+	}
+	// The host runs every round, as the container does: its files are
+	// new in the rounds the container's are (rounds 2-4; round 1
+	// measures the file laid out at the start).
+	if want := []int{0, 2, 3, 4}; !slices.Equal(hostLayouts, want) {
+		t.Errorf("the host laid out files before rounds %v, want %v", hostLayouts, want)
+	}
+	// Per target in the probe container: what fio did, in order.
+	type event struct {
+		layout bool
+		file   string
+	}
+	events := map[measure.Target][]event{}
+	for _, j := range eng.Jobs() {
+		events[j.Target] = append(events[j.Target], event{j.Layout, j.File})
+	}
+	name := func(k int) string { return fio.RoundFileName(measure.Fsync, k) }
+	// The volume's third execution had no file: its layout failed.
+	wantRuns := map[measure.Target][]int{
+		measure.TargetContainer: {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},
+		measure.TargetBind:      {0, 1, 2, 3, 4, 5, 6, 7}, // rounds 1-6, 9 and 12
+		measure.TargetVolume:    {0, 1, 3, 4, 5, 6, 7},
+	}
+	for tg, runs := range wantRuns {
+		var measured []string
+		laid := map[string]int{}
+		for _, e := range events[tg] {
+			if e.layout {
+				laid[e.file]++
+				continue
+			}
+			if laid[e.file] == 0 {
+				t.Errorf("%s measured %s before laying it out", tg, e.file)
+			}
+			measured = append(measured, e.file)
+		}
+		var want []string
+		for _, k := range runs {
+			want = append(want, name(k%files))
+		}
+		if !slices.Equal(measured, want) {
+			t.Errorf("%s measured %v, want %v", tg, measured, want)
+		}
+		for k := range files {
+			n := 1
+			if tg == measure.TargetVolume && k == 2 {
+				n = 2 // failed, then laid out again at its next turn
+			}
+			if laid[name(k)] != n {
+				t.Errorf("%s laid out %s %d times, want %d (all: %v)", tg, name(k), laid[name(k)], n, laid)
+			}
+		}
+		if len(laid) != files {
+			t.Errorf("%s laid out %v, want %d files", tg, laid, files)
+		}
+	}
+	var fails []string
+	for _, sm := range out.Samples {
+		if !sm.OK() {
+			fails = append(fails, fmt.Sprintf("round %d %s: %s", sm.Round, sm.Target, sm.Failure.Reason))
+		}
+	}
+	if want := []string{"round 3 volume: no_space"}; !slices.Equal(fails, want) {
+		t.Errorf("failed executions %v, want %v", fails, want)
+	}
+	// The container and bind laid out as many files, the host too.
+	if c := out.LayoutBytes[measure.TargetContainer]; c <= 0 || out.LayoutBytes[measure.TargetBind] != c || out.LayoutBytes[measure.TargetHost] <= 0 {
+		t.Errorf("layout bytes %v: want bind's as much as the container's", out.LayoutBytes)
+	}
+}
+
+// TestRoundCostCountsTheRoundsNewFiles: the planner prices a round of a
+// job whose files rotate with the layout of the files the round is the
+// first to measure, and with none once every target has its files; a
+// round cut to the budget's rest (roundJob) leaves those layouts their
+// bytes.
+func TestRoundCostCountsTheRoundsNewFiles(t *testing.T) {
+	const mb = 1 << 20
+	host, ctr := measure.TargetHost, measure.TargetContainer
+	s := &Session{targets: []measure.Target{host, ctr}}
+	job := fio.Job{Workload: measure.Fsync, RotateFiles: 3, FileBytes: 8 * mb, IOBytes: 32 * mb, Runtime: time.Second}
+	js := &jobState{job: job, steady: true, broken: map[measure.Target]*measure.Failure{},
+		runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{host: {0: true}, ctr: {0: true}},
+		lastBytes: 20 * mb, lastTargets: 2, layoutBytes: 16 * mb, layoutTargets: 2}
+	for _, c := range []struct {
+		name       string
+		runs       int
+		laidCtr    []int
+		wantCost   int64
+		wantUnlaid int
+	}{
+		{"first round: the start's files", 0, nil, 20 * mb, 0},
+		{"second round: a new file on each", 1, nil, 36 * mb, 2},
+		{"the container has it already", 1, []int{1}, 28 * mb, 1},
+		{"back to file 0", 3, nil, 20 * mb, 0},
+	} {
+		js.runs[host], js.runs[ctr] = c.runs, c.runs
+		js.laid[ctr] = map[int]bool{0: true}
+		for _, k := range c.laidCtr {
+			js.laid[ctr][k] = true
+		}
+		if got := s.roundCost(js); got != c.wantCost {
+			t.Errorf("%s: cost %d MiB, want %d", c.name, got/mb, c.wantCost/mb)
+		}
+		if got := len(js.unlaid(s.targets)); got != c.wantUnlaid {
+			t.Errorf("%s: %d targets to lay out, want %d", c.name, got, c.wantUnlaid)
+		}
+	}
+	// 40 MiB left for a round with two new files: 16 MiB of layout, and
+	// the executions share the rest.
+	js.runs[host], js.runs[ctr] = 1, 1
+	js.laid[ctr] = map[int]bool{0: true}
+	got, ok := s.roundJob(js, 40*mb)
+	if !ok || got.IOBytes != 12*mb {
+		t.Errorf("roundJob with 40 MiB left: cap %d, ok %v; want 12 MiB a target", got.IOBytes, ok)
+	}
+	// A target whose first layout failed cannot run the job: nothing to
+	// lay out for it.
+	js.broken[ctr] = &measure.Failure{Reason: measure.ReasonNoSpace}
+	if got := js.unlaid(s.targets); !slices.Equal(got, []measure.Target{host}) {
+		t.Errorf("unlaid with a broken container: %v, want host alone", got)
 	}
 }

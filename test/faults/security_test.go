@@ -141,10 +141,8 @@ func TestNoAPIInputReachesTheEngine(t *testing.T) {
 	must(t, err)
 	allowed := map[string]bool{}
 	for _, job := range prof.Jobs {
-		files := 1
-		if job.FilePerRound {
-			files = probe.DefaultMaxRounds // a file per round, at most this many rounds
-		}
+		// A file per round (at most this many rounds), or files in turn.
+		files := job.LayoutFiles(probe.DefaultMaxRounds)
 		for k := range files {
 			for _, how := range []fio.Execution{fio.Steady, fio.Layout} {
 				// host and bind each have a directory of their own under
