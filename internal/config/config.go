@@ -25,7 +25,7 @@ type Config struct {
 	// choice is the operator's: every job keeps the built-in profile's
 	// options.
 	Workloads []measure.Workload `yaml:"workloads"`
-	Fio     Fio              `yaml:"fio"`
+	Fio       Fio                `yaml:"fio"`
 	// Engines to measure. Empty means one engine named "default" reached
 	// through DOCKER_HOST or the default socket.
 	Engines   []Engine  `yaml:"engines"`
