@@ -356,8 +356,12 @@ func TestUnitReferenceTiming(t *testing.T) {
 
 func TestUnitForgetSection(t *testing.T) {
 	r := &results{Errors: []string{"reference-btrfs+defaults-btrfs: 1 of 12 default runs failed", "defaults-overlay2: x", "detection: y"},
-		SectionSeconds: map[string]float64{"reference-btrfs+defaults-btrfs": 1, "reference-btrfs": 2, "defaults-overlay2": 3}}
+		SectionSeconds: map[string]float64{"reference-btrfs+defaults-btrfs": 1, "reference-btrfs": 2, "defaults-overlay2": 3},
+		Carried:        []carried{{Section: "reference-btrfs"}, {Section: "footprint"}}}
 	r.forget("reference-btrfs")
+	if len(r.Carried) != 1 || r.carriedOf("footprint") == nil {
+		t.Errorf("carried sections after forgetting reference-btrfs: %+v, want footprint's only", r.Carried)
+	}
 	if !slices.Equal(r.Errors, []string{"defaults-overlay2: x", "detection: y"}) {
 		t.Errorf("errors after forgetting reference-btrfs: %q", r.Errors)
 	}

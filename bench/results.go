@@ -140,11 +140,13 @@ func (r *results) driver(name string) *driverResult {
 	return r.driver(name)
 }
 
-// forget removes a section's errors and wall time (its figures are reset
-// by the section itself) before it runs again, also those recorded where
-// it ran together with another section ("reference-btrfs+defaults-btrfs").
+// forget removes a section's errors, wall time and carried-over note (its
+// figures are reset by the section itself) before it runs again, also those
+// recorded where it ran together with another section
+// ("reference-btrfs+defaults-btrfs").
 func (r *results) forget(section string) {
 	names := func(key string) bool { return slices.Contains(strings.Split(key, "+"), section) }
+	r.Carried = slices.DeleteFunc(r.Carried, func(c carried) bool { return names(c.Section) })
 	r.Errors = slices.DeleteFunc(r.Errors, func(e string) bool {
 		key, _, _ := strings.Cut(e, ": ")
 		return names(key)

@@ -25,6 +25,8 @@ command -v catatonit >/dev/null || need+=(catatonit)
 command -v fuse-overlayfs >/dev/null || need+=(fuse-overlayfs)
 # test/ops (dashboards, rules and deployment files):
 command -v amtool >/dev/null || need+=(prometheus-alertmanager)
+# make bench (footprint): Debian's node_exporter, the agent's reference.
+[[ -x /usr/bin/prometheus-node-exporter ]] || need+=(prometheus-node-exporter)
 command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || need+=(debootstrap)
 # test/vm: a Debian guest under QEMU (its kernel, Debian's linux-image-amd64,
 # is installed into the guest by debootstrap), its socket forwarded with

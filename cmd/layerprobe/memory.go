@@ -17,8 +17,9 @@ const agentGCPercent = 50
 type memoryTuning struct {
 	// gcPercent, when positive, is set with debug.SetGCPercent.
 	gcPercent int
-	// releaseAfterCycle returns the memory a cycle freed to the operating
-	// system when the cycle ends.
+	// releaseAfterCycle returns the memory a cycle freed, and the binary's
+	// pages the agent mapped, to the operating system after start-up and
+	// after every cycle (agent.Agent.releaseMemory).
 	releaseAfterCycle bool
 }
 
