@@ -201,6 +201,7 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 				o.PercentOfHost, o.PercentLow, o.PercentHigh, p99.PercentOfHost, p99.PercentLow, p99.PercentHigh)
 		}
 	}
+	checkSmallFiles(t, driver, byKey, wantTargets)
 	for _, tg := range wantTargets {
 		for _, j := range wantJobs {
 			r, ok := byKey[tg+"/"+j]
@@ -256,6 +257,49 @@ func checkRunTargets(t *testing.T, run report.Run, profile, driver, backing, fio
 				if o.N < minPairs || o.N > e2eRounds || (o.N == e2eRounds && o.Coverage < 0.95) {
 					t.Errorf("%s/%s %s: %d rounds, coverage %v", tg, j, m, o.N, o.Coverage)
 				}
+			}
+		}
+	}
+}
+
+// minIntervalPairs is the fewest round pairs with a 95% interval; below it
+// the run withholds the bounds (measure.Overhead.Withheld).
+const minIntervalPairs = 6
+
+// checkSmallFiles checks that smallfiles ran on every target of the driver
+// and that every container target has an operations-per-second estimate
+// whose interval agrees with its rounds: bounds around the estimate from
+// minIntervalPairs round pairs on, withheld (null bounds) below.
+func checkSmallFiles(t *testing.T, driver string, byKey map[string]measure.Result, targets []string) {
+	t.Helper()
+	for _, tg := range targets {
+		r, ok := byKey[tg+"/"+string(measure.SmallFiles)]
+		if !ok {
+			t.Errorf("%s: no smallfiles result for %s", driver, tg)
+			continue
+		}
+		if r.RoundsOK == 0 || !(r.Raw.IOPS > 0) {
+			t.Errorf("%s %s smallfiles: %d ok rounds, %v operations per second", driver, tg, r.RoundsOK, r.Raw.IOPS)
+		}
+		if tg == "host" {
+			continue
+		}
+		for _, m := range []string{measure.MetricIOPS, measure.MetricLatencyP99} {
+			o, ok := r.Overhead[m]
+			if !ok {
+				t.Errorf("%s %s smallfiles: no %s estimate", driver, tg, m)
+				continue
+			}
+			if math.IsNaN(o.Ratio) || math.IsInf(o.Ratio, 0) || math.IsNaN(o.PercentOfHost) || o.N <= 0 || o.N > e2eRounds {
+				t.Errorf("%s %s smallfiles %s: estimate %+v", driver, tg, m, o)
+				continue
+			}
+			bounded := !math.IsNaN(o.CILow) && !math.IsNaN(o.CIHigh)
+			switch {
+			case o.N >= minIntervalPairs && (o.Withheld || !bounded || o.CILow > o.Ratio || o.Ratio > o.CIHigh):
+				t.Errorf("%s %s smallfiles %s: %d round pairs but interval %+v", driver, tg, m, o.N, o)
+			case o.N < minIntervalPairs && (!o.Withheld || bounded):
+				t.Errorf("%s %s smallfiles %s: %d round pairs, interval not withheld: %+v", driver, tg, m, o.N, o)
 			}
 		}
 	}
