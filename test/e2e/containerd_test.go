@@ -35,6 +35,7 @@ func containerdConfig(t *testing.T, d *testdaemon.Daemon, snapshotter string) st
 }
 
 func TestRunOnPrivateContainerd(t *testing.T) {
+	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
 	cases := []struct {
 		name    string
 		opts    testdaemon.Options
