@@ -19,12 +19,15 @@ import (
 // seconds whatever the CI machine does. Eight rounds: the interval series
 // need 6 round pairs, and on a busy CI machine one 100 ms smoke execution
 // may fail (its cycle in a fresh-clone run lost one fsync round, which
-// withheld fsync's intervals).
+// withheld fsync's intervals). No byte cap: the smoke executions are
+// timed, so eight rounds on a fast disk may write more than the default
+// 512 MiB, and a cycle stopped on bytes would withhold intervals too.
 const imageAgentConfig = `profile: smoke
 agent:
   interval: 1h
   jitter: 0
   rounds_per_cycle: 8
+  cycle_max_bytes: 0
   daily_byte_budget: 4GiB
   max_io_pressure: 100
   max_disk_util: 1
