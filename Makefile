@@ -109,6 +109,9 @@ unit:
 # section with tiny sizes into a temporary directory; bench-report
 # regenerates the page from docs/bench/results.json.
 BENCH_OUT     ?= docs
+# BENCH_TIMEOUT ends a sitting (the results are written after
+# every run); BENCH_RESUME=1 with the same BENCH_ONLY goes on from there.
+BENCH_TIMEOUT ?= 18h
 BENCH_RUN     := -tags bench -count=1 -v .
 
 # The same binary with the LAYERPROBE_TEST_* hooks (build tag testhooks)
@@ -121,7 +124,7 @@ build-testhooks:
 
 bench: deps-test build-testhooks
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
-		$(GO) -C bench test -run 'TestBench$$' -timeout 18h $(BENCH_RUN)
+		$(GO) -C bench test -run 'TestBench$$' -timeout $(BENCH_TIMEOUT) $(BENCH_RUN)
 
 bench-smoke: deps-test build-testhooks
 	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \

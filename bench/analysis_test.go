@@ -4,6 +4,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -320,6 +321,36 @@ func TestUnitInterleave(t *testing.T) {
 	}
 	if mean /= float64(len(got)); math.Abs(mean-6) > 0.5 {
 		t.Errorf("interleave(12, 6) = %v: mean place %.2f, want about 6 (the middle of the default runs)", got, mean)
+	}
+}
+
+// A section resumed after 12 default and 1 reference runs of 20 and 6
+// (interleave: references before runs 2, 6, 9, 12, 16, 19) first makes the
+// references it missed (2 and 3, placed before runs 6 and 9), then goes
+// on as a fresh one would; a fresh section makes each just before its run.
+func TestUnitDueReferences(t *testing.T) {
+	at := interleave(20, 6)
+	if !slices.Equal(at, []int{2, 6, 9, 12, 16, 19}) {
+		t.Fatalf("interleave(20, 6) = %v", at)
+	}
+	tried := map[int]bool{}
+	var got [][]int
+	for i := 13; i <= 20; i++ {
+		got = append(got, dueReferences(at, i, 1, tried))
+	}
+	want := [][]int{{1, 2, 3}, nil, nil, {4}, nil, nil, {5}, nil}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resumed at default run 13 with 1 reference kept: %v, want %v", got, want)
+	}
+	tried = map[int]bool{}
+	got = nil
+	for i := 1; i <= 20; i++ {
+		if d := dueReferences(at, i, 0, tried); d != nil {
+			got = append(got, []int{i, d[0], len(d)})
+		}
+	}
+	if fmt.Sprint(got) != "[[2 0 1] [6 1 1] [9 2 1] [12 3 1] [16 4 1] [19 5 1]]" {
+		t.Errorf("fresh section: (default run, reference, count) %v, want each reference alone before its run", got)
 	}
 }
 

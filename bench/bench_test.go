@@ -71,10 +71,12 @@ func TestBench(t *testing.T) {
 		switch {
 		case err == nil:
 			res = prev
-			res.Reruns = append(res.Reruns, rerun{StartedAt: time.Now().UTC(), Sizes: s.sizes(), Why: os.Getenv("BENCH_RERUN_WHY")})
+			res.Reruns = append(res.Reruns, rerun{StartedAt: time.Now().UTC(), Sizes: s.sizes(), Why: os.Getenv("BENCH_RERUN_WHY"), Resumed: s.resume})
 			rr = &res.Reruns[len(res.Reruns)-1]
 		case !errors.Is(err, fs.ErrNotExist):
 			t.Fatalf("BENCH_ONLY replaces sections in the existing results, which cannot be read: %v", err)
+		case s.resume:
+			t.Fatalf("BENCH_RESUME goes on with the runs in %s, which does not exist", s.resultsPath())
 		}
 	}
 	p.logf("layerprobe benchmark (short=%v) -> %s; %s", s.short, s.reportPath(), res.Machine.Layerprobe)
@@ -90,6 +92,11 @@ func TestBench(t *testing.T) {
 		if !slices.ContainsFunc(parts, s.selects) {
 			return
 		}
+		// A resumed section adds its time to the sittings before it.
+		earlier := 0.0
+		if s.resume {
+			earlier = res.SectionSeconds[name]
+		}
 		for _, part := range parts {
 			if rr != nil {
 				rr.Sections = append(rr.Sections, part)
@@ -103,7 +110,7 @@ func TestBench(t *testing.T) {
 				t.Error(err)
 			}
 		})
-		res.SectionSeconds[name] = time.Since(start).Seconds()
+		res.SectionSeconds[name] = earlier + time.Since(start).Seconds()
 		p.logf("section %s: %s", name, time.Since(start).Round(time.Second))
 		save()
 	}
@@ -166,19 +173,26 @@ func TestBench(t *testing.T) {
 			// sections does not pass for a bias.
 			section(refName+"+"+defName, func(t *testing.T) error {
 				dr := res.driver(driver)
-				dr.References, dr.Defaults = nil, nil
+				if !s.resume {
+					dr.References, dr.Defaults = nil, nil
+				}
+				p.logf("%s: %d default and %d reference runs kept", driver, len(dr.Defaults), len(dr.References))
 				return start(t).measureDefaults(ctx, dr, s.defaultRuns[driver], s.referenceRuns, save)
 			})
 			continue
 		}
 		section(refName, func(t *testing.T) error {
 			dr := res.driver(driver)
-			dr.References = nil
+			if !s.resume {
+				dr.References = nil
+			}
 			return start(t).measureReference(ctx, dr, s.referenceRuns, save)
 		})
 		section(defName, func(t *testing.T) error {
 			dr := res.driver(driver)
-			dr.Defaults = nil
+			if !s.resume {
+				dr.Defaults = nil
+			}
 			return start(t).measureDefaults(ctx, dr, s.defaultRuns[driver], 0, save)
 		})
 	}

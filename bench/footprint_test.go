@@ -34,8 +34,8 @@ func TestFootprintSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Variants) != 2 || r.Variants[0].Name != "before" || r.Variants[1].Name != "after" {
-		t.Fatalf("variants %+v, want before and after", r.Variants)
+	if len(r.Variants) != 2 || r.Variants[0].Name != "tuning off" || r.Variants[1].Name != "after" {
+		t.Fatalf("variants %+v, want \"tuning off\" and \"after\"", r.Variants)
 	}
 	for _, v := range r.Variants {
 		if v.Idle.RSS == 0 || v.AfterCycle.RSS == 0 || v.CyclePeakRSS < v.AfterCycle.RSS {

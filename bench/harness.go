@@ -42,6 +42,11 @@ type settings struct {
 	// referenceRuns is how many runs of the long profile each driver's
 	// reference combines.
 	referenceRuns int
+	// resume (BENCH_RESUME) keeps the selected sections' reference and
+	// default runs and goes on to their full counts: a long section
+	// measured over several sittings (its deadline set by BENCH_RUN's
+	// -timeout).
+	resume bool
 }
 
 // btrfsLoopMiB sizes the loop files of btrfs (and of the engines section's
@@ -90,7 +95,8 @@ func (s settings) selects(name string) bool {
 
 func loadSettings() (settings, error) {
 	s := settings{short: os.Getenv("BENCH_SHORT") != "" && os.Getenv("BENCH_SHORT") != "0",
-		outDir: os.Getenv("BENCH_OUT"), oldRev: os.Getenv("BENCH_OLD_REV")}
+		outDir: os.Getenv("BENCH_OUT"), oldRev: os.Getenv("BENCH_OLD_REV"),
+		resume: os.Getenv("BENCH_RESUME") != "" && os.Getenv("BENCH_RESUME") != "0"}
 	bin := os.Getenv("LAYERPROBE_BIN")
 	if bin == "" {
 		bin = "../bin/layerprobe-testhooks"
@@ -103,6 +109,9 @@ func loadSettings() (settings, error) {
 		return s, fmt.Errorf("layerprobe binary %s: %w (build it: make build-testhooks)", abs, err)
 	}
 	s.bin = abs
+	if s.resume && os.Getenv("BENCH_ONLY") == "" {
+		return s, fmt.Errorf("BENCH_RESUME goes on with sections that BENCH_ONLY names")
+	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		s.only = map[string]bool{}
 		for _, f := range strings.Split(v, ",") {

@@ -201,6 +201,12 @@ func writeRerunLog(w *mdWriter, r *results) {
 		if rr.Why != "" {
 			how += ", " + rr.Why
 		}
+		if rr.Resumed {
+			w.p("Sections %s went on in the same results file on %s (%s)%s (`BENCH_RESUME=1`): their runs so far "+
+				"were kept and more were added.", "`"+strings.Join(rr.Sections, "`, `")+"`",
+				rr.StartedAt.Format("2006-01-02 15:04 MST"), lasting(rr.StartedAt, rr.FinishedAt), how)
+			continue
+		}
 		w.p("Sections %s were measured again into the same results file on %s (%s)%s; their figures replace "+
 			"the earlier ones.", "`"+strings.Join(rr.Sections, "`, `")+"`",
 			rr.StartedAt.Format("2006-01-02 15:04 MST"), lasting(rr.StartedAt, rr.FinishedAt), how)
@@ -340,7 +346,11 @@ func writeReproduce(w *mdWriter, r *results) {
 		"results file. When both are selected, a driver's reference runs are spread among its default runs in one " +
 		"section (`reference-overlay2+defaults-overlay2`), so that the two see the same hours of the disk. " +
 		"`BENCH_COVERAGE_RUNS` (`40`, or `overlay2=40,btrfs=12`), `BENCH_OLD_DEFAULT_RUNS`, " +
-		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes.")
+		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes. " +
+		"A results file is written after every run, so a long section can be measured in sittings: " +
+		"`BENCH_TIMEOUT=70m` ends the sitting at that deadline (less two minutes; the run under way is dropped), and " +
+		"`BENCH_RESUME=1` with the same `BENCH_ONLY` keeps the reference and default runs made so far and " +
+		"goes on to the full counts.")
 	var rows [][]string
 	for _, name := range sectionNames() {
 		if v, ok := r.SectionSeconds[name]; ok {

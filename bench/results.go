@@ -100,6 +100,8 @@ type rerun struct {
 	// it necessary, in words for the report.
 	Sizes *runSizes `json:"sizes,omitempty"`
 	Why   string    `json:"why,omitempty"`
+	// Resumed: BENCH_RESUME kept the sections' runs and added to them.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // driverResult is what one storage driver's sections measured.

@@ -138,7 +138,7 @@ func (r runner) measureUnbounded(ctx context.Context, dr *driverResult) error {
 // run; a failed run is recorded and the next one starts.
 func (r runner) measureReference(ctx context.Context, dr *driverResult, n int, save func()) error {
 	var errs []string
-	for i := 1; i <= n && ctx.Err() == nil; i++ {
+	for i := len(dr.References) + 1; i <= n && ctx.Err() == nil; i++ {
 		if err := r.reference(ctx, dr, i, n, save); err != nil {
 			errs = append(errs, err.Error())
 		}
@@ -174,28 +174,59 @@ func interleave(n, refs int) []int {
 	return out
 }
 
+// dueReferences are the reference runs (from 0) to make before default run
+// i: those placed at or before it (interleave's at) that neither a
+// resumed section kept (the first kept) nor this sitting tried, which it
+// marks. A fresh section runs reference j just before default run at[j];
+// a resumed one first catches up with the references it missed.
+func dueReferences(at []int, i, kept int, tried map[int]bool) []int {
+	var out []int
+	for j, before := range at {
+		if before <= i && j >= kept && !tried[j] {
+			tried[j] = true
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
 // measureDefaults runs the adaptive method at its default settings n
 // times, with refs reference runs spread among them (interleave; 0 for
 // none); save is called after every run, so that hours of runs survive a
 // later failure. A failed run is recorded and the next one starts; three
 // default runs failed in a row end the section, reference runs not yet
-// started included.
+// started included. Runs already in dr (BENCH_RESUME) count: the section
+// goes on from the next default run and the next reference run, so that a
+// long section can be measured over several sittings. The test's deadline
+// stops it between runs, with an error that says how far it got.
 func (r runner) measureDefaults(ctx context.Context, dr *driverResult, n, refs int, save func()) error {
 	var errs, refErrs []string
+	var stopped error
 	failedInRow := 0
 	at := interleave(n, refs)
-	for i := 1; i <= n; i++ {
-		for j, before := range at {
-			if before == i && ctx.Err() == nil {
-				if err := r.reference(ctx, dr, j+1, refs, save); err != nil {
-					refErrs = append(refErrs, err.Error())
-				}
+	kept, tried := len(dr.References), map[int]bool{}
+	for i := len(dr.Defaults) + 1; i <= n; i++ {
+		for _, j := range dueReferences(at, i, kept, tried) {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := r.reference(ctx, dr, j+1, refs, save); err != nil {
+				refErrs = append(refErrs, err.Error())
 			}
 		}
-		d, err := r.one(ctx, fmt.Sprintf("default run %d/%d", i, n), r.lp("new", "default", "", r.plan.defaults, r.plan.runTimeout))
+		var d *runDoc
+		err := ctx.Err()
+		if err == nil {
+			d, err = r.one(ctx, fmt.Sprintf("default run %d/%d", i, n), r.lp("new", "default", "", r.plan.defaults, r.plan.runTimeout))
+		}
+		if ctx.Err() != nil {
+			stopped = fmt.Errorf("stopped by the deadline after %d of %d default and %d of %d reference runs (BENCH_RESUME=1 goes on from there)",
+				len(dr.Defaults), n, len(dr.References), refs)
+			break
+		}
 		if err != nil {
 			errs = append(errs, err.Error())
-			if failedInRow++; failedInRow == 3 || ctx.Err() != nil {
+			if failedInRow++; failedInRow == 3 {
 				break
 			}
 			continue
@@ -207,9 +238,9 @@ func (r runner) measureDefaults(ctx context.Context, dr *driverResult, n, refs i
 		}
 		save()
 	}
-	var err error
+	err := stopped
 	if len(errs) > 0 {
-		err = fmt.Errorf("%d of %d default runs failed: %s", len(errs), n, strings.Join(errs, "; "))
+		err = errors.Join(err, fmt.Errorf("%d of %d default runs failed: %s", len(errs), n, strings.Join(errs, "; ")))
 	}
 	if len(refErrs) > 0 {
 		err = errors.Join(err, fmt.Errorf("%d of %d reference runs failed: %s", len(refErrs), refs, strings.Join(refErrs, "; ")))
