@@ -55,6 +55,9 @@ type (
 	CopyUpSize = measure.CopyUpSize
 	// CopyUpSample is one timed first write.
 	CopyUpSample = measure.CopyUpSample
+	// Lookup is the cold probe's lookup record: stat walks of the cold
+	// image's tree and first creates in its directories.
+	Lookup = measure.Lookup
 )
 
 // ErrorResponse is every 4xx/5xx body: {"error": {"code": ..., "message": ...}}.
@@ -90,6 +93,10 @@ type EngineOverhead struct {
 	// CopyUp is the cold entry's copy-up summary over the window (its
 	// samples list is empty here; GET /api/v1/cycles/{id} has them).
 	CopyUp *CopyUp `json:"copy_up,omitempty"`
+	// Lookup is the cold entry's summary of the stat walks and first
+	// creates in the cold image's tree over the window (samples as for
+	// CopyUp).
+	Lookup *Lookup `json:"lookup,omitempty"`
 }
 
 // Cycle is one measurement cycle of one engine, as listed by
@@ -127,6 +134,8 @@ type CycleDetail struct {
 	Results []Result `json:"results"`
 	// CopyUp is a cold cycle's copy-up record; absent for steady cycles.
 	CopyUp *CopyUp `json:"copy_up,omitempty"`
+	// Lookup is a cold cycle's lookup record; absent for steady cycles.
+	Lookup *Lookup `json:"lookup,omitempty"`
 }
 
 // Engine is one entry of GET /api/v1/engines.

@@ -420,6 +420,26 @@ func TestColdCycle(t *testing.T) {
 	if err != nil || d.CopyUp == nil || len(d.CopyUp.Samples) != 2*2*3 || d.Mode != measure.ModeCold {
 		t.Errorf("cold cycle detail %+v, %v", d.CopyUp, err)
 	}
+	// The lookups in the cold image's tree: stored, windowed and published
+	// per operation, two rounds each, on all three surfaces.
+	if len(me.Lookup) != 2 || me.Lookup[0].Op != measure.LookupWalk || me.Lookup[1].Op != measure.LookupDirCreate ||
+		me.Lookup[0].Rounds != 2 || me.Lookup[0].ContainerSeconds != 0.04 {
+		t.Errorf("published lookups %+v; want walk and dir_create over 2 rounds, the container's walk 0.04 s (the fake's, slowed 2x)", me.Lookup)
+	}
+	if l := ov.Engines[1].Lookup; l == nil || len(l.Summaries) != 2 || len(l.Samples) != 0 {
+		t.Errorf("cold overhead entry's lookups %+v; want 2 summaries and no samples", l)
+	}
+	targets := map[measure.Target]int{}
+	if d.Lookup != nil {
+		for _, l := range d.Lookup.Samples {
+			if l.OK() {
+				targets[l.Target]++
+			}
+		}
+	}
+	if d.Lookup == nil || len(d.Lookup.Summaries) != 2 || targets[measure.TargetHost] == 0 || targets[measure.TargetHost] != targets[measure.TargetContainer] {
+		t.Errorf("cold cycle detail's lookups %+v; want both operations, as many good samples on host as in the container", d.Lookup)
+	}
 	// The first cold cycle after a restart is one cold interval after
 	// this one, not at once.
 	if d := a.firstColdDelay(ctx); d < 59*time.Minute {

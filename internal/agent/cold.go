@@ -19,7 +19,10 @@ type coldState struct {
 	raw        []measure.Sample // samples of the last cold cycle that has any
 	sizes      []measure.CopyUpSize
 	costPerMiB *float64
-	reflink    *bool
+	// lookup summarizes the stat walks and first creates in the cold
+	// image's tree over the window of cold rounds.
+	lookup  []measure.LookupSummary
+	reflink *bool
 	// startup is the last cold cycle's container start-up cost; nil
 	// before one measured it.
 	startup      *measure.Startup
@@ -163,7 +166,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 	}
 	c := r.c
 	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, nil)
-	c.Samples, c.CopyUp, c.Reflink = run.Samples, run.CopyUp, run.Reflink
+	c.Samples, c.CopyUp, c.Reflink, c.Lookup = run.Samples, run.CopyUp, run.Reflink, run.Lookup
 	c.BytesWritten = run.CopyUpBytes
 	for _, s := range c.Samples {
 		c.BytesWritten += s.BytesWritten
@@ -187,10 +190,12 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 		r.log.Warn("read recent cold rounds", "err", err)
 	}
 	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
-	result = r.end(ctx, "failed cold measurements", append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...))
+	failed := append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...)
+	result = r.end(ctx, "failed cold measurements", append(failed, lookupFailures(c.Lookup)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)
+	lookup := a.refreshLookup(ctx, e)
 	a.mu.Lock()
-	e.cold.sizes, e.cold.costPerMiB = sizes, cost
+	e.cold.sizes, e.cold.costPerMiB, e.cold.lookup = sizes, cost, lookup
 	a.mu.Unlock()
 	return result
 }
@@ -256,6 +261,31 @@ func copyUpFailures(us []measure.CopyUpSample) []string {
 	return []string{"copy_up x" + strconv.Itoa(n)}
 }
 
+// lookupFailures counts failed lookup timings like copyUpFailures.
+func lookupFailures(ls []measure.LookupSample) []string {
+	n := 0
+	for _, l := range ls {
+		if !l.OK() {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []string{"lookup x" + strconv.Itoa(n)}
+}
+
+// refreshLookup recomputes the published lookup summary from the store's
+// window of cold rounds, as refreshCopyUp does for copy-up.
+func (a *Agent) refreshLookup(ctx context.Context, e *engineState) []measure.LookupSummary {
+	ls, err := a.store.RecentLookup(ctx, e.cfg.Name, a.cfg.Agent.WindowRounds)
+	if err != nil {
+		a.logger.Warn("read recent lookup rounds", "engine", e.cfg.Name, "err", err)
+		return nil
+	}
+	return measure.SummarizeLookup(ls, measure.DefaultConfidence)
+}
+
 // refreshCopyUp recomputes the published copy-up summary from the store's
 // window of cold rounds (the store has the cycle just finished).
 func (a *Agent) refreshCopyUp(ctx context.Context, e *engineState) ([]measure.CopyUpSize, *float64) {
@@ -275,7 +305,7 @@ func (e *engineState) accountCold(c *store.Cycle) {
 		e.skips[c.Reason]++
 	}
 	cc := *c
-	cc.Samples, cc.CopyUp = nil, nil
+	cc.Samples, cc.CopyUp, cc.Lookup = nil, nil, nil
 	e.cold.lastCycle = &cc
 	e.lastCycle = &cc
 	if c.Result != ResultSkipped {
@@ -327,4 +357,5 @@ func (a *Agent) restoreCold(ctx context.Context, e *engineState) {
 		}
 	}
 	e.cold.sizes, e.cold.costPerMiB = a.refreshCopyUp(ctx, e)
+	e.cold.lookup = a.refreshLookup(ctx, e)
 }

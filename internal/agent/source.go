@@ -202,12 +202,16 @@ func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
 	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
 		Mode: measure.ModeCold, Window: a.cfg.Agent.WindowRounds, Results: e.cold.results,
 		CopyUp: &measure.CopyUp{Reflink: e.cold.reflink, CostSecondsPerMiB: e.cold.costPerMiB,
-			Sizes: e.cold.sizes, Samples: []measure.CopyUpSample{}}}
+			Sizes: e.cold.sizes, Samples: []measure.CopyUpSample{}},
+		Lookup: &measure.Lookup{Summaries: e.cold.lookup, Samples: []measure.LookupSample{}}}
 	if eo.Results == nil {
 		eo.Results = []measure.Result{}
 	}
 	if eo.CopyUp.Sizes == nil {
 		eo.CopyUp.Sizes = []measure.CopyUpSize{}
+	}
+	if eo.Lookup.Summaries == nil {
+		eo.Lookup.Summaries = []measure.LookupSummary{}
 	}
 	if e.cold.lastCycle != nil {
 		eo.LastCycleID = e.cold.lastCycle.ID
@@ -242,6 +246,7 @@ func (a *Agent) publishCold(e *engineState, me *metrics.Engine) {
 	if e.cold.costPerMiB != nil {
 		me.CopyUpCostPerByte = *e.cold.costPerMiB / (1 << 20)
 	}
+	me.Lookup = e.cold.lookup
 	for _, s := range e.cold.sizes {
 		me.CopyUp = append(me.CopyUp,
 			metrics.CopyUp{Target: measure.TargetHost, SizeBytes: s.SizeBytes, Seconds: s.HostSeconds},
@@ -284,6 +289,15 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 			cu.Samples = []measure.CopyUpSample{}
 		}
 		d.CopyUp = &cu
+		// Likewise the cycle's own lookups.
+		l := measure.Lookup{Summaries: measure.SummarizeLookup(c.Lookup, measure.DefaultConfidence), Samples: c.Lookup}
+		if l.Summaries == nil {
+			l.Summaries = []measure.LookupSummary{}
+		}
+		if l.Samples == nil {
+			l.Samples = []measure.LookupSample{}
+		}
+		d.Lookup = &l
 	}
 	if d.Samples == nil {
 		d.Samples = []measure.Sample{}

@@ -39,6 +39,10 @@ var contract = []contractEntry{
 	{"layerprobe_startup_device_written_bytes", dto.MetricType_GAUGE, "driver,engine,image_bytes"},
 	{"layerprobe_startup_seconds_per_byte", dto.MetricType_GAUGE, "driver,engine"},
 	{"layerprobe_startup_written_bytes_per_image_byte", dto.MetricType_GAUGE, "driver,engine"},
+	{"layerprobe_lookup_seconds", dto.MetricType_GAUGE, "driver,engine,lookup,target"},
+	{"layerprobe_lookup_extra_seconds", dto.MetricType_GAUGE, "driver,engine,lookup"},
+	{"layerprobe_lookup_extra_ci_low_seconds", dto.MetricType_GAUGE, "driver,engine,lookup"},
+	{"layerprobe_lookup_extra_ci_high_seconds", dto.MetricType_GAUGE, "driver,engine,lookup"},
 	// The layer-write advisor: per-container series for the top containers
 	// only, the rest summed as container="_other".
 	{"layerprobe_container_layer_written_bytes", dto.MetricType_GAUGE, "container,engine,image"},
@@ -72,6 +76,7 @@ var contractValues = map[string][]string{
 	// The start-up images of the agent's default configuration.
 	"image_bytes": {"10485760", "104857600", "524288000"},
 	"runtime":     {"docker", "podman", "containerd"},
+	"lookup":      {"walk", "dir_create"},
 }
 
 func TestDesignContract(t *testing.T) {

@@ -85,6 +85,10 @@ type Engine struct {
 	// Startup is the last cold cycle's container start-up cost per image
 	// size; nil (not measured) omits its series.
 	Startup *Startup
+	// Lookup summarizes the cold probe's stat walks and first creates in
+	// the cold image's tree over the recent cold rounds, one entry per
+	// operation; none omits its series.
+	Lookup []measure.LookupSummary
 
 	// Advisor is the last layer-write advisor pass; nil (advisor off, or
 	// no pass yet) omits its series.
@@ -235,6 +239,21 @@ var (
 		"Bytes a container start writes per byte of image, Theil-Sen slope over the last cold cycle's image sizes: about 1 per copy of the image a start makes (vfs: 2), about 0 where layers are shared."+cached,
 		[]string{"engine", "driver"}, nil)
 
+	descLookup = prometheus.NewDesc(namespace+"_lookup_seconds",
+		"Median time in seconds of a lookup operation in the cold image's tree of small files over the recent cold rounds: lookup=walk stats every entry of the tree, "+
+			"lookup=dir_create creates a first file in a directory of it (the median of a round's directories, one of each depth); target=container in a fresh container "+
+			"(names looked up through the image's layers, directories copied up), target=host in an equal tree in the host directory."+cached,
+		[]string{"engine", "driver", "lookup", "target"}, nil)
+	descLookupExtra = prometheus.NewDesc(namespace+"_lookup_extra_seconds",
+		"Median of the per-round differences container - host of a lookup operation's time (the cost of the image's layers), over the recent cold rounds."+cached,
+		[]string{"engine", "driver", "lookup"}, nil)
+	descLookupLow = prometheus.NewDesc(namespace+"_lookup_extra_ci_low_seconds",
+		"Lower bound of the 95% exact interval of layerprobe_lookup_extra_seconds; absent while the rounds are too few for it (as the overhead bounds)."+cached,
+		[]string{"engine", "driver", "lookup"}, nil)
+	descLookupHigh = prometheus.NewDesc(namespace+"_lookup_extra_ci_high_seconds",
+		"Upper bound of the 95% exact interval of layerprobe_lookup_extra_seconds; absent while the rounds are too few for it."+cached,
+		[]string{"engine", "driver", "lookup"}, nil)
+
 	descHostArm = prometheus.NewDesc(namespace+"_host_arm_cgroup_joined",
 		"1 if the host arm's fio runs in the probe container's CPU cgroups, 0 if it cannot join them (then CPU contention on a busy host reads as storage overhead: see the agent's warnings); absent before the probe container has started."+cached,
 		[]string{"engine"}, nil)
@@ -242,7 +261,8 @@ var (
 	allDescs = []*prometheus.Desc{descHostArm, descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
 		descRegression, descCycles, descSkips, descDuration, descLastSuccess, descWritten, descInfo,
 		descBudget, descBudgetUsed, descCopyUp, descCopyUpCost, descReflink,
-		descStartup, descStartupBytes, descStartupSlope, descStartupBytesSlope}
+		descStartup, descStartupBytes, descStartupSlope, descStartupBytesSlope,
+		descLookup, descLookupExtra, descLookupLow, descLookupHigh}
 )
 
 type collector struct {
@@ -350,6 +370,15 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		}
 		gauge(descStartupSlope, st.SecondsPerByte, e.Name, e.Driver)
 		gauge(descStartupBytesSlope, st.BytesPerImageByte, e.Name, e.Driver)
+	}
+	for _, l := range e.Lookup {
+		gauge(descLookup, l.HostSeconds, e.Name, e.Driver, l.Op, string(measure.TargetHost))
+		gauge(descLookup, l.ContainerSeconds, e.Name, e.Driver, l.Op, string(measure.TargetContainer))
+		gauge(descLookupExtra, l.ExtraSeconds, e.Name, e.Driver, l.Op)
+		if !l.Withheld {
+			gauge(descLookupLow, l.ExtraCILow, e.Name, e.Driver, l.Op)
+			gauge(descLookupHigh, l.ExtraCIHigh, e.Name, e.Driver, l.Op)
+		}
 	}
 	if e.Reflink != nil {
 		v := 0.0

@@ -132,6 +132,13 @@ func fullSnapshot() *Snapshot {
 				{ImageBytes: 500 << 20, Rounds: 3, Seconds: 0.64, DeviceBytes: 3 << 20}},
 			SecondsPerByte: 0.03 / (490 << 20), BytesPerImageByte: 0,
 		},
+		// The walk's interval is there; the first create's is withheld.
+		Lookup: []measure.LookupSummary{
+			{Op: "walk", Rounds: 6, HostSeconds: 0.0061, ContainerSeconds: 0.0199, ExtraSeconds: 0.0138,
+				ExtraCILow: 0.0112, ExtraCIHigh: 0.0171, Coverage: 0.969},
+			{Op: "dir_create", Rounds: 3, HostSeconds: 0.00021, ContainerSeconds: 0.00025, ExtraSeconds: 0.00004,
+				ExtraCILow: nan, ExtraCIHigh: nan, Coverage: 0.75, Withheld: true},
+		},
 		Advisor: &Advisor{
 			At: time.Date(2026, 3, 1, 12, 0, 5, 0, time.UTC), Containers: 5, DatabasesInLayer: 1,
 			Top: []ContainerSeries{
@@ -198,6 +205,9 @@ func TestCollectOmitsNaN(t *testing.T) {
 		"layerprobe_fsync_regression":               2,  // host is not exported
 		"layerprobe_cycles_total":                   12, // 4 results pre-initialised per engine and mode; lab has no cold probe
 		"layerprobe_copyup_latency_seconds":         3,  // one NaN
+		"layerprobe_lookup_seconds":                 4,  // two operations on host and container
+		"layerprobe_lookup_extra_seconds":           2,
+		"layerprobe_lookup_extra_ci_low_seconds":    1, // dir_create's is withheld
 		"layerprobe_copyup_cost_seconds_per_byte":   1,
 		"layerprobe_backing_fs_reflink":             1, // lab has no answer
 		"layerprobe_cycle_skips_total":              11,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,6 +23,11 @@ func coldCycle(t *testing.T, s *Store, start time.Time, first, n int, result str
 			measure.CopyUpSample{Round: r, Target: measure.TargetContainer, SizeBytes: 1 << 20, Seconds: 0.004 + float64(r)/1000},
 			measure.CopyUpSample{Round: r, Target: measure.TargetHost, SizeBytes: 1 << 20, Seconds: 0.0005},
 			measure.CopyUpSample{Round: r, Target: measure.TargetContainer, SizeBytes: 64 << 20, Error: "permission denied"})
+		c.Lookup = append(c.Lookup,
+			measure.LookupSample{Round: r, Target: measure.TargetContainer, Op: measure.LookupWalk, Entries: 2201, Seconds: 0.02 + float64(r)/1000},
+			measure.LookupSample{Round: r, Target: measure.TargetHost, Op: measure.LookupWalk, Entries: 2201, Seconds: 0.006},
+			measure.LookupSample{Round: r, Target: measure.TargetContainer, Op: measure.LookupDirCreate, Depth: 3, Seconds: 0.0004},
+			measure.LookupSample{Round: r, Target: measure.TargetHost, Op: measure.LookupDirCreate, Depth: 3, Error: "no space left on device"})
 	}
 	c.FinishedAt = start.Add(time.Minute)
 	if err := s.FinishCycle(ctx, c); err != nil {
@@ -80,6 +86,45 @@ func TestCopyUpRoundTripAndWindow(t *testing.T) {
 	}
 	if n := countRows(t, s, "copyup_samples"); n != len(c.CopyUp) {
 		t.Errorf("%d copy-up rows after pruning, want %d (cascade)", n, len(c.CopyUp))
+	}
+}
+
+// The lookup samples of a cold cycle come back as they were stored, a
+// failed one with its error and no time, and the window takes the last
+// rounds of usable cold cycles as the copy-up window does.
+func TestLookupRoundTripAndWindow(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	a := coldCycle(t, s, t0, 1, 3, "ok", nil)
+	coldCycle(t, s, t0.Add(time.Hour), 4, 2, "failed", nil)
+	c := coldCycle(t, s, t0.Add(2*time.Hour), 6, 3, "ok", nil)
+	got, err := s.Cycle(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asJSON(t, got.Lookup) != asJSON(t, a.Lookup) {
+		t.Errorf("lookup round trip:\n got %s\nwant %s", asJSON(t, got.Lookup), asJSON(t, a.Lookup))
+	}
+	recent, err := s.RecentLookup(ctx, "e", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := map[int]int{}
+	for _, l := range recent {
+		rounds[l.Round]++
+		if l.Target == measure.TargetHost && l.Op == measure.LookupDirCreate && (l.OK() || l.Error == "") {
+			t.Errorf("failed host create read back as %+v", l)
+		}
+	}
+	if fmt.Sprint(rounds) != "map[3:4 6:4 7:4 8:4]" {
+		t.Errorf("RecentLookup samples per round = %v, want 4 in each of rounds 3, 6, 7, 8 (the failed cycle's 4 and 5 left out)", rounds)
+	}
+	if n, err := s.Prune(ctx, t0.Add(90*time.Minute)); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v; want 2", n, err)
+	}
+	if n := countRows(t, s, "lookup_samples"); n != len(c.Lookup) {
+		t.Errorf("%d lookup rows after pruning, want %d (cascade)", n, len(c.Lookup))
 	}
 }
 

@@ -95,7 +95,10 @@ WHERE id = ? AND result = ?`,
 		if err := insertSamples(ctx, tx, c.ID, rows); err != nil {
 			return err
 		}
-		return insertCopyUp(ctx, tx, c)
+		if err := insertCopyUp(ctx, tx, c); err != nil {
+			return err
+		}
+		return insertLookup(ctx, tx, c)
 	})
 	if err != nil {
 		return fmt.Errorf("finish cycle %d: %w", c.ID, err)
@@ -188,6 +191,10 @@ func (s *Store) Cycle(ctx context.Context, id int64) (Cycle, error) {
 			return err
 		}
 		c.CopyUp, err = queryCopyUp(ctx, tx, `FROM copyup_samples u WHERE u.cycle_id = ? ORDER BY u.seq`, id)
+		if err != nil {
+			return err
+		}
+		c.Lookup, err = queryLookup(ctx, tx, `FROM lookup_samples l WHERE l.cycle_id = ? ORDER BY l.seq`, id)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {

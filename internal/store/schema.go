@@ -115,6 +115,27 @@ SET results_json = (
 	FROM json_each(cycles.results_json) AS r)
 WHERE json_valid(results_json) AND results_json LIKE '%"job"%';
 `,
+	// v5: the cold probe's lookups in the cold image's tree of small
+	// files: a stat walk of the tree and the first create in a directory
+	// of each depth (the directory's copy-up), in the container and on the
+	// host's copy.
+	`
+CREATE TABLE lookup_samples (
+	id         INTEGER PRIMARY KEY,
+	cycle_id   INTEGER NOT NULL REFERENCES cycles (id) ON DELETE CASCADE,
+	seq        INTEGER NOT NULL, -- position in the cycle's lookup list
+	engine     TEXT    NOT NULL,
+	round      INTEGER NOT NULL, -- engine-wide cold round number
+	target     TEXT    NOT NULL, -- host or container
+	op         TEXT    NOT NULL, -- walk or dir_create
+	entries    INTEGER NOT NULL DEFAULT 0, -- walk: entries stat'ed
+	depth      INTEGER NOT NULL DEFAULT 0, -- dir_create: the directory's depth
+	seconds    REAL,             -- NULL when the operation failed
+	error      TEXT    NOT NULL DEFAULT '',
+	UNIQUE (cycle_id, seq)
+);
+CREATE INDEX lookup_samples_engine_round ON lookup_samples (engine, round);
+`,
 }
 
 // schemaVersion is the version this build writes and understands.

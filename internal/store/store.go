@@ -113,6 +113,9 @@ type Cycle struct {
 	// file system shares extents (nil: unknown).
 	CopyUp  []measure.CopyUpSample
 	Reflink *bool
+	// Cold cycles only: the stat walks and first creates in the cold
+	// image's tree (schema 5; none before).
+	Lookup []measure.LookupSample
 }
 
 // Query filters Cycles. Zero values mean no filter; Limit 0 means 100.

@@ -832,12 +832,13 @@ func TestUpgradeFromJobNames(t *testing.T) {
 	}
 
 	// Turn the database into what a v3 agent left: the old column name and
-	// the old JSON field, no v4 row.
+	// the old JSON field, no later table and no v4 or later row.
 	for _, q := range []string{
 		`ALTER TABLE samples RENAME COLUMN workload TO job`,
 		`UPDATE samples SET result_json = replace(result_json, '"workload":', '"job":')`,
 		`UPDATE cycles SET results_json = replace(results_json, '"workload":', '"job":')`,
-		`DELETE FROM schema_version WHERE version = 4`,
+		`DROP TABLE lookup_samples`,
+		`DELETE FROM schema_version WHERE version >= 4`,
 	} {
 		if _, err := s.db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -1034,12 +1034,34 @@ function(c)
           g.target(q("max by (engine) (time() - layerprobe_last_success_timestamp_seconds{%(sel)s, engine=~\"$engine\", mode=\"cold\"})"), "{{engine}}", instant=true),
         ],
       },
-      g.row(35, "Who pays the tax: containers writing into their writable layer", y=95),
+      g.panel.timeseries + {
+        id: 40,
+        title: "Lookups in the image's tree: what the layers add",
+        description: "Extra time in a fresh container over the host for lookups in the cold image's tree of small files (2000 files in nested directories, in the image's layer), median of the per-round differences over the recent cold rounds, with its 95% interval (absent below 6 cold rounds): walk = a stat walk of the whole tree (every name looked up through the image's layers for the first time); dir_create = the first file created in a directory of the tree (overlay2 copies the directory and its ancestors up first). layerprobe_lookup_seconds has the times themselves.",
+        gridPos: g.pos(x=0, y=95, w=24, h=8),
+        fieldConfig+: {
+          defaults+: {
+            unit: "s",
+          },
+          overrides: [],
+        },
+        options+: {
+          legend+: {
+            calcs: ["lastNotNull"],
+          },
+        },
+        targets: [
+          g.target(q("max by (lookup) (layerprobe_lookup_extra_seconds{%(sel)s, engine=~\"$engine\"})"), "{{lookup}}"),
+          g.target(q("max by (lookup) (layerprobe_lookup_extra_ci_low_seconds{%(sel)s, engine=~\"$engine\"})"), "{{lookup}} 95% low", refId="B"),
+          g.target(q("max by (lookup) (layerprobe_lookup_extra_ci_high_seconds{%(sel)s, engine=~\"$engine\"})"), "{{lookup}} 95% high", refId="C"),
+        ],
+      },
+      g.row(35, "Who pays the tax: containers writing into their writable layer", y=103),
       g.panel.bargauge + {
         id: 36,
         title: "Bytes in the writable layer per container",
         description: "What each running container wrote into its writable layer since it was created, net of deletions (layerprobe_container_layer_written_bytes), from the layer-write advisor's last pass. Only the top advisor.metrics_top_n containers have their own bar; _other sums the rest. Move heavy write paths to a volume: layerprobe advise or GET /api/v1/containers names the directories.",
-        gridPos: g.pos(x=0, y=96, w=12, h=8),
+        gridPos: g.pos(x=0, y=104, w=12, h=8),
         fieldConfig+: {
           defaults+: {
             unit: "bytes",
@@ -1055,7 +1077,7 @@ function(c)
         id: 37,
         title: "Writable-layer bytes per container over time",
         description: "layerprobe_container_layer_written_bytes per top container over the time range: a line that keeps climbing is a container paying the writable layer's tax on every write. Updated with every measurement cycle (agent.interval).",
-        gridPos: g.pos(x=12, y=96, w=12, h=8),
+        gridPos: g.pos(x=12, y=104, w=12, h=8),
         fieldConfig+: {defaults+: {unit: "bytes"}},
         targets: [
           g.target(q("max by (engine, container) (layerprobe_container_layer_written_bytes{%(sel)s, engine=~\"$engine\"})"), "{{engine}} {{container}}"),
@@ -1065,7 +1087,7 @@ function(c)
         id: 38,
         title: "Databases with their data in the writable layer",
         description: "Running containers of known databases and queues (postgres, mysql, mariadb, mongo, redis, elasticsearch, kafka, ...) whose data directory is on no volume or bind mount (layerprobe_databases_in_layer). Anything above 0 pays the layer's cost on every write and loses its data with the container; the alert LayerprobeDatabaseInWritableLayer fires on it.",
-        gridPos: g.pos(x=0, y=104, w=6, h=6),
+        gridPos: g.pos(x=0, y=112, w=6, h=6),
         fieldConfig+: {
           defaults+: {
             unit: "short",
@@ -1082,7 +1104,7 @@ function(c)
         id: 39,
         title: "Advisor pass: time and CPU",
         description: "What the layer-write advisor's last pass over the engine cost the agent: its duration and the CPU time the agent spent meanwhile (layerprobe_advisor_pass_duration_seconds, layerprobe_advisor_pass_cpu_seconds). A pass walks the containers' upper directories and mounts within advisor.walk_max_entries and walk_max_time per container.",
-        gridPos: g.pos(x=6, y=104, w=18, h=6),
+        gridPos: g.pos(x=6, y=112, w=18, h=6),
         fieldConfig+: {defaults+: {unit: "s"}},
         targets: [
           g.target(q("max by (engine) (layerprobe_advisor_pass_duration_seconds{%(sel)s, engine=~\"$engine\"})"), "{{engine}} duration"),

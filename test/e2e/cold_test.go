@@ -242,6 +242,10 @@ func TestAgentColdCycle(t *testing.T) {
 		{"layerprobe_startup_device_written_bytes", map[string]string{"driver": "overlay2", "image_bytes": "20971520"}},
 		{"layerprobe_startup_written_bytes_per_image_byte", map[string]string{"driver": "overlay2"}},
 		{"layerprobe_last_success_timestamp_seconds", map[string]string{"mode": "cold"}},
+		{"layerprobe_lookup_seconds", map[string]string{"driver": "overlay2", "lookup": "walk", "target": "container"}},
+		{"layerprobe_lookup_seconds", map[string]string{"driver": "overlay2", "lookup": "dir_create", "target": "host"}},
+		{"layerprobe_lookup_extra_seconds", map[string]string{"driver": "overlay2", "lookup": "walk"}},
+		{"layerprobe_lookup_extra_seconds", map[string]string{"driver": "overlay2", "lookup": "dir_create"}},
 	} {
 		v, ok := series.Find(q.name, q.labels)
 		if !ok || !finite(v) {
@@ -260,6 +264,11 @@ func TestAgentColdCycle(t *testing.T) {
 	if v, _ := series.Find("layerprobe_backing_fs_reflink", nil); v != 0 {
 		t.Errorf("reflink on ext4 = %v, want 0", v)
 	}
+	// Three cold rounds are too few for a 95% interval of the lookups'
+	// extra time: its bounds are withheld.
+	if v, ok := series.Find("layerprobe_lookup_extra_ci_low_seconds", nil); ok {
+		t.Errorf("lookup interval published from 3 cold rounds: low %v", v)
+	}
 
 	var ov api.OverheadResponse
 	a.getJSON(t, "/api/v1/overhead?mode=cold", &ov)
@@ -268,6 +277,9 @@ func TestAgentColdCycle(t *testing.T) {
 	}
 	if n := len(ov.Engines[0].CopyUp.Sizes); n != 3 {
 		t.Errorf("overhead?mode=cold copy_up sizes: %d, want 3", n)
+	}
+	if l := ov.Engines[0].Lookup; l == nil || len(l.Summaries) != 2 || l.Summaries[0].Rounds != 3 || !l.Summaries[0].Withheld {
+		t.Errorf("overhead?mode=cold lookup: %+v; want walk and dir_create over 3 rounds, intervals withheld", l)
 	}
 	var steady api.OverheadResponse // fresh: Unmarshal keeps fields the JSON lacks
 	a.getJSON(t, "/api/v1/overhead?mode=steady", &steady)
@@ -279,6 +291,9 @@ func TestAgentColdCycle(t *testing.T) {
 	a.getJSON(t, "/api/v1/cycles/"+strconv.FormatInt(cs[0].ID, 10), &detail)
 	if detail.CopyUp == nil || len(detail.CopyUp.Samples) != 3*3*2 || len(detail.Samples) != 3*2 {
 		t.Errorf("cycle detail: copy_up %v, %d fio samples; want 18 copy-up and 6 fio samples", detail.CopyUp != nil, len(detail.Samples))
+	}
+	if detail.Lookup == nil || len(detail.Lookup.Samples) < 3*2*2 {
+		t.Errorf("cycle detail: lookup %+v; want a walk and creates on both targets in each of 3 rounds", detail.Lookup)
 	}
 
 	// Only the long-lived probe remains while the agent runs: every fresh

@@ -292,6 +292,7 @@ var seriesLabels = map[string]bool{
 	"engine_version": true, "data_root": true, "fio_version": true, "version": true, "revision": true,
 	"goversion": true, "alertname": true, "alertstate": true, "severity": true,
 	"mode": true, "size_bytes": true, "image_bytes": true, "container": true, "image": true, "database": true,
+	"lookup": true,
 	// The fleet recording rules: the host name an instance's port left
 	// out, node_exporter's kernel release joined on it, and the quantile of
 	// a distribution over the fleet.
@@ -316,6 +317,8 @@ var coldMetrics = map[string]bool{
 	"layerprobe_copyup_latency_seconds": true, "layerprobe_copyup_cost_seconds_per_byte": true, "layerprobe_backing_fs_reflink": true,
 	"layerprobe_startup_seconds": true, "layerprobe_startup_device_written_bytes": true,
 	"layerprobe_startup_seconds_per_byte": true, "layerprobe_startup_written_bytes_per_image_byte": true,
+	"layerprobe_lookup_seconds": true, "layerprobe_lookup_extra_seconds": true,
+	"layerprobe_lookup_extra_ci_low_seconds": true, "layerprobe_lookup_extra_ci_high_seconds": true,
 }
 
 // The two mode selections the rules and dashboards use: steady state

@@ -212,6 +212,20 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	}
 	gauge("layerprobe_startup_seconds_per_byte", 1e-12, ed...)
 	gauge("layerprobe_startup_written_bytes_per_image_byte", 0.001, ed...)
+	// Lookups in the cold image's tree: the walk's interval published,
+	// the first create's withheld (no bounds).
+	for _, l := range []struct {
+		op                       string
+		host, container, low, hi float64
+	}{{"walk", 0.006, 0.020, 0.011, 0.017}, {"dir_create", 0.0002, 0.00025, math.NaN(), math.NaN()}} {
+		gauge("layerprobe_lookup_seconds", l.host, kvs("lookup", l.op, "target", "host")...)
+		gauge("layerprobe_lookup_seconds", l.container, kvs("lookup", l.op, "target", "container")...)
+		gauge("layerprobe_lookup_extra_seconds", l.container-l.host, kvs("lookup", l.op)...)
+		if !math.IsNaN(l.low) {
+			gauge("layerprobe_lookup_extra_ci_low_seconds", l.low, kvs("lookup", l.op)...)
+			gauge("layerprobe_lookup_extra_ci_high_seconds", l.hi, kvs("lookup", l.op)...)
+		}
+	}
 	gauge("layerprobe_backing_fs_reflink", 0, "engine", "default", "backing_fs", "extfs")
 	return a
 }
