@@ -3,6 +3,7 @@
 GO            ?= go
 BIN           := bin/layerprobe
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOTESTSUM     := gotest.tools/gotestsum@v1.13.0
 TEST_TIMEOUT  ?= 45m
 
 .PHONY: all build deps deps-test agent run test lint unit clean release release-tools bench bench-smoke bench-report mixin
@@ -84,9 +85,18 @@ lint:
 # the unit tests of the benchmark's own statistics (bench/, build tag bench;
 # `make bench` itself is not part of it) and the mixin generator's tests
 # (the checked-in outputs are what it builds).
+# gotestsum (a tool, never in go.mod) runs go test with go test's own
+# output and keeps its JSON events in bin/test.json, from which the tests
+# that took a minute or more are listed at the end, pass or fail: where
+# the time of a run goes.
 test: deps-test lint
 	@echo "test: every package ($$(date -u +%T))"
-	$(GO) test -race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 4 ./...
+	@mkdir -p bin
+	status=0; $(GO) run $(GOTESTSUM) --format standard-quiet --jsonfile bin/test.json -- \
+		-race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 4 ./... || status=$$?; \
+	echo "test: tests that took a minute or more ($$(date -u +%T))"; \
+	$(GO) run $(GOTESTSUM) tool slowest --jsonfile bin/test.json --threshold 60s; \
+	exit $$status
 	$(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' .
 	$(GO) -C mixin/gen test -count=1 .
 
