@@ -129,16 +129,9 @@ func (c *Config) check() []problem {
 }
 
 func (c *Config) checkTargets(ch *checker) {
-	seen := map[measure.Target]int{}
 	measured, invalid := 0, 0
 	names := joinTargets(validTargets)
-	for i, t := range c.Targets {
-		at := fmt.Sprintf("targets[%d]", i)
-		if first, dup := seen[t]; dup {
-			ch.addf(at, "%q is listed twice (first as targets[%d])", short(string(t)), first)
-			continue
-		}
-		seen[t] = i
+	eachOnce(ch, "targets", c.Targets, func(at string, t measure.Target) {
 		switch {
 		case t == measure.TargetHost:
 			// Always measured: every overhead is relative to it.
@@ -148,7 +141,7 @@ func (c *Config) checkTargets(ch *checker) {
 			invalid++
 			ch.addf(at, "%q is not a target, want one of %s (host is always measured)", short(string(t)), names)
 		}
-	}
+	})
 	if measured == 0 && invalid == 0 {
 		ch.addf("targets", "no target besides host, want at least one of %s: overheads are relative to host", names)
 	}
@@ -161,17 +154,25 @@ func (c *Config) checkWorkloads(ch *checker) {
 	if err != nil {
 		return
 	}
-	seen := map[measure.Workload]int{}
-	for i, w := range c.Workloads {
-		at := fmt.Sprintf("workloads[%d]", i)
-		if first, dup := seen[w]; dup {
-			ch.addf(at, "%q is listed twice (first as workloads[%d])", short(string(w)), first)
-			continue
-		}
-		seen[w] = i
+	eachOnce(ch, "workloads", c.Workloads, func(at string, w measure.Workload) {
 		if _, err := p.Only([]measure.Workload{w}); err != nil {
 			ch.addf(at, "%q is not a workload of profile %q, want one of %s", short(string(w)), p.Name, strings.Join(p.WorkloadNames(), ", "))
 		}
+	})
+}
+
+// eachOnce calls check with "field[i]" for each entry of list the first
+// time it appears, and reports every later appearance as listed twice.
+func eachOnce[T ~string](ch *checker, field string, list []T, check func(at string, v T)) {
+	seen := map[T]int{}
+	for i, v := range list {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		if first, dup := seen[v]; dup {
+			ch.addf(at, "%q is listed twice (first as %s[%d])", short(string(v)), field, first)
+			continue
+		}
+		seen[v] = i
+		check(at, v)
 	}
 }
 
