@@ -34,9 +34,9 @@ func insertCopyUp(ctx context.Context, tx *sql.Tx, c *Cycle) error {
 }
 
 // queryCopyUp reads copy-up samples selected by from (a FROM ... WHERE ...
-// ORDER BY clause in which copyup_samples is aliased u).
+// ORDER BY clause in which copyup_samples is aliased x).
 func queryCopyUp(ctx context.Context, q queryer, from string, args ...any) ([]measure.CopyUpSample, error) {
-	out, err := queryAll(ctx, q, `SELECT u.round, u.target, u.size_bytes, u.seconds, u.error `+from, args,
+	out, err := queryAll(ctx, q, `SELECT x.round, x.target, x.size_bytes, x.seconds, x.error `+from, args,
 		func(rows *sql.Rows) (measure.CopyUpSample, error) {
 			var u measure.CopyUpSample
 			var secs sql.NullFloat64
@@ -50,25 +50,36 @@ func queryCopyUp(ctx context.Context, q queryer, from string, args ...any) ([]me
 	return out, nil
 }
 
-// usableCopyUp selects copy-up samples as usableSamples selects samples:
-// those of ok cold cycles and of the completed rounds of interrupted ones.
-const usableCopyUp = `
-FROM copyup_samples u JOIN cycles c ON c.id = u.cycle_id
-WHERE u.engine = ? AND c.mode = 'cold'
-  AND (c.result = 'ok'
-       OR (c.result = 'interrupted' AND c.first_round > 0 AND u.round < c.first_round + c.rounds))`
-
 // RecentCopyUp returns the copy-up samples of the last rounds distinct cold
 // rounds of engine, oldest first.
 func (s *Store) RecentCopyUp(ctx context.Context, engine string, rounds int) ([]measure.CopyUpSample, error) {
-	if rounds <= 0 {
-		return nil, nil
-	}
-	out, err := queryCopyUp(ctx, s.db, usableCopyUp+`
-  AND u.round IN (SELECT DISTINCT u.round `+usableCopyUp+` ORDER BY u.round DESC LIMIT ?)
-ORDER BY u.round, u.cycle_id, u.seq`, engine, engine, rounds)
+	out, err := recentCold(ctx, s, "copyup_samples", queryCopyUp, engine, rounds)
 	if err != nil {
 		return nil, fmt.Errorf("recent copy-up samples of %s: %w", engine, err)
 	}
 	return out, nil
+}
+
+// usableCold selects the rows of a cold probe's table (aliased x, with
+// cycle_id, engine, round and seq) as usableSamples selects samples: those
+// of ok cold cycles and of the completed rounds of interrupted ones.
+func usableCold(table string) string {
+	return `
+FROM ` + table + ` x JOIN cycles c ON c.id = x.cycle_id
+WHERE x.engine = ? AND c.mode = 'cold'
+  AND (c.result = 'ok'
+       OR (c.result = 'interrupted' AND c.first_round > 0 AND x.round < c.first_round + c.rounds))`
+}
+
+// recentCold reads with query the usable rows of table of the last rounds
+// distinct cold rounds of engine, oldest first.
+func recentCold[T any](ctx context.Context, s *Store, table string,
+	query func(context.Context, queryer, string, ...any) ([]T, error), engine string, rounds int) ([]T, error) {
+	if rounds <= 0 {
+		return nil, nil
+	}
+	usable := usableCold(table)
+	return query(ctx, s.db, usable+`
+  AND x.round IN (SELECT DISTINCT x.round `+usable+` ORDER BY x.round DESC LIMIT ?)
+ORDER BY x.round, x.cycle_id, x.seq`, engine, engine, rounds)
 }

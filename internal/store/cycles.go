@@ -190,11 +190,11 @@ func (s *Store) Cycle(ctx context.Context, id int64) (Cycle, error) {
 		if err != nil {
 			return err
 		}
-		c.CopyUp, err = queryCopyUp(ctx, tx, `FROM copyup_samples u WHERE u.cycle_id = ? ORDER BY u.seq`, id)
+		c.CopyUp, err = queryCopyUp(ctx, tx, `FROM copyup_samples x WHERE x.cycle_id = ? ORDER BY x.seq`, id)
 		if err != nil {
 			return err
 		}
-		c.Lookup, err = queryLookup(ctx, tx, `FROM lookup_samples l WHERE l.cycle_id = ? ORDER BY l.seq`, id)
+		c.Lookup, err = queryLookup(ctx, tx, `FROM lookup_samples x WHERE x.cycle_id = ? ORDER BY x.seq`, id)
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {

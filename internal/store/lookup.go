@@ -35,9 +35,9 @@ func insertLookup(ctx context.Context, tx *sql.Tx, c *Cycle) error {
 }
 
 // queryLookup reads lookup samples selected by from (a FROM ... WHERE ...
-// ORDER BY clause in which lookup_samples is aliased l).
+// ORDER BY clause in which lookup_samples is aliased x).
 func queryLookup(ctx context.Context, q queryer, from string, args ...any) ([]measure.LookupSample, error) {
-	out, err := queryAll(ctx, q, `SELECT l.round, l.target, l.op, l.entries, l.depth, l.seconds, l.error `+from, args,
+	out, err := queryAll(ctx, q, `SELECT x.round, x.target, x.op, x.entries, x.depth, x.seconds, x.error `+from, args,
 		func(rows *sql.Rows) (measure.LookupSample, error) {
 			var l measure.LookupSample
 			var secs sql.NullFloat64
@@ -51,24 +51,10 @@ func queryLookup(ctx context.Context, q queryer, from string, args ...any) ([]me
 	return out, nil
 }
 
-// usableLookup selects lookup samples as usableCopyUp selects copy-up
-// samples: those of ok cold cycles and of the completed rounds of
-// interrupted ones.
-const usableLookup = `
-FROM lookup_samples l JOIN cycles c ON c.id = l.cycle_id
-WHERE l.engine = ? AND c.mode = 'cold'
-  AND (c.result = 'ok'
-       OR (c.result = 'interrupted' AND c.first_round > 0 AND l.round < c.first_round + c.rounds))`
-
 // RecentLookup returns the lookup samples of the last rounds distinct cold
-// rounds of engine, oldest first.
+// rounds of engine, oldest first (usableCold, as RecentCopyUp).
 func (s *Store) RecentLookup(ctx context.Context, engine string, rounds int) ([]measure.LookupSample, error) {
-	if rounds <= 0 {
-		return nil, nil
-	}
-	out, err := queryLookup(ctx, s.db, usableLookup+`
-  AND l.round IN (SELECT DISTINCT l.round `+usableLookup+` ORDER BY l.round DESC LIMIT ?)
-ORDER BY l.round, l.cycle_id, l.seq`, engine, engine, rounds)
+	out, err := recentCold(ctx, s, "lookup_samples", queryLookup, engine, rounds)
 	if err != nil {
 		return nil, fmt.Errorf("recent lookup samples of %s: %w", engine, err)
 	}
