@@ -190,8 +190,8 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 		r.log.Warn("read recent cold rounds", "err", err)
 	}
 	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
-	failed := append(failureReasons(c.Samples), copyUpFailures(c.CopyUp)...)
-	result = r.end(ctx, "failed cold measurements", append(failed, lookupFailures(c.Lookup)...))
+	failed := append(failureReasons(c.Samples), timingFailures("copy_up", c.CopyUp)...)
+	result = r.end(ctx, "failed cold measurements", append(failed, timingFailures("lookup", c.Lookup)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)
 	lookup := a.refreshLookup(ctx, e)
 	a.mu.Lock()
@@ -246,33 +246,19 @@ func completedRounds(samples []measure.Sample, perRound int) int {
 	return done
 }
 
-// copyUpFailures counts failed copy-up timings like failureReasons counts
-// failed fio jobs.
-func copyUpFailures(us []measure.CopyUpSample) []string {
+// timingFailures counts the failed timings of a cold cycle's copy-ups or
+// lookups like failureReasons counts failed fio jobs: "what xN", or none.
+func timingFailures[T interface{ OK() bool }](what string, ts []T) []string {
 	n := 0
-	for _, u := range us {
-		if !u.OK() {
+	for _, t := range ts {
+		if !t.OK() {
 			n++
 		}
 	}
 	if n == 0 {
 		return nil
 	}
-	return []string{"copy_up x" + strconv.Itoa(n)}
-}
-
-// lookupFailures counts failed lookup timings like copyUpFailures.
-func lookupFailures(ls []measure.LookupSample) []string {
-	n := 0
-	for _, l := range ls {
-		if !l.OK() {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return []string{"lookup x" + strconv.Itoa(n)}
+	return []string{what + " x" + strconv.Itoa(n)}
 }
 
 // refreshLookup recomputes the published lookup summary from the store's
