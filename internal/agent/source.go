@@ -289,15 +289,8 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 			cu.Samples = []measure.CopyUpSample{}
 		}
 		d.CopyUp = &cu
-		// Likewise the cycle's own lookups.
-		l := measure.Lookup{Summaries: measure.SummarizeLookup(c.Lookup, measure.DefaultConfidence), Samples: c.Lookup}
-		if l.Summaries == nil {
-			l.Summaries = []measure.LookupSummary{}
-		}
-		if l.Samples == nil {
-			l.Samples = []measure.LookupSample{}
-		}
-		d.Lookup = &l
+		// Likewise the cycle's own lookups, as `run` reports them.
+		d.Lookup = measure.NewLookup(c.Lookup, measure.DefaultConfidence)
 	}
 	if d.Samples == nil {
 		d.Samples = []measure.Sample{}

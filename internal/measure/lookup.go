@@ -70,6 +70,19 @@ type Lookup struct {
 	Samples   []LookupSample  `json:"samples"`
 }
 
+// NewLookup is the lookup record of samples: their summaries and the
+// samples themselves, empty lists rather than null in JSON.
+func NewLookup(samples []LookupSample, confidence float64) *Lookup {
+	l := &Lookup{Summaries: SummarizeLookup(samples, confidence), Samples: samples}
+	if l.Summaries == nil {
+		l.Summaries = []LookupSummary{}
+	}
+	if l.Samples == nil {
+		l.Samples = []LookupSample{}
+	}
+	return l
+}
+
 // SummarizeLookup pairs host and container by round and operation.
 func SummarizeLookup(samples []LookupSample, confidence float64) []LookupSummary {
 	type key struct {

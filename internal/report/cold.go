@@ -44,13 +44,6 @@ func NewCold(samples []measure.Sample, copyUp []measure.CopyUpSample, reflink *b
 
 // WithLookup adds the cold rounds' lookups and first creates.
 func (c *Cold) WithLookup(samples []measure.LookupSample, confidence float64) *Cold {
-	l := &measure.Lookup{Summaries: measure.SummarizeLookup(samples, confidence), Samples: samples}
-	if l.Summaries == nil {
-		l.Summaries = []measure.LookupSummary{}
-	}
-	if l.Samples == nil {
-		l.Samples = []measure.LookupSample{}
-	}
-	c.Lookup = l
+	c.Lookup = measure.NewLookup(samples, confidence)
 	return c
 }
