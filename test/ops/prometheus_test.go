@@ -164,22 +164,25 @@ func (p *promServer) tryQueryRange(t testing.TB, expr string, start, end time.Ti
 	return data.Result, err
 }
 
-// dashboardAgentConfig: the smoke profile, three rounds a cycle (two
-// cycles make the 6 round pairs below which no interval is published),
-// six cold rounds (one cold cycle publishes its interval) and every
-// busy-host guard off, so that cycles run whatever the CI machine does; a
-// daily budget, so that the budget series exist.
+// dashboardAgentConfig: the smoke profile, four rounds a cycle with no
+// byte cap (two cycles make 8 round pairs: 6 are needed before an interval
+// is published, and a round lost on a loaded disk must not withhold one),
+// seven cold rounds (one cold cycle publishes its interval, with a round to
+// spare) and every busy-host guard off, so that cycles run whatever the CI
+// machine does; a daily budget, so that the budget series exist.
 const dashboardAgentConfig = `profile: smoke
 agent:
   interval: 1h
   jitter: 0
-  rounds_per_cycle: 3
-  cold_rounds: 6
+  cold_rounds: 7
   window_rounds: 6
   daily_byte_budget: 16GiB
   max_io_pressure: 100
   max_disk_util: 1
   churn_quiet_period: 0s
+  budget:
+    rounds: 4
+    max_bytes: 0
 `
 
 // allowedEmpty lists the dashboard queries that may return no data from a
