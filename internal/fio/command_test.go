@@ -400,7 +400,7 @@ func TestMaxWriteBytes(t *testing.T) {
 	}{
 		// fsync's 32 MiB cap and the file of one of its first rounds
 		// (RotateFiles: 8 MiB) beat randwrite's cap and its round's file
-		// (16+16 MiB).
+		// (4+16 MiB).
 		{"quick", 4, 4 * 40 * m, measure.Fsync},
 		{"quick", 3, 3 * 40 * m, measure.Fsync},
 		{"long", 4, 4 * (16<<30 + 16*m), measure.RandWrite},
