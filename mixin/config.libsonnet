@@ -32,6 +32,11 @@
     // new figures once a cycle (6h); 5m keeps the fleet views fresh and
     // the rules' cost a fifth of a 1m evaluation.
     fleetRulesInterval: '5m',
+    // Evaluation interval of the recording rules that rules over days
+    // read (the day's share of successful cycles, the stale alert's last
+    // success of agents gone away): an hour's lag is nothing next to a
+    // 6h cycle, and a day of them is 24 samples.
+    hourlyRulesInterval: '1h',
 
     // The agent's cycle interval (agent.interval). Everything below that
     // waits for "two cycles" is derived from it.

@@ -98,22 +98,28 @@ local promql = import '../lib/promql.libsonnet';
         rules: [
           // The second branch keeps the alert alive when the agent itself
           // has gone (its last timestamp, up to 7 days old, unless the
-          // agent still answers). Steady cycles only: cold cycles are rarer
-          // and have no bearing on how old the steady figures are.
-          // `max without (mode)` keeps one alert per engine across an
-          // upgrade that adds the mode label.
+          // agent still answers). It reads the hourly maximum that
+          // layerprobe.recording.hourly records (168 samples per engine
+          // for 7 days, not the 10k scraped ones): an agent that went
+          // away within the last hour is judged by its success before
+          // that hour, which is older, and the for: duration covers the
+          // gap. Steady cycles only: cold cycles are rarer and have no
+          // bearing on how old the steady figures are. `max without
+          // (mode)` keeps one alert per engine across an upgrade that adds
+          // the mode label.
           alert(
             'LayerprobeAgentStale',
             |||
               (time() - max without (mode) (%(ts)s)) > %(stale)d
               or
               (
-                time() - max without (mode) (max_over_time(%(ts)s[7d]))
+                time() - max_over_time(%(hourly)s[7d])
                   unless on (%(cluster)s, job, instance)
                 %(build)s
               ) > %(stale)d
             ||| % {
               ts: s('layerprobe_last_success_timestamp_seconds', ['mode=~"steady|"']),
+              hourly: s('engine:layerprobe_last_success_timestamp_seconds:max1h'),
               build: s('layerprobe_build_info'),
               stale: staleSeconds,
               cluster: c.clusterLabel,

@@ -19,14 +19,22 @@ local promql = import '../lib/promql.libsonnet';
             ||| % [s('layerprobe_budget_used_bytes'), s('layerprobe_daily_budget_bytes')],
           },
           // Share of the cycles finished in the last day that succeeded
-          // (absent when none finished), steady and cold cycles together.
+          // (absent when none finished), steady and cold cycles together,
+          // from the hourly sums of layerprobe.recording.hourly (25 samples
+          // per result for the day; first an hour after the rules are
+          // loaded). Here, not in the hourly group: a series recorded once
+          // an hour would be older than the query lookback (5m) most of the
+          // time, and instant queries would find nothing.
           {
             record: 'engine:layerprobe_cycles:ok_ratio1d',
             expr: |||
-              sum without (result, mode) (increase(%s[1d]))
+              sum without (result) (increase(%s[1d]))
                 /
-              (sum without (result, mode) (increase(%s[1d])) > 0)
-            ||| % [s('layerprobe_cycles_total', ['result="ok"']), s('layerprobe_cycles_total')],
+              (sum without (result) (increase(%s[1d])) > 0)
+            ||| % [
+              promql.series('engine_result:layerprobe_cycles_total:sum', [c.layerprobeSelector, 'result="ok"']),
+              promql.series('engine_result:layerprobe_cycles_total:sum', [c.layerprobeSelector]),
+            ],
           },
           // Bytes per second the measurement jobs wrote, per engine,
           // averaged over an hour: the load the agent puts on the host.
@@ -35,6 +43,40 @@ local promql = import '../lib/promql.libsonnet';
             expr: |||
               sum without (target) (rate(%s[1h]))
             ||| % s('layerprobe_written_bytes_total'),
+          },
+        ],
+      },
+      {
+        // What rules over days read, recorded once an hour. The day's
+        // share of successful cycles read from the raw counters,
+        // increase(...[1d]), touches every scraped sample of a day (about
+        // 1440 per counter at a 1m scrape, 8 counters per engine: 14M
+        // samples per evaluation at 1000 hosts). The counters' sum per
+        // result, recorded once an hour, holds the same count in 25
+        // samples, since a counter keeps every cycle however rarely it is
+        // read; its increase over the day is the day's cycles (an agent's
+        // restart resets all its counters at once, which increase()
+        // handles). Both increases are taken over samples of the same
+        // timestamps, so their ratio is exact. These series are read
+        // over ranges only: an instant query finds them for 5 minutes an
+        // hour.
+        name: 'layerprobe.recording.hourly',
+        interval: c.hourlyRulesInterval,
+        rules: [
+          {
+            record: 'engine_result:layerprobe_cycles_total:sum',
+            expr: |||
+              sum without (mode) (%s)
+            ||| % s('layerprobe_cycles_total'),
+          },
+          // The last successful steady cycle in the hour, for
+          // LayerprobeAgentStale's agents that have gone away: its 7 days
+          // then read 168 samples per engine instead of every scraped one.
+          {
+            record: 'engine:layerprobe_last_success_timestamp_seconds:max1h',
+            expr: |||
+              max without (mode) (max_over_time(%s[1h]))
+            ||| % s('layerprobe_last_success_timestamp_seconds', ['mode=~"steady|"']),
           },
         ],
       },
