@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Summary of bench/ab/binaries.sh's runs: per binary the median half-width
+of one target's overhead, its rounds, the share of bytes spent laying out
+files, the runs' spread against what their intervals promise, and the
+paired difference of the estimates (new - old), with its standard error.
+Usage: bench/ab/summary.py OUT [target] [workload] [metric]"""
+import glob
+import json
+import re
+import statistics as st
+import sys
+
+out = sys.argv[1]
+target, workload, metric = (sys.argv[2:] + ["container", "randwrite", "iops"][len(sys.argv) - 2:])[:3]
+runs = {}
+for f in glob.glob(f"{out}/[0-9]*-*.json"):
+    i, v = re.search(r"/(\d+)-(\w+)\.json$", f).groups()
+    e = json.load(open(f))["engines"][0]
+    o = [r for r in e["results"] if r["target"] == target and r["workload"] == workload][0]["overhead"][metric]
+    runs[int(i)] = dict(v=v, est=o["percent_of_host"], hw=(o["percent_of_host_high"] - o["percent_of_host_low"]) / 2,
+                        rounds=o["rounds"], gib=e["bytes_written"] / 2**30, layout=e["layout_bytes"] / e["bytes_written"])
+print(f"{target} {workload} {metric}, percent of host; {len(runs)} runs")
+for v in ("old", "new"):
+    rs = [r for r in runs.values() if r["v"] == v]
+    hw = st.median(r["hw"] for r in rs)
+    sd = st.stdev(r["est"] for r in rs)
+    print(f"{v}: half-width median ±{hw:.1f} pp [{min(r['hw'] for r in rs):.1f}, {max(r['hw'] for r in rs):.1f}], "
+          f"rounds {st.median(r['rounds'] for r in rs):.0f}, {st.median(r['gib'] for r in rs):.2f} GiB, "
+          f"layout {100 * st.median(r['layout'] for r in rs):.0f}% of the bytes; estimate median {st.median(r['est'] for r in rs):.1f}%, "
+          f"spread sd {sd:.1f} pp = {sd / (hw / 1.96):.2f} x the promise")
+diffs = []
+for p in range(len(runs) // 2):
+    a, b = runs[2 * p + 1], runs[2 * p + 2]
+    new, old = (a, b) if a["v"] == "new" else (b, a)
+    diffs.append(new["est"] - old["est"])
+if len(diffs) > 1:
+    print(f"paired new - old over {len(diffs)} pairs: {st.mean(diffs):+.2f} pp, standard error {st.stdev(diffs) / len(diffs) ** 0.5:.2f}")
