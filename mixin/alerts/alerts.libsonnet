@@ -100,10 +100,11 @@ local promql = import '../lib/promql.libsonnet';
           // has gone (its last timestamp, up to 7 days old, unless the
           // agent still answers). It reads the hourly maximum that
           // layerprobe.recording.hourly records (168 samples per engine
-          // for 7 days, not the 10k scraped ones): an agent that went
-          // away within the last hour is judged by its success before
-          // that hour, which is older, and the for: duration covers the
-          // gap. Steady cycles only: cold cycles are rarer and have no
+          // for 7 days, not the 10k scraped ones). Until the next hourly
+          // evaluation after an agent went away, its last success in the
+          // hour it went is not recorded yet: an older one is, so the alert
+          // can fire up to an hour early, and only for an agent already
+          // near the threshold. Steady cycles only: cold cycles are rarer and have no
           // bearing on how old the steady figures are. `max without
           // (mode)` keeps one alert per engine across an upgrade that adds
           // the mode label.
