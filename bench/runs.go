@@ -220,13 +220,13 @@ func (r runner) measureDefaults(ctx context.Context, dr *driverResult, n, refs i
 			d, err = r.one(ctx, fmt.Sprintf("default run %d/%d", i, n), r.lp("new", "default", "", r.plan.defaults, r.plan.runTimeout))
 		}
 		if ctx.Err() != nil {
-			stopped = fmt.Errorf("stopped by the deadline after %d of %d default runs (BENCH_RESUME=1 goes on from there)", len(dr.Defaults), n)
+			// The reference's runs only where they are interleaved with
+			// these; otherwise the section keeps the reference it has.
+			refRuns := ""
 			if refs > 0 {
-				// The reference interleaved with these runs; otherwise the
-				// section keeps the reference it has.
-				stopped = fmt.Errorf("stopped by the deadline after %d of %d default and %d of %d reference runs (BENCH_RESUME=1 goes on from there)",
-					len(dr.Defaults), n, len(dr.References), refs)
+				refRuns = fmt.Sprintf(" and %d of %d reference", len(dr.References), refs)
 			}
+			stopped = fmt.Errorf("stopped by the deadline after %d of %d default%s runs (BENCH_RESUME=1 goes on from there)", len(dr.Defaults), n, refRuns)
 			break
 		}
 		if err != nil {

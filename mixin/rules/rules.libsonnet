@@ -31,10 +31,7 @@ local promql = import '../lib/promql.libsonnet';
               sum without (result) (increase(%s[1d]))
                 /
               (sum without (result) (increase(%s[1d])) > 0)
-            ||| % [
-              promql.series('engine_result:layerprobe_cycles_total:sum', [c.layerprobeSelector, 'result="ok"']),
-              promql.series('engine_result:layerprobe_cycles_total:sum', [c.layerprobeSelector]),
-            ],
+            ||| % [s('engine_result:layerprobe_cycles_total:sum', ['result="ok"']), s('engine_result:layerprobe_cycles_total:sum')],
           },
           // Bytes per second the measurement jobs wrote, per engine,
           // averaged over an hour: the load the agent puts on the host.
