@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,9 +31,10 @@ import (
 // systemd unit under a real systemd, the compose file with docker-compose,
 // the DaemonSet's pod spec with `docker run`) on a private engine whose
 // CPUs are kept busy by other containers, and check what a user of that
-// deployment gets: the host arm joined the probe container's CPU cgroups,
-// no warning says otherwise, and the bind target, the host's own file
-// system seen through a bind mount, reads as fast as the host.
+// deployment gets: the agent says its host arm joined the probe
+// container's CPU cgroups, no warning says otherwise, and the host arm's
+// processes, watched in /proc while the cycle runs, really are in those
+// cgroups (checkArmCgroups).
 
 // loadedAgentConfig is the agent configuration of the loaded runs: the
 // smoke profile with 8 rounds of each workload in the first cycle (enough
@@ -44,34 +47,27 @@ agent:
   listen_address: %s
   interval: 1h
   jitter: 0
-  rounds_per_cycle: 8
+  budget:
+    rounds: 8
   daily_byte_budget: 8GiB
   max_io_pressure: 100
   max_disk_util: 1
   churn_quiet_period: 0s
 `
 
-// loadedWorkloads are the workloads of loadedAgentConfig. A lost join in
-// the DaemonSet's pod failed the A/A check on every workload it measured
-// (seqwrite, randwrite and fsync); two keep that check and halve each
-// cycle: 4 KiB random writes from four threads and a tree of small files,
-// whose arms spend the most CPU per byte.
+// loadedWorkloads are the workloads of loadedAgentConfig: one run by fio
+// (4 KiB random writes from four threads) and one by layerprobe's own
+// small-file helper, the two kinds of host arm the join must hold for.
 var loadedWorkloads = []measure.Workload{measure.RandWrite, measure.SmallFiles}
 
-// aaSlack is how far from 100% the bind target's interval may end and the
-// A/A check still pass: its interval (speed in percent of the host's) must
-// reach into [100/aaSlack, 100·aaSlack]. An honest 95% interval misses the
-// truth in one run of twenty, usually by little, and the smoke profile's
-// short jobs on a busy CPU give wide ones (joined, the lowest upper end seen
-// here was 110%, the highest lower end 84%); a lost join in the DaemonSet's pod read
-// bind at 289–1418% of the host with near ends of 217–772%, and elsewhere
-// at 467% [299–845]: a factor 2 keeps both apart.
-const aaSlack = 2.0
-
 // checkLoadedAA checks what a loaded deployment's agent published: the
-// host arm joined (engines), the first steady cycle succeeded, and the
-// bind target's headline interval of every workload reaches 100% within
-// aaSlack.
+// host arm joined (engines), the first steady cycle gave every workload a
+// 95% interval for the bind target, and it logs bind's A/A figures. They
+// are not checked: under the whole suite's load the smoke profile's short
+// rounds on the box's one busy CPU gave bind from 3% to 15412% of the host
+// with the join in place (checkArmCgroups is the check); a lost join read
+// 289–1418%, and `make bench` measures bind against the host on a quiet
+// machine.
 func checkLoadedAA(t *testing.T, engines api.EnginesResponse, overhead api.OverheadResponse) {
 	t.Helper()
 	if len(engines.Engines) != 1 {
@@ -107,21 +103,167 @@ func checkLoadedAA(t *testing.T, engines api.EnginesResponse, overhead api.Overh
 			t.Errorf("bind %s: no %s overhead", r.Workload, m)
 			continue
 		}
-		lo, hi := o.PercentLow/100, o.PercentHigh/100
-		t.Logf("bind %-9s %-9s %5.0f%% of host [%4.0f–%4.0f], %d rounds, coverage %.2f",
+		t.Logf("bind %-9s %-9s %5.0f%% of host [%4.0f–%4.0f], %d rounds, coverage %.2f (A/A under load, not checked)",
 			r.Workload, m, o.PercentOfHost, o.PercentLow, o.PercentHigh, o.N, o.Coverage)
 		if o.N < 6 || o.Coverage < 0.95 {
 			t.Errorf("bind %s: %d rounds, coverage %.2f: not a 95%% interval", r.Workload, o.N, o.Coverage)
-		}
-		if !(lo <= aaSlack && hi >= 1/aaSlack) {
-			t.Errorf("bind %s %s: %.0f%% of host [%.0f–%.0f] does not reach 100%% within a factor %.1f: the arms did not compete for CPU alike",
-				r.Workload, m, o.PercentOfHost, o.PercentLow, o.PercentHigh, aaSlack)
 		}
 	}
 	for _, w := range loadedWorkloads {
 		if !seen[w] {
 			t.Errorf("no bind result for %s", w)
 		}
+	}
+}
+
+// armProcess is a line of `lpworkload armcg`: a process of the agent's
+// arms as seen in the box's /proc (lpworkload's ArmProcess).
+type armProcess struct {
+	Role   string   `json:"role"` // agent, host or container
+	Pid    int      `json:"pid"`
+	PPid   int      `json:"ppid"`
+	Argv   []string `json:"argv"`
+	Cgroup string   `json:"cgroup"` // /proc/PID/cgroup
+}
+
+// cpuCgroups is the part of a /proc/PID/cgroup that the host arm's join
+// sets: the paths of the cpu, cpuacct and cpuset hierarchies on cgroup v1,
+// or the unified path on a cgroup v2 host, as one comparable string.
+func cpuCgroups(procCgroup string) string {
+	var v1 []string
+	unified := ""
+	for _, l := range strings.Split(strings.TrimSpace(procCgroup), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			unified = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "cpu" || c == "cpuacct" || c == "cpuset" {
+				v1 = append(v1, c+"="+parts[2])
+			}
+		}
+	}
+	if len(v1) == 0 {
+		return "unified=" + unified
+	}
+	slices.Sort(v1)
+	return strings.Join(v1, " ")
+}
+
+// hostArmWorkload names the workload a host process of the agent runs: fio
+// (a job; `fio --version` is not one) or the small-file helper after its
+// cgexec. Anything else the agent starts, such as `probe-helper cgexec`
+// before it execs, is not a host arm.
+func hostArmWorkload(argv []string) string {
+	switch {
+	case slices.Contains(argv, "cgexec"), slices.Contains(argv, "--version"):
+		return ""
+	case filepath.Base(argv[0]) == "fio":
+		return "fio"
+	case len(argv) > 2 && argv[1] == "probe-helper" && argv[2] == "smallfiles":
+		return "smallfiles"
+	}
+	return ""
+}
+
+// checkArmCgroups checks, from what `lpworkload armcg` saw while the cycle
+// ran, that every host-arm process (fio and its workers, the small-file
+// helper) ran in the CPU cgroups of a probe container's processes and not
+// in the agent's (armCgroupProblems). A lost join fails here whatever the
+// machine's load, where a timed A/A comparison cannot tell it from noise.
+func checkArmCgroups(t *testing.T, procs []armProcess) {
+	t.Helper()
+	seen, problems := armCgroupProblems(procs)
+	t.Logf("host-arm processes checked: %d of fio, %d of the small-file helper (of %d processes seen)", seen["fio"], seen["smallfiles"], len(procs))
+	for i, p := range problems {
+		if i == 5 {
+			t.Errorf("... and %d more", len(problems)-i)
+			break
+		}
+		t.Error(p)
+	}
+}
+
+// armCgroupProblems counts the host-arm processes in procs by what they
+// run (hostArmWorkload) and says what is wrong: a host arm outside every
+// probe container's CPU cgroups, no host arm of fio or of the small-file
+// helper seen at all (nothing checked), or no agent or probe container to
+// compare with.
+func armCgroupProblems(procs []armProcess) (seen map[string]int, problems []string) {
+	var agent string
+	probe := map[string]bool{}
+	for _, p := range procs {
+		switch p.Role {
+		case "agent":
+			agent = cpuCgroups(p.Cgroup)
+		case "container":
+			probe[cpuCgroups(p.Cgroup)] = true
+		}
+	}
+	if agent == "" || len(probe) == 0 {
+		return nil, []string{fmt.Sprintf("the watcher saw no agent (%q) or no probe container process (%d of %d processes)", agent, len(probe), len(procs))}
+	}
+	if probe[agent] {
+		return nil, []string{fmt.Sprintf("the agent's own CPU cgroups (%s) are a probe container's: a lost join would not show", agent)}
+	}
+	seen = map[string]int{}
+	for _, p := range procs {
+		w := ""
+		if p.Role == "host" {
+			w = hostArmWorkload(p.Argv)
+		}
+		if w == "" {
+			continue
+		}
+		seen[w]++
+		if cg := cpuCgroups(p.Cgroup); !probe[cg] {
+			problems = append(problems, fmt.Sprintf("host arm %d %q ran in %s, not in a probe container's CPU cgroups %v (the agent's: %s)",
+				p.Pid, strings.Join(p.Argv, " "), cg, slices.Sorted(maps.Keys(probe)), agent))
+		}
+	}
+	for _, w := range []string{"fio", "smallfiles"} {
+		if seen[w] == 0 {
+			problems = append(problems, fmt.Sprintf("the watcher saw no host-arm process of %s (%d processes seen): nothing was checked", w, len(procs)))
+		}
+	}
+	return seen, problems
+}
+
+// watchArms starts `lpworkload armcg` in the box for the agent whose PID
+// pid returns, and returns a function that stops it and returns what it saw.
+func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []armProcess {
+	t.Helper()
+	var p int
+	testharness.Eventually(t, 2*time.Minute, time.Second, "the agent's PID", func() (bool, string) {
+		p = pid()
+		return p > 0, "no PID yet"
+	})
+	out, stop := "armcg-"+name+".jsonl", "armcg-"+name+".stop"
+	done := make(chan cmdResult, 1)
+	go func() {
+		done <- b.exec(t, 30*time.Minute, b.workload, "armcg", strconv.Itoa(p), boxShare+"/"+out, boxShare+"/"+stop)
+	}()
+	return func() []armProcess {
+		if err := os.WriteFile(filepath.Join(b.share, stop), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.err != nil {
+			t.Fatalf("lpworkload armcg:\n%s", r)
+		}
+		var procs []armProcess
+		dec := json.NewDecoder(strings.NewReader(readFile(t, filepath.Join(b.share, out))))
+		for dec.More() {
+			var a armProcess
+			if err := dec.Decode(&a); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			procs = append(procs, a)
+		}
+		return procs
 	}
 }
 
@@ -237,12 +379,32 @@ type testBox struct {
 	share  string   // the shared directory, on this machine
 	docker string
 	bin    string // layerprobe as `make build` builds it (no test hooks)
+	// workload is lpworkload in the box, for its armcg watcher.
+	workload string
 }
 
 // dockerIn runs the docker CLI against the box's engine.
 func (b *testBox) dockerIn(t *testing.T, timeout time.Duration, args ...string) cmdResult {
 	t.Helper()
 	return run(t, timeout, "", b.inner, b.docker, args...)
+}
+
+// unitPID returns a function that gives the main PID of layerprobe.service
+// in the box, or 0 while it has none.
+func (b *testBox) unitPID(t *testing.T) func() int {
+	return func() int {
+		r := b.exec(t, time.Minute, "systemctl", "show", "-p", "MainPID", "--value", "layerprobe")
+		n, _ := strconv.Atoi(strings.TrimSpace(r.stdout))
+		return n
+	}
+}
+
+// containerPID gives the PID, in the box, of the process of a container of
+// the box's engine, or 0 while it has none.
+func (b *testBox) containerPID(t *testing.T, name string) int {
+	r := b.dockerIn(t, time.Minute, "inspect", "-f", "{{.State.Pid}}", name)
+	n, _ := strconv.Atoi(strings.TrimSpace(r.stdout))
+	return n
 }
 
 // exec runs a command in the box.
@@ -288,6 +450,8 @@ func startBox(t *testing.T) *testBox {
 	if err := os.MkdirAll(b.share, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	copyFile(t, testharness.WorkloadBinary(t), filepath.Join(b.share, "lpworkload"), 0o755)
+	b.workload = boxShare + "/lpworkload"
 	tarInto(t, b.outer, docker, root, "import", "--change", `CMD ["/usr/local/sbin/lp-box-init"]`, "-", "layerprobe-box:test")
 
 	// Every capability but CAP_SYS_RESOURCE, which a restricted root may
@@ -419,27 +583,30 @@ func agentAPI(addr string) func(path string) ([]byte, error) {
 	}
 }
 
-// checkLoadedAgent waits for the agent's first steady cycle and checks it
-// (checkLoadedAA, its metric and its log).
-func checkLoadedAgent(t *testing.T, addr string, alive func() string, log func() string) {
+// checkLoadedAgent watches the arms of the agent whose PID pid returns
+// while its first steady cycle runs, and checks that cycle
+// (checkArmCgroups, checkLoadedAA, its metric and its log).
+func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, alive func() string, log func() string) {
 	t.Helper()
 	get := agentAPI(addr)
 	start := time.Now()
+	arms := watchArms(t, b, strings.ReplaceAll(t.Name(), "/", "-"), pid)
 	waitFirstSteadyCycle(t, 12*time.Minute, get, alive)
 	t.Logf("first steady cycle under load: %s", time.Since(start).Round(time.Second))
+	checkArmCgroups(t, arms())
 	var engines api.EnginesResponse
 	var overhead api.OverheadResponse
-	b, err := get("/api/v1/engines")
+	body, err := get("/api/v1/engines")
 	if err != nil {
 		t.Fatal(err)
 	}
-	decodeJSON(t, "/api/v1/engines", b, &engines)
-	if b, err = get("/api/v1/overhead"); err != nil {
+	decodeJSON(t, "/api/v1/engines", body, &engines)
+	if body, err = get("/api/v1/overhead"); err != nil {
 		t.Fatal(err)
 	}
-	decodeJSON(t, "/api/v1/overhead", b, &overhead)
+	decodeJSON(t, "/api/v1/overhead", body, &overhead)
 	checkLoadedAA(t, engines, overhead)
-	if b, err := get("/metrics"); err != nil || !strings.Contains(string(b), `layerprobe_host_arm_cgroup_joined{engine="default"} 1`) {
+	if body, err := get("/metrics"); err != nil || !strings.Contains(string(body), `layerprobe_host_arm_cgroup_joined{engine="default"} 1`) {
 		t.Errorf("/metrics lacks layerprobe_host_arm_cgroup_joined{engine=\"default\"} 1 (%v)", err)
 	}
 	noJoinWarning(t, log())
@@ -514,7 +681,7 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			}
 			return ""
 		}
-		checkLoadedAgent(t, addr, alive, journal)
+		checkLoadedAgent(t, b, addr, b.unitPID(t), alive, journal)
 	})
 
 	// The .deb of `make release`, installed with apt as a user would, its
@@ -558,7 +725,7 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			}
 			return ""
 		}
-		checkLoadedAgent(t, addr, alive, journal)
+		checkLoadedAgent(t, b, addr, b.unitPID(t), alive, journal)
 		if d := time.Since(start); d > 10*time.Minute {
 			t.Errorf("the first steady result came %s after apt-get install, want within 10 minutes", d.Round(time.Second))
 		}
@@ -603,7 +770,14 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			}
 			return ""
 		}
-		checkLoadedAgent(t, addr, alive, logs)
+		pid := func() int {
+			id := strings.TrimSpace(compose(time.Minute, "ps", "-q", "layerprobe").stdout)
+			if id == "" {
+				return 0
+			}
+			return b.containerPID(t, id)
+		}
+		checkLoadedAgent(t, b, addr, pid, alive, logs)
 	})
 
 	t.Run("daemonset", func(t *testing.T) {
@@ -631,7 +805,8 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			}
 			return ""
 		}
-		checkLoadedAgent(t, addr, alive, logs)
+		pid := func() int { return b.containerPID(t, "lpops-daemonset") }
+		checkLoadedAgent(t, b, addr, pid, alive, logs)
 	})
 }
 

@@ -57,13 +57,7 @@ func (d *Docker) ImportWorkload(t testing.TB, refs ...string) {
 // /tmp and the binary at WorkloadEntrypoint).
 func WorkloadImage(t testing.TB) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "lpworkload")
-	if err := buildPackage(ctx, bin, "./internal/testsupport/testharness/lpworkload", ""); err != nil {
-		t.Fatal(err)
-	}
-	content, err := os.ReadFile(bin)
+	content, err := os.ReadFile(WorkloadBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +79,20 @@ func WorkloadImage(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return img.Bytes()
+}
+
+// WorkloadBinary builds internal/testsupport/testharness/lpworkload, a
+// static binary that runs on any Linux host of this architecture, and
+// returns its path.
+func WorkloadBinary(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "lpworkload")
+	if err := buildPackage(ctx, bin, "./internal/testsupport/testharness/lpworkload", ""); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // expectStream fails t when a streamed answer (image import) reports an

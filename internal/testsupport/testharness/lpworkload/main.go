@@ -6,6 +6,12 @@
 //	lpworkload spin             keep one CPU busy until SIGTERM (a loaded host)
 //	lpworkload write PATH SIZE  write SIZE (4096, 64KiB, 64MiB) to PATH with
 //	                            fsync, print "done PATH", then idle
+//	lpworkload armcg PID OUT STOP
+//	                            until the file STOP exists, write to OUT the
+//	                            cgroups of agent PID, of every process it
+//	                            starts and their children (the host arms),
+//	                            and of every probe container process
+//	                            (argv[0] under /lp/bin/); see armcg.go
 package main
 
 import (
@@ -27,6 +33,14 @@ func main() {
 	case "idle":
 	case "spin":
 		spin()
+	case "armcg":
+		if len(os.Args) != 5 {
+			fail("armcg PID OUT STOP")
+		}
+		if err := armcg(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+			fail(err.Error())
+		}
+		return
 	case "write":
 		if len(os.Args) != 4 {
 			fail("write PATH SIZE")
