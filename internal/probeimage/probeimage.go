@@ -17,6 +17,7 @@ package probeimage
 
 import (
 	"archive/tar"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -65,6 +66,10 @@ type File struct {
 	Data   []byte      // content of a generated file (/etc/passwd, /etc/group)
 	Size   int64
 	SHA256 string // hex digest of the content ("" for directories)
+	// Layer is the image layer that holds the entry, 0 the first. A
+	// directory may have an entry in several layers: the engine merges
+	// them, as it merges a real image's.
+	Layer int
 }
 
 // Image is the probe image's root file system.
@@ -74,7 +79,8 @@ type Image struct {
 	Digest string
 	// FioPath is the host fio binary the image carries at /lp/bin/fio.
 	FioPath string
-	// Files lists every entry, directories included, sorted by path.
+	// Files lists every entry, directories included, sorted by path and
+	// then layer.
 	Files []File
 }
 
@@ -148,9 +154,17 @@ func Build(fioPath, helperPath string) (*Image, error) {
 	for _, f := range files {
 		im.Files = append(im.Files, f)
 	}
-	slices.SortFunc(im.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	sortFiles(im.Files)
 	im.Digest = digest(im.Files)
 	return im, nil
+}
+
+// sortFiles sorts entries by path and then layer: the order of the tar
+// streams and of the digest.
+func sortFiles(files []File) {
+	slices.SortFunc(files, func(a, b File) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), cmp.Compare(a.Layer, b.Layer))
+	})
 }
 
 // digest hashes the sorted entries' paths, modes and content hashes.
@@ -161,8 +175,13 @@ func digest(files []File) string {
 	fmt.Fprintf(h, "%s\n", layoutVersion)
 	for _, f := range files {
 		// One line per entry; the path cannot contain a newline (checked
-		// in hostFile), so lines cannot be confused.
-		fmt.Fprintf(h, "%s %o %s\n", f.Path, tarMode(f.Mode), f.SHA256)
+		// in hostFile), so lines cannot be confused. The layer is named
+		// past the first, so a one-layer image keeps its digest.
+		if f.Layer > 0 {
+			fmt.Fprintf(h, "%s %o %s layer %d\n", f.Path, tarMode(f.Mode), f.SHA256, f.Layer)
+		} else {
+			fmt.Fprintf(h, "%s %o %s\n", f.Path, tarMode(f.Mode), f.SHA256)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -207,13 +226,35 @@ func tarMode(m fs.FileMode) int64 {
 	return mode
 }
 
-// WriteTar writes the root file system as an uncompressed tar stream. Each
-// host file is hashed again while it is copied: a file that changed since
-// Build fails the write rather than producing an image that does not match
-// its digest.
+// Layers is how many layers the image has.
+func (im *Image) Layers() int {
+	n := 1
+	for _, f := range im.Files {
+		n = max(n, f.Layer+1)
+	}
+	return n
+}
+
+// WriteTar writes the root file system of a one-layer image as an
+// uncompressed tar stream (WriteLayer 0); an image of several layers is
+// written layer by layer.
 func (im *Image) WriteTar(w io.Writer) error {
+	if n := im.Layers(); n != 1 {
+		return fmt.Errorf("write probe image tar: the image has %d layers; write each with WriteLayer", n)
+	}
+	return im.WriteLayer(w, 0)
+}
+
+// WriteLayer writes the entries of one layer as an uncompressed tar
+// stream. Each host file is hashed again while it is copied: a file that
+// changed since Build fails the write rather than producing an image that
+// does not match its digest.
+func (im *Image) WriteLayer(w io.Writer, layer int) error {
 	tw := tar.NewWriter(w)
 	for _, f := range im.Files {
+		if f.Layer != layer {
+			continue
+		}
 		hdr := &tar.Header{
 			Name:    strings.TrimPrefix(f.Path, "/"),
 			Mode:    tarMode(f.Mode),
@@ -292,18 +333,56 @@ func checkSum(h hash.Hash, f File) error {
 // so the image's identity on an engine that drops or mangles import-time
 // labels. It costs one pass over the image's content.
 func (im *Image) LayerDigest() (string, error) {
-	h := sha256.New()
-	if err := im.WriteTar(h); err != nil {
+	if n := im.Layers(); n != 1 {
+		return "", fmt.Errorf("probe image layer digest: the image has %d layers", n)
+	}
+	l, err := im.LayerStreams()
+	if err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return l[0].DiffID, nil
 }
 
-// Paths lists the image's paths, for messages and tests.
+// LayerStream is what one layer's tar stream (WriteLayer) is.
+type LayerStream struct {
+	DiffID string // hex SHA-256 of the stream: the layer's diff ID
+	Size   int64  // bytes
+}
+
+// LayerStreams returns every layer's diff ID and size, in order: what an
+// image configuration and an archive header name before the layers'
+// content follows. It costs one pass over the image's content.
+func (im *Image) LayerStreams() ([]LayerStream, error) {
+	out := make([]LayerStream, im.Layers())
+	for i := range out {
+		h := sha256.New()
+		n := &countWriter{w: h}
+		if err := im.WriteLayer(n, i); err != nil {
+			return nil, err
+		}
+		out[i] = LayerStream{DiffID: hex.EncodeToString(h.Sum(nil)), Size: n.n}
+	}
+	return out, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Paths lists the image's paths, each once, for messages and tests.
 func (im *Image) Paths() []string {
-	out := make([]string, len(im.Files))
-	for i, f := range im.Files {
-		out[i] = f.Path
+	out := make([]string, 0, len(im.Files))
+	for _, f := range im.Files {
+		if len(out) == 0 || out[len(out)-1] != f.Path {
+			out = append(out, f.Path)
+		}
 	}
 	return out
 }
@@ -358,7 +437,7 @@ func (im *Image) WithCopyUpFiles() *Image {
 			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, size)})
 	}
 	out.Files = append(out.Files, treeFiles()...)
-	slices.SortFunc(out.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	sortFiles(out.Files)
 	out.Digest = digest(out.Files)
 	return out
 }
@@ -372,18 +451,31 @@ const TreeDir = "/lp/tree"
 // TreeFiles is how many files the cold image's tree holds.
 const TreeFiles = 2000
 
-// treeFiles are the entries of the cold image's tree. The directories are
-// writable by all: the probe runs without capabilities, and a first create
-// in each is what is timed.
+// TreeLayers is how many image layers the tree spreads over, above the
+// layer of fio and the helper: every layer has every directory of the
+// tree and file i is in layer 1 + i mod TreeLayers, as a package tree
+// installed by several build steps is. A lookup then searches the
+// directory in each lower layer, and a first create copies up a
+// directory merged from all of them: the cost a one-layer tree hides.
+const TreeLayers = 3
+
+// treeFiles are the entries of the cold image's tree, in layers 1 to
+// TreeLayers. The directories are writable by all: the probe runs without
+// capabilities, and a first create in each is what is timed.
 func treeFiles() []File {
 	tree := smallfiles.NewTree(smallfiles.Spec{Files: TreeFiles})
-	out := make([]File, 0, len(tree.Dirs)+len(tree.Sizes))
-	for _, d := range tree.Dirs {
-		out = append(out, File{Path: path.Join(TreeDir, d), Mode: fs.ModeDir | 0o777})
+	out := make([]File, 0, TreeLayers*(len(tree.Dirs)+1)+len(tree.Sizes))
+	for l := 1; l <= TreeLayers; l++ {
+		// Each layer's tar names the tree's parent too, so that it
+		// does not depend on how an engine creates implied directories.
+		out = append(out, File{Path: path.Dir(TreeDir), Mode: fs.ModeDir | 0o755, Layer: l})
+		for _, d := range tree.Dirs {
+			out = append(out, File{Path: path.Join(TreeDir, d), Mode: fs.ModeDir | 0o777, Layer: l})
+		}
 	}
 	for i, size := range tree.Sizes {
 		p := path.Join(TreeDir, tree.FilePath(i))
-		out = append(out, File{Path: p, Mode: 0o644, Size: int64(size),
+		out = append(out, File{Path: p, Mode: 0o644, Size: int64(size), Layer: 1 + i%TreeLayers,
 			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, size)})
 	}
 	return out
@@ -410,7 +502,7 @@ func (im *Image) WithStartupFiles(size int64) *Image {
 		out.Files = append(out.Files, File{Path: p, Mode: 0o444, Size: StartupFileBytes,
 			SHA256: fmt.Sprintf("%s%s:%d", genPrefix, p, StartupFileBytes)})
 	}
-	slices.SortFunc(out.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	sortFiles(out.Files)
 	out.Digest = digest(out.Files)
 	return out
 }

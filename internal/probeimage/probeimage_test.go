@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/layerprobe/layerprobe/internal/smallfiles"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
@@ -375,30 +376,65 @@ func TestWithCopyUpFiles(t *testing.T) {
 	if len(base.Files) != 1 {
 		t.Fatalf("WithCopyUpFiles changed its receiver: %v", base.Paths())
 	}
-	var buf bytes.Buffer
-	if err := im.WriteTar(&buf); err != nil {
+	if n := im.Layers(); n != 1+TreeLayers {
+		t.Fatalf("%d layers, want %d", n, 1+TreeLayers)
+	}
+	if err := im.WriteTar(io.Discard); err == nil {
+		t.Errorf("WriteTar of a %d-layer image: nil error", im.Layers())
+	}
+	streams, err := im.LayerStreams()
+	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(&buf)
 	sizes := map[string]int64{}
+	layerOf := map[string]int{}
+	dirsIn := make([]int, im.Layers())
 	var first []byte
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
+	for layer := range im.Layers() {
+		var buf bytes.Buffer
+		if err := im.WriteLayer(&buf, layer); err != nil {
 			t.Fatal(err)
 		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
+		if sum := sha256.Sum256(buf.Bytes()); hex.EncodeToString(sum[:]) != streams[layer].DiffID || int64(buf.Len()) != streams[layer].Size {
+			t.Errorf("layer %d: %d bytes, not the stream LayerStreams described (%+v)", layer, buf.Len(), streams[layer])
 		}
-		if hdr.Typeflag == tar.TypeReg {
-			sizes["/"+hdr.Name] = int64(len(b))
+		readLayer(t, &buf, func(hdr *tar.Header, b []byte) {
+			name := "/" + strings.TrimSuffix(hdr.Name, "/")
+			if hdr.Typeflag == tar.TypeDir && strings.HasPrefix(name, TreeDir) {
+				dirsIn[layer]++
+			}
+			if hdr.Typeflag != tar.TypeReg {
+				return
+			}
+			if _, dup := sizes[name]; dup {
+				t.Errorf("%s in layers %d and %d", name, layerOf[name], layer)
+			}
+			sizes[name], layerOf[name] = int64(len(b)), layer
 			if hdr.Name == "lp/copyup/1M" {
 				first = b[:4096]
 			}
+		})
+	}
+	// The tree: every directory in each of its layers, its files spread
+	// over all of them, none in the first.
+	tree := smallfiles.NewTree(smallfiles.Spec{Files: TreeFiles})
+	perLayer := make([]int, im.Layers())
+	for i := range tree.Sizes {
+		perLayer[layerOf[path.Join(TreeDir, tree.FilePath(i))]]++
+	}
+	for layer := range im.Layers() {
+		wantDirs := len(tree.Dirs)
+		if layer == 0 {
+			wantDirs = 0
+		}
+		if dirsIn[layer] != wantDirs || (layer == 0) != (perLayer[layer] == 0) {
+			t.Errorf("layer %d: %d tree directories and %d tree files, want %d directories and files in every layer but the first",
+				layer, dirsIn[layer], perLayer[layer], wantDirs)
+		}
+	}
+	for _, size := range CopyUpSizes {
+		if l := layerOf[CopyUpPath(size)]; l != 0 {
+			t.Errorf("%s in layer %d, want the first", CopyUpPath(size), l)
 		}
 	}
 	for _, size := range CopyUpSizes {
@@ -410,5 +446,25 @@ func TestWithCopyUpFiles(t *testing.T) {
 	// handling somewhere and make the copy look cheap.
 	if bytes.Count(first, []byte{0}) > 64 {
 		t.Errorf("copy-up content looks sparse: %d zero bytes in the first 4 KiB", bytes.Count(first, []byte{0}))
+	}
+}
+
+// readLayer calls f with every entry of a tar stream and its content.
+func readLayer(t *testing.T, r io.Reader, f func(*tar.Header, []byte)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(hdr, b)
 	}
 }

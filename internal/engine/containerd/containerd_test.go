@@ -9,11 +9,12 @@ import (
 func TestOwnerOfIngest(t *testing.T) {
 	owner := "lp1-2f9c-4711-123456"
 	for ref, want := range map[string]string{
-		ingestPrefix + owner + "-layer-0123456789ab": owner,
-		ingestPrefix + owner + "-0123456789ab":       owner,
-		"kubelet-blob":                               "",
-		"layerprobe-":                                "",
-		"layerprobe-x":                               "",
+		ingestPrefix + owner + "-layer-0123456789ab":   owner,
+		ingestPrefix + owner + "-layer-0123456789ab.2": owner,
+		ingestPrefix + owner + "-0123456789ab":         owner,
+		"kubelet-blob":                                 "",
+		"layerprobe-":                                  "",
+		"layerprobe-x":                                 "",
 	} {
 		if got := ownerOfIngest(ref); got != want {
 			t.Errorf("ownerOfIngest(%q) = %q, want %q", ref, got, want)

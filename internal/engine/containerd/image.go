@@ -47,7 +47,7 @@ var ownerRE = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 // on the configured snapshotter, and returns its name,
 // layerprobe-probe:<digest[:12]>. An image labelled with im's digest is
 // reused; otherwise the root file system is written into the content store
-// as a one-layer OCI image and unpacked. Nothing is ever pulled. The import
+// as an OCI image of its layers and unpacked. Nothing is ever pulled. The import
 // runs under a labelled lease, so a process killed half way leaves nothing
 // a sweep (or containerd's garbage collector, once the lease expires)
 // would not remove.
@@ -141,12 +141,23 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// writeImage writes im's layer, an image config and a manifest into the
+// writeImage writes im's layers, an image config and a manifest into the
 // content store and returns the manifest's descriptor.
 func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner string, labels map[string]string) (ocispec.Descriptor, error) {
-	layer, err := c.writeLayer(ctx, im, owner)
-	if err != nil {
-		return ocispec.Descriptor{}, err
+	// The garbage collector follows these labels from the manifest (which
+	// the image record holds) to the config and the layers.
+	refs := map[string]string{}
+	var layers []ocispec.Descriptor
+	var diffIDs []digest.Digest
+	for i := range im.Layers() {
+		layer, err := c.writeLayer(ctx, im, i, owner)
+		if err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		layers = append(layers, layer)
+		// Uncompressed: a layer's digest is its diff ID.
+		diffIDs = append(diffIDs, layer.Digest)
+		refs[fmt.Sprintf("containerd.io/gc.ref.content.l.%d", i)] = layer.Digest.String()
 	}
 	cfg := ocispec.Image{
 		Platform: ocispec.Platform{OS: "linux", Architecture: goruntime.GOARCH},
@@ -155,7 +166,7 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 			WorkingDir: "/",
 			Labels:     labels,
 		},
-		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layer.Digest}},
+		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: diffIDs},
 	}
 	cfgDesc, err := c.writeJSON(ctx, ocispec.MediaTypeImageConfig, cfg, owner, nil)
 	if err != nil {
@@ -165,26 +176,22 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 		Versioned: ocispecs.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageManifest,
 		Config:    cfgDesc,
-		Layers:    []ocispec.Descriptor{layer},
+		Layers:    layers,
 	}
-	// The garbage collector follows these labels from the manifest (which
-	// the image record holds) to the config and the layer.
-	return c.writeJSON(ctx, ocispec.MediaTypeImageManifest, manifest, owner, map[string]string{
-		"containerd.io/gc.ref.content.config": cfgDesc.Digest.String(),
-		"containerd.io/gc.ref.content.l.0":    layer.Digest.String(),
-	})
+	refs["containerd.io/gc.ref.content.config"] = cfgDesc.Digest.String()
+	return c.writeJSON(ctx, ocispec.MediaTypeImageManifest, manifest, owner, refs)
 }
 
-// writeLayer streams im's tar into the content store. Its digest is known
-// only once it is written, so it is committed with the digest computed on
-// the way.
-func (c *Client) writeLayer(ctx context.Context, im *probeimage.Image, owner string) (ocispec.Descriptor, error) {
-	w, err := c.openBlob(ctx, ingestPrefix+owner+"-layer-"+im.Digest[:12])
+// writeLayer streams layer i of im as a tar into the content store. Its
+// digest is known only once it is written, so it is committed with the
+// digest computed on the way.
+func (c *Client) writeLayer(ctx context.Context, im *probeimage.Image, i int, owner string) (ocispec.Descriptor, error) {
+	w, err := c.openBlob(ctx, fmt.Sprintf("%s%s-layer-%s.%d", ingestPrefix, owner, im.Digest[:12], i))
 	if err != nil {
 		return ocispec.Descriptor{}, c.fail("open content writer", err)
 	}
 	defer w.close()
-	if err := im.WriteTar(w); err != nil {
+	if err := im.WriteLayer(w, i); err != nil {
 		if u := c.asUnreachable(err); u != nil {
 			return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", u)
 		}

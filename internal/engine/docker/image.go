@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 
 	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/client"
@@ -23,10 +24,11 @@ var labelValue = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 // EnsureImage makes the probe image im available on the engine and returns
 // its reference, layerprobe-probe:<digest[:12]>. The image under that
 // reference is reused when it is im: it carries im's digest label or, on an
-// engine that did not keep the labels, its only layer is im's tar stream
-// (the diff ID the engine computed itself). A labelled image that lost its
-// tag is tagged again. Otherwise the root file system is streamed to the
-// engine with ImageImport. Nothing is ever pulled.
+// engine that did not keep the labels, its layers are im's tar streams
+// (the diff IDs the engine computed itself). A labelled image that lost its
+// tag is tagged again. Otherwise a one-layer root file system is streamed
+// to the engine with ImageImport, and an image of several layers as a
+// docker-archive with ImageLoad. Nothing is ever pulled.
 func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner string) (string, error) {
 	if im == nil || len(im.Digest) < 12 || !labelValue.MatchString(im.Digest) {
 		return "", errors.New("ensure probe image: image has no valid digest")
@@ -69,7 +71,14 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 		return ref, nil
 	}
 
-	diffID, err := c.importImage(ctx, im, ref, owner)
+	var diffIDs []string
+	if im.Layers() == 1 {
+		var diffID string
+		diffID, err = c.importImage(ctx, im, ref, owner)
+		diffIDs = []string{diffID}
+	} else {
+		diffIDs, err = c.loadImage(ctx, im, ref, owner)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -78,9 +87,9 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	if err != nil {
 		return "", c.fail("inspect imported probe image", err)
 	}
-	if !hasOnlyLayer(got.InspectResponse, diffID) {
-		return "", fmt.Errorf("ensure probe image: %s on engine %s is not the image just imported (layers %v, want sha256:%s)",
-			ref, c.name, rootLayers(got.InspectResponse), diffID)
+	if !hasLayers(got.InspectResponse, diffIDs) {
+		return "", fmt.Errorf("ensure probe image: %s on engine %s is not the image just imported (layers %v, want %v)",
+			ref, c.name, rootLayers(got.InspectResponse), prefixed(diffIDs))
 	}
 	if !carriesDigest(got.InspectResponse, im) {
 		c.logger.Warn("the engine did not keep the probe image's labels: cleanup cannot find the image; remove it by name when done",
@@ -91,19 +100,23 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 }
 
 // isImage reports whether got is im: by its digest label, or else by its
-// one layer's diff ID (one pass over im's content).
+// layers' diff IDs (one pass over im's content).
 func isImage(got image.InspectResponse, im *probeimage.Image) (bool, error) {
 	if carriesDigest(got, im) {
 		return true, nil
 	}
-	if len(rootLayers(got)) != 1 {
+	if len(rootLayers(got)) != im.Layers() {
 		return false, nil
 	}
-	diffID, err := im.LayerDigest()
+	layers, err := im.LayerStreams()
 	if err != nil {
 		return false, err
 	}
-	return hasOnlyLayer(got, diffID), nil
+	diffIDs := make([]string, len(layers))
+	for i, l := range layers {
+		diffIDs[i] = l.DiffID
+	}
+	return hasLayers(got, diffIDs), nil
 }
 
 func carriesDigest(got image.InspectResponse, im *probeimage.Image) bool {
@@ -112,11 +125,32 @@ func carriesDigest(got image.InspectResponse, im *probeimage.Image) bool {
 
 func rootLayers(got image.InspectResponse) []string { return got.RootFS.Layers }
 
-// hasOnlyLayer reports whether the image's root file system is the one
-// layer whose uncompressed tar stream has SHA-256 diffID (hex).
-func hasOnlyLayer(got image.InspectResponse, diffID string) bool {
-	l := rootLayers(got)
-	return len(l) == 1 && l[0] == "sha256:"+diffID
+// hasLayers reports whether the image's root file system is the layers
+// whose uncompressed tar streams have SHA-256 diffIDs (hex), in order.
+func hasLayers(got image.InspectResponse, diffIDs []string) bool {
+	return slices.Equal(rootLayers(got), prefixed(diffIDs))
+}
+
+// prefixed names hex SHA-256 digests as an engine does: sha256:<hex>.
+func prefixed(hexes []string) []string {
+	out := make([]string, len(hexes))
+	for i, h := range hexes {
+		out[i] = "sha256:" + h
+	}
+	return out
+}
+
+// probeLabels are the labels of probe image im.
+func probeLabels(im *probeimage.Image, owner string) []string {
+	labels := []string{
+		engine.LabelManaged + "=true",
+		engine.LabelRole + "=image",
+		engine.LabelDigest + "=" + im.Digest,
+	}
+	if owner != "" {
+		labels = append(labels, engine.LabelOwner+"="+owner)
+	}
+	return labels
 }
 
 // importImage streams im's tar through a pipe into ImageImport and returns
@@ -126,14 +160,7 @@ func hasOnlyLayer(got image.InspectResponse, diffID string) bool {
 // one LABEL, Podman takes the first key and the rest of the line as its
 // value.
 func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, owner string) (string, error) {
-	labels := []string{
-		engine.LabelManaged + "=true",
-		engine.LabelRole + "=image",
-		engine.LabelDigest + "=" + im.Digest,
-	}
-	if owner != "" {
-		labels = append(labels, engine.LabelOwner+"="+owner)
-	}
+	labels := probeLabels(im, owner)
 	entrypoint, _ := json.Marshal([]string{engine.ContainerHelper, "probe-helper", "idle"})
 	changes := make([]string, 0, len(labels)+1)
 	for _, l := range labels {

@@ -1,0 +1,78 @@
+package containerd
+
+import (
+	"encoding/json"
+	"path"
+	"testing"
+
+	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+
+	"github.com/layerprobe/layerprobe/internal/engine"
+	"github.com/layerprobe/layerprobe/internal/helper"
+	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/probeimage"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
+)
+
+// TestColdImageInLayers imports the cold image, whose tree spreads over
+// several layers, into a private containerd: its manifest names one layer
+// per layer of the image, whose diff IDs are the image's tar streams, and
+// a fresh container sees the whole tree, its directories merged from
+// every layer. A sweep then leaves nothing labelled.
+func TestColdImageInLayers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a private containerd")
+	}
+	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	c := newTestClient(t, d, "")
+	ctx := testCtx(t)
+	im := probeImage(t).WithCopyUpFiles()
+	ref, err := c.EnsureImage(ctx, im, "lp1-boot-1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.images.Get(c.ns(ctx), &imagesapi.GetImageRequest{Name: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := c.resolveImage(c.ns(ctx), got.Image.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams, err := im.LayerStreams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(i.layers) != 1+probeimage.TreeLayers || len(i.diffIDs) != len(streams) {
+		t.Fatalf("%d layers, %d diff IDs; want %d", len(i.layers), len(i.diffIDs), 1+probeimage.TreeLayers)
+	}
+	for k, s := range streams {
+		if i.diffIDs[k].Encoded() != s.DiffID {
+			t.Errorf("layer %d: diff ID %s, want %s", k, i.diffIDs[k], s.DiffID)
+		}
+	}
+	p, err := c.StartProbe(ctx, engine.ProbeSpec{Engine: "test", Image: ref, Owner: "lp1-boot-1-1", Mode: measure.ModeCold, WritableLayerOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, p, []string{engine.ContainerHelper, "probe-helper", "lookup", path.Join(probeimage.TreeDir, "d1")})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("lookup: %v, exit %d: %s", err, res.ExitCode, res.Stderr)
+	}
+	var lr helper.LookupResult
+	if err := json.Unmarshal(res.Stdout, &lr); err != nil || lr.Error != "" {
+		t.Fatalf("lookup: %v %s: %s", err, lr.Error, res.Stdout)
+	}
+	if lr.Entries != 2400 {
+		t.Errorf("the container's walk of the tree saw %d entries, want its 2400 (2000 files in 400 directories) from every layer", lr.Entries)
+	}
+	if err := c.RemoveProbe(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sweep(ctx, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := labelled(t, c); n != 0 {
+		t.Errorf("%d labelled objects left", n)
+	}
+}
