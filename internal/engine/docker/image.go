@@ -27,8 +27,8 @@ var labelValue = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 // engine that did not keep the labels, its layers are im's tar streams
 // (the diff IDs the engine computed itself). A labelled image that lost its
 // tag is tagged again. Otherwise a one-layer root file system is streamed
-// to the engine with ImageImport, and an image of several layers as a
-// docker-archive with ImageLoad. Nothing is ever pulled.
+// to Docker with ImageImport, and an image of several layers, or any image
+// to Podman, as a docker-archive with ImageLoad. Nothing is ever pulled.
 func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner string) (string, error) {
 	if im == nil || len(im.Digest) < 12 || !labelValue.MatchString(im.Digest) {
 		return "", errors.New("ensure probe image: image has no valid digest")
@@ -71,8 +71,12 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 		return ref, nil
 	}
 
+	podman, err := c.isPodman(ctx)
+	if err != nil {
+		return "", err
+	}
 	var diffIDs []string
-	if im.Layers() == 1 {
+	if im.Layers() == 1 && !podman {
 		var diffID string
 		diffID, err = c.importImage(ctx, im, ref, owner)
 		diffIDs = []string{diffID}
@@ -97,6 +101,21 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	}
 	c.logger.Info("imported probe image", "image", ref, "image_id", got.ID, "bytes", im.Size())
 	return ref, nil
+}
+
+// isPodman reports whether the engine is Podman: from Info when it was
+// asked, else from the engine's version. Podman's ImageImport leaves the
+// whole upload behind as /var/tmp/api_load.tar* (podman#28531), a probe
+// image's size for every import; its ImageLoad removes its copy.
+func (c *Client) isPodman(ctx context.Context) (bool, error) {
+	if runtime, _ := c.runtimeInfo(); runtime != "" {
+		return runtime == engine.RuntimePodman, nil
+	}
+	ver, err := c.api.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return false, c.fail("get engine version", err)
+	}
+	return runtimeOf(ver.Components) == engine.RuntimePodman, nil
 }
 
 // isImage reports whether got is im: by its digest label, or else by its

@@ -3,6 +3,7 @@ package docker
 import (
 	"encoding/json"
 	"path"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -70,6 +71,18 @@ func TestColdImageInLayers(t *testing.T) {
 			}
 			if _, _, imgs := labelled(t, c); len(imgs) != 1 {
 				t.Errorf("images after the second EnsureImage: %v, want one", imgs)
+			}
+			if d.TempDir != "" {
+				// Podman: the one-layer probe image is loaded too, and
+				// neither upload stays behind in its TMPDIR (its
+				// ImageImport leaves each as api_load.tar*).
+				if _, err := c.EnsureImage(ctx, base, "lp-owner-layers"); err != nil {
+					t.Fatalf("EnsureImage of the one-layer image: %v", err)
+				}
+				left, err := filepath.Glob(filepath.Join(d.TempDir, "*"))
+				if err != nil || len(left) != 0 {
+					t.Errorf("Podman's TMPDIR after two imports: %v (%v), want empty", left, err)
+				}
 			}
 
 			p, err := c.StartProbe(ctx, engine.ProbeSpec{Engine: "test", Image: ref, Owner: "lp-owner-layers", Mode: measure.ModeCold, WritableLayerOnly: true})

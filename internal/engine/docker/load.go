@@ -29,9 +29,9 @@ type archiveManifest struct {
 	Layers   []string
 }
 
-// loadImage streams im, an image of several layers, as a docker-archive
-// into ImageLoad under the name ref, and returns its layers' diff IDs
-// (hex). ImageImport makes a one-layer image only. The configuration
+// loadImage streams im as a docker-archive into ImageLoad under the name
+// ref, and returns its layers' diff IDs (hex). ImageImport makes a
+// one-layer image only, and on Podman leaks its upload. The configuration
 // carries the labels and entrypoint ImageImport's changes would set; the
 // archive is deterministic, so the layers' digests, computed in a first
 // pass for the configuration and the archive's headers, are those of the

@@ -97,6 +97,9 @@ type Daemon struct {
 	DataRoot string // <Dir>/root
 	ExecRoot string // <Dir>/exec
 	Dir      string // the daemon's private directory under /tmp
+	// TempDir is Podman's TMPDIR, <Dir>/tmp: what its API spools there
+	// goes with the daemon, and a test can see what it left.
+	TempDir string
 
 	t       testing.TB
 	opts    Options
@@ -479,7 +482,12 @@ func (d *Daemon) command() (string, []string, []string, error) {
 		if err != nil {
 			return "", nil, nil, err
 		}
+		d.TempDir = filepath.Join(d.Dir, "tmp")
+		if err := os.MkdirAll(d.TempDir, 0o700); err != nil {
+			return "", nil, nil, err
+		}
 		env := append(daemonEnv(),
+			"TMPDIR="+d.TempDir,
 			"CONTAINERS_CONF="+filepath.Join(d.Dir, "containers.conf"),
 			"CONTAINERS_STORAGE_CONF="+filepath.Join(d.Dir, "storage.conf"))
 		env = append(env, d.Env()...)
