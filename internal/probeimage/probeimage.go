@@ -28,9 +28,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	godigest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/layerprobe/layerprobe/internal/smallfiles"
 )
@@ -341,6 +345,26 @@ func (im *Image) LayerDigest() (string, error) {
 		return "", err
 	}
 	return l[0].DiffID, nil
+}
+
+// Config is the image configuration of a probe image with the given
+// labels and layer diff IDs (hex, in order): the helper idling as its
+// entrypoint, for the engines that write one themselves (containerd's
+// content store, a docker-archive).
+func Config(labels map[string]string, diffIDs []string) ocispec.Image {
+	cfg := ocispec.Image{
+		Platform: ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH},
+		Config: ocispec.ImageConfig{
+			Entrypoint: []string{HelperPath, "probe-helper", "idle"},
+			WorkingDir: "/",
+			Labels:     labels,
+		},
+		RootFS: ocispec.RootFS{Type: "layers"},
+	}
+	for _, d := range diffIDs {
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, godigest.NewDigestFromEncoded(godigest.SHA256, d))
+	}
+	return cfg
 }
 
 // LayerStream is what one layer's tar stream (WriteLayer) is.

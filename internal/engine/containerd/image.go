@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
-	goruntime "runtime"
 	"strings"
 	"time"
 
@@ -148,7 +147,7 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 	// the image record holds) to the config and the layers.
 	refs := map[string]string{}
 	var layers []ocispec.Descriptor
-	var diffIDs []digest.Digest
+	var diffIDs []string
 	for i := range im.Layers() {
 		layer, err := c.writeLayer(ctx, im, i, owner)
 		if err != nil {
@@ -156,18 +155,10 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 		}
 		layers = append(layers, layer)
 		// Uncompressed: a layer's digest is its diff ID.
-		diffIDs = append(diffIDs, layer.Digest)
+		diffIDs = append(diffIDs, layer.Digest.Encoded())
 		refs[fmt.Sprintf("containerd.io/gc.ref.content.l.%d", i)] = layer.Digest.String()
 	}
-	cfg := ocispec.Image{
-		Platform: ocispec.Platform{OS: "linux", Architecture: goruntime.GOARCH},
-		Config: ocispec.ImageConfig{
-			Entrypoint: []string{engine.ContainerHelper, "probe-helper", "idle"},
-			WorkingDir: "/",
-			Labels:     labels,
-		},
-		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: diffIDs},
-	}
+	cfg := probeimage.Config(labels, diffIDs)
 	cfgDesc, err := c.writeJSON(ctx, ocispec.MediaTypeImageConfig, cfg, owner, nil)
 	if err != nil {
 		return ocispec.Descriptor{}, err

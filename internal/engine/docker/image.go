@@ -187,17 +187,32 @@ func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, own
 	}
 	changes = append(changes, "ENTRYPOINT "+string(entrypoint))
 
-	pr, pw := io.Pipe()
 	sum := sha256.New()
+	err := c.stream(ctx, "import probe image",
+		func(w io.Writer) error { return im.WriteTar(io.MultiWriter(w, sum)) },
+		func(r io.Reader) (io.ReadCloser, error) {
+			return c.api.ImageImport(ctx, client.ImageImportSource{Source: r, SourceName: "-"}, ref,
+				client.ImageImportOptions{Changes: changes})
+		})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// stream sends what write writes to the engine through a pipe (send
+// makes the request that reads it) and reads the engine's answer, a JSON
+// message stream, to its end. A failure on our side of the pipe (a host
+// file that changed since Build) is told apart from the engine's.
+func (c *Client) stream(ctx context.Context, what string, write func(io.Writer) error, send func(io.Reader) (io.ReadCloser, error)) error {
+	pr, pw := io.Pipe()
 	writeErr := make(chan error, 1)
 	go func() {
-		err := im.WriteTar(io.MultiWriter(pw, sum))
+		err := write(pw)
 		pw.CloseWithError(err)
 		writeErr <- err
 	}()
 	// Whatever happens below, unblock the writer and collect its result.
-	// ours reports a failure on our side of the pipe (a host file that
-	// changed since Build), not the engine closing its end.
 	finish := func() (ours error) {
 		pr.CloseWithError(errImportDone)
 		err := <-writeErr
@@ -206,24 +221,22 @@ func (c *Client) importImage(ctx context.Context, im *probeimage.Image, ref, own
 		}
 		return err
 	}
-
-	resp, err := c.api.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
-		client.ImageImportOptions{Changes: changes})
+	resp, err := send(pr)
 	if err != nil {
 		if ours := finish(); ours != nil {
-			return "", fmt.Errorf("import probe image: %w", ours)
+			return fmt.Errorf("%s: %w", what, ours)
 		}
-		return "", c.fail("import probe image", err)
+		return c.fail(what, err)
 	}
 	streamErr := readStream(resp)
 	resp.Close()
 	if ours := finish(); ours != nil {
-		return "", fmt.Errorf("import probe image: %w", ours)
+		return fmt.Errorf("%s: %w", what, ours)
 	}
 	if streamErr != nil {
-		return "", c.fail("import probe image", streamErr)
+		return c.fail(what, streamErr)
 	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
+	return nil
 }
 
 // errImportDone unblocks the tar writer once the engine has answered.

@@ -441,13 +441,14 @@ func TestEnsureImageWithoutLabels(t *testing.T) {
 					w.Header().Set("Content-Type", "application/json")
 					io.WriteString(w, "[]") // no labels: the label filter finds nothing
 				},
-				"POST /images/create": func(w http.ResponseWriter, r *http.Request) {
+				// Podman: every probe image is loaded, not imported.
+				"POST /images/load": func(w http.ResponseWriter, r *http.Request) {
 					io.Copy(io.Discard, r.Body)
 					mu.Lock()
 					imported, layer = true, tc.imported
 					mu.Unlock()
 					w.Header().Set("Content-Type", "application/json")
-					io.WriteString(w, `{"status":"sha256:0101"}`+"\n")
+					io.WriteString(w, `{"stream":"Loaded image: `+ref+`"}`+"\n")
 				},
 			})
 			c, err := New("rec", re.host(), testharness.Logger(t))

@@ -6,18 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	goruntime "runtime"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
 )
 
@@ -46,22 +41,13 @@ func (c *Client) loadImage(ctx context.Context, im *probeimage.Image, ref, owner
 		k, v, _ := strings.Cut(l, "=")
 		labels[k] = v
 	}
-	cfg := ocispec.Image{
-		Platform: ocispec.Platform{OS: "linux", Architecture: goruntime.GOARCH},
-		Config: ocispec.ImageConfig{
-			Entrypoint: []string{engine.ContainerHelper, "probe-helper", "idle"},
-			WorkingDir: "/",
-			Labels:     labels,
-		},
-		RootFS: ocispec.RootFS{Type: "layers"},
-	}
-	manifest := []archiveManifest{{RepoTags: []string{ref}}}
 	diffIDs := make([]string, len(layers))
+	manifest := []archiveManifest{{RepoTags: []string{ref}}}
 	for i, l := range layers {
 		diffIDs[i] = l.DiffID
-		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, digest.NewDigestFromEncoded(digest.SHA256, l.DiffID))
 		manifest[0].Layers = append(manifest[0].Layers, l.DiffID+"/layer.tar")
 	}
+	cfg := probeimage.Config(labels, diffIDs)
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("load probe image: %w", err)
@@ -73,35 +59,13 @@ func (c *Client) loadImage(ctx context.Context, im *probeimage.Image, ref, owner
 		return nil, fmt.Errorf("load probe image: %w", err)
 	}
 
-	pr, pw := io.Pipe()
-	writeErr := make(chan error, 1)
-	go func() {
-		err := writeArchive(pw, im, layers, manifest[0].Config, cfgJSON, manifestJSON)
-		pw.CloseWithError(err)
-		writeErr <- err
-	}()
-	finish := func() (ours error) {
-		pr.CloseWithError(errImportDone)
-		err := <-writeErr
-		if err == nil || errors.Is(err, errImportDone) || errors.Is(err, io.ErrClosedPipe) {
-			return nil
-		}
-		return err
-	}
-	resp, err := c.api.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	err = c.stream(ctx, "load probe image",
+		func(w io.Writer) error { return writeArchive(w, im, layers, manifest[0].Config, cfgJSON, manifestJSON) },
+		func(r io.Reader) (io.ReadCloser, error) {
+			return c.api.ImageLoad(ctx, r, client.ImageLoadWithQuiet(true))
+		})
 	if err != nil {
-		if ours := finish(); ours != nil {
-			return nil, fmt.Errorf("load probe image: %w", ours)
-		}
-		return nil, c.fail("load probe image", err)
-	}
-	streamErr := readStream(resp)
-	resp.Close()
-	if ours := finish(); ours != nil {
-		return nil, fmt.Errorf("load probe image: %w", ours)
-	}
-	if streamErr != nil {
-		return nil, c.fail("load probe image", streamErr)
+		return nil, err
 	}
 	return diffIDs, nil
 }
