@@ -56,9 +56,12 @@ const installPackageJSON = `{
 // benchmark runs (debootstrap and the download take minutes).
 const installCacheDir = "/var/cache/layerprobe-bench/install"
 
-// installRounds: 6 rounds, the fewest with an exact 95% interval (the
-// range of the 21 Walsh averages), at 24 installs a driver.
-const installRounds = 6
+// installRounds: 10 rounds, 40 installs a driver. At 6, the fewest with
+// an exact 95% interval (the range of the 21 Walsh averages), no target's
+// install interval separated from another's on any driver, fuse-overlayfs's
+// container (74% [38–116]) included: an install's time varies by tens of
+// percent from round to round, and the range of 21 averages is wide.
+const installRounds = 10
 
 // installTargets are the targets in the report's order.
 var installTargets = []string{"host", "container", "bind", "volume"}
@@ -89,7 +92,7 @@ type installRun struct {
 	// ran every target once, in a random order that the next round
 	// reverses. A failed install is NaN (null).
 	Seconds map[string][]nullFloat `json:"seconds"`
-	// Run is `layerprobe run --rounds 6` of the default profile on the
+	// Run is `layerprobe run --rounds N` (N the installs' rounds) of the default profile on the
 	// same daemon right after the installs: the smallfiles figures the
 	// installs are checked against, measured in the same minutes.
 	Run   *runDoc `json:"run,omitempty"`
@@ -158,7 +161,8 @@ func measureInstall(ctx context.Context, t *testing.T, p *progress, bin, work, l
 			if err := ir.measure(ctx, p, d, root, rounds); err != nil {
 				errs = append(errs, err)
 			}
-			args := []string{"--rounds", "6"}
+			// The smallfiles figure over as many rounds as the installs.
+			args := []string{"--rounds", strconv.Itoa(rounds)}
 			if short {
 				args = append(args, "--profile", "smoke")
 			}
@@ -464,12 +468,13 @@ func writeInstall(w *mdWriter, r *results) {
 	}
 	ir0 := r.Install[0]
 	w.p("`npm ci --offline` of a small application (express, eslint, lodash, moment, commander, chalk: %d packages, "+
-		"%d files in node_modules) on every target, from a filled npm cache, in paired rounds (every target once a "+
+		"%d files in node_modules) on every target, from a filled npm cache, in %d paired rounds (every target once a "+
 		"round, in a random order that the next round reverses), on each Docker storage driver of section 7, with "+
 		"Node.js %s and npm %s from Debian 12 in both arms (the host arm by chroot into the containers' own root file "+
 		"system, in the container's CPU cgroups). Percent of the host's speed (host time / target time) with the exact 95%% interval of the paired "+
 		"ratios, as `layerprobe run` computes them, next to the smallfiles workload's headline from a `layerprobe run "+
-		"--rounds 6` on the same daemon right after the installs. The raw times are in bench/results.json (`install`).", ir0.Packages, ir0.Files, ir0.Node, ir0.Npm)
+		"--rounds %d` on the same daemon right after the installs. The raw times are in bench/results.json (`install`).",
+		ir0.Packages, ir0.Files, len(ir0.Seconds["host"]), ir0.Node, ir0.Npm, len(ir0.Seconds["host"]))
 	var rows [][]string
 	var agree, disagree []string
 	for _, ir := range r.Install {
