@@ -239,6 +239,13 @@ func Start(t testing.TB, opts Options) *Daemon {
 	if err := os.MkdirAll(d.DataRoot, 0o710); err != nil {
 		t.Fatalf("testdaemon: %v", err)
 	}
+	if opts.Engine == EnginePodman {
+		// Before handOver: a rootless Podman's TMPDIR is its user's.
+		d.TempDir = filepath.Join(d.Dir, "tmp")
+		if err := os.MkdirAll(d.TempDir, 0o700); err != nil {
+			t.Fatalf("testdaemon: %v", err)
+		}
+	}
 	if opts.User != 0 {
 		if err := d.handOver(); err != nil {
 			t.Fatalf("testdaemon: %v", err)
@@ -480,10 +487,6 @@ func (d *Daemon) command() (string, []string, []string, error) {
 	if d.opts.Engine == EnginePodman {
 		bin, err := lookPath("podman")
 		if err != nil {
-			return "", nil, nil, err
-		}
-		d.TempDir = filepath.Join(d.Dir, "tmp")
-		if err := os.MkdirAll(d.TempDir, 0o700); err != nil {
 			return "", nil, nil, err
 		}
 		env := append(daemonEnv(),
