@@ -32,6 +32,9 @@ var engineCases = []engineCase{
 	{"fuse-overlayfs", "Docker, fuse-overlayfs on ext4", testdaemon.Options{Driver: "fuse-overlayfs"}},
 	{"podman-overlay", "Podman, overlay on ext4", testdaemon.Options{Engine: testdaemon.EnginePodman}},
 	{"containerd-overlayfs", "containerd, overlayfs snapshotter on ext4", testdaemon.Options{Engine: testdaemon.EngineContainerd, Driver: "overlayfs"}},
+	// vfs copies the image for every container: the driver whose start-up
+	// grows with the image.
+	{"vfs-ext4", "Docker, vfs on ext4", testdaemon.Options{Driver: "vfs"}},
 }
 
 // engineRun is one `layerprobe run --mode both` on one engine at default
@@ -62,10 +65,13 @@ type engineRun struct {
 }
 
 // coldDoc keeps a run's cold measurement without its samples' latency
-// histograms.
+// histograms: the lookups' summaries and the start-up's sizes and slopes,
+// without their samples.
 type coldDoc struct {
-	Results []measure.Result `json:"results"`
-	CopyUp  measure.CopyUp   `json:"copy_up"`
+	Results []measure.Result        `json:"results"`
+	CopyUp  measure.CopyUp          `json:"copy_up"`
+	Lookup  []measure.LookupSummary `json:"lookup,omitempty"`
+	Startup *measure.Startup        `json:"startup,omitempty"`
 }
 
 // engineArgs are the arguments of every engine's run: the default profile
@@ -133,6 +139,14 @@ func (er *engineRun) fill(o lpOutput, config string) {
 	}
 	if e.Cold != nil {
 		er.Cold = &coldDoc{Results: e.Cold.Results, CopyUp: e.Cold.CopyUp}
+		if e.Cold.Lookup != nil {
+			er.Cold.Lookup = e.Cold.Lookup.Summaries
+		}
+		if e.Cold.Startup != nil {
+			st := *e.Cold.Startup
+			st.Samples = nil
+			er.Cold.Startup = &st
+		}
 	}
 	var msgs []string
 	var b strings.Builder
@@ -170,6 +184,60 @@ func (c *coldDoc) coldFsync() (measure.Overhead, bool) {
 		}
 	}
 	return measure.Overhead{}, false
+}
+
+// lookupExtra renders what a lookup op took more in the fresh container
+// than on the host, with its interval: "+13.1 ms [10.9, 16.2]".
+func (c *coldDoc) lookupExtra(op string) string {
+	if c == nil {
+		return "n/a"
+	}
+	for _, l := range c.Lookup {
+		if l.Op != op || l.Rounds == 0 {
+			continue
+		}
+		ci := ""
+		if !math.IsNaN(l.ExtraCILow) && !math.IsNaN(l.ExtraCIHigh) && !l.Withheld {
+			ci = fmt.Sprintf(" [%s, %s]", msSigned(l.ExtraCILow), msSigned(l.ExtraCIHigh))
+		}
+		return fmt.Sprintf("%s%s (host %s)", msSigned(l.ExtraSeconds), ci, report.FormatLatency(l.HostSeconds))
+	}
+	return "n/a"
+}
+
+// msSigned renders seconds as signed milliseconds: "+13.1 ms", "-0.004 ms".
+func msSigned(s float64) string {
+	ms := s * 1e3
+	if math.Abs(ms) >= 1 {
+		return fmt.Sprintf("%+.1f ms", ms)
+	}
+	return fmt.Sprintf("%+.3f ms", ms)
+}
+
+// startupCells renders the start-up times per image size ("0.35 / 0.34 /
+// 0.41 s"), the bytes a start wrote per size ("3 / 12 / 9 MiB") and the
+// slope of the bytes over the image's size.
+func (c *coldDoc) startupCells() (times, written, slope string) {
+	if c == nil || c.Startup == nil || len(c.Startup.Sizes) == 0 {
+		return "n/a", "n/a", "n/a"
+	}
+	var ts, ws, sizes []string
+	for _, z := range c.Startup.Sizes {
+		sizes = append(sizes, fmt.Sprintf("%d", z.ImageBytes>>20))
+		if z.Rounds == 0 {
+			ts, ws = append(ts, "–"), append(ws, "–")
+			continue
+		}
+		ts = append(ts, fmt.Sprintf("%.2f", z.Seconds))
+		ws = append(ws, fmt.Sprintf("%.0f", z.DeviceBytes/(1<<20)))
+	}
+	times = strings.Join(ts, " / ") + " s (" + strings.Join(sizes, " / ") + " MiB)"
+	written = strings.Join(ws, " / ") + " MiB"
+	slope = "n/a"
+	if b := c.Startup.BytesPerImageByte; b != nil {
+		slope = fmt.Sprintf("%.2f B per image byte", *b)
+	}
+	return times, written, slope
 }
 
 // copyUpAt renders the median first write + fsync of a file size, host /
@@ -223,12 +291,13 @@ func writeEngines(w *mdWriter, r *results) {
 		if e.Steady != nil {
 			run = fmt.Sprintf("%d, %s; %s in %s", e.Steady.Rounds, e.Steady.StopReason, gib(e.BytesWritten), dur(e.Seconds))
 		}
+		small := get("container", "smallfiles") + " · " + get("bind", "smallfiles") + " · " + get("volume", "smallfiles")
 		rows = append(rows, []string{e.Label, get("container", "fsync"), get("container", "randwrite"),
-			get("container", "seqwrite"), get("bind", "fsync"), run})
+			get("container", "seqwrite"), small, get("bind", "fsync"), run})
 	}
 	w.p("Steady state, the container's writable layer against the host (bind: the A/A control):")
-	w.table([]string{"engine and driver", "fsync p99", "randwrite IOPS", "seqwrite bandwidth", "bind fsync p99",
-		"rounds, stopped by; written in"}, rows)
+	w.table([]string{"engine and driver", "fsync p99", "randwrite IOPS", "seqwrite bandwidth",
+		"smallfiles ops/s: container · bind · volume", "bind fsync p99", "rounds, stopped by; written in"}, rows)
 	rows = nil
 	for _, e := range r.Engines {
 		cost, reflink := "n/a", "n/a"
@@ -251,6 +320,18 @@ func writeEngines(w *mdWriter, r *results) {
 		"rounds), and the implied cost per MiB of file:")
 	w.table([]string{"engine and driver", "cold fsync p99", "first write + fsync, 1 MiB file: host / container",
 		"64 MiB file: host / container", "copy-up per MiB", "reflink"}, rows)
+	rows = nil
+	for _, e := range r.Engines {
+		times, written, slope := e.Cold.startupCells()
+		rows = append(rows, []string{e.Label, times, written, slope, e.Cold.lookupExtra(measure.LookupWalk), e.Cold.lookupExtra(measure.LookupDirCreate)})
+	}
+	w.p("Container start-up, create + start + first exec + remove from images with 10, 100 and 500 MiB of files " +
+		"added (medians over the cold rounds), the bytes each start wrote to the data root's device and their slope " +
+		"over the image's size (about 1 per copy of the image a start makes); and the lookups in the cold image's " +
+		"tree of 2000 small files in three image layers, what they took more in the fresh container than on the " +
+		"host: a stat walk of the whole tree, and the first create in a directory of each depth (its copy-up):")
+	w.table([]string{"engine and driver", "start-up", "written per start", "written per image byte",
+		"stat walk of the tree, extra", "first create in an image directory, extra"}, rows)
 	for _, e := range r.Engines {
 		if e.Error != "" {
 			w.line("- %s: %s", e.Label, strings.ReplaceAll(strings.TrimSpace(e.Error), "\n", " "))

@@ -4,6 +4,7 @@ package bench
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -72,24 +73,34 @@ func TestUnitEngineFill(t *testing.T) {
 func TestUnitEnginesReport(t *testing.T) {
 	reflink := false
 	cost := 0.00205
+	slope := 0.04
 	ok := engineRun{Name: "overlay2-ext4", Label: "Docker, overlay2 on ext4", BytesWritten: 2 << 30, Seconds: 150,
 		Steady: &runDoc{StartedAt: time.Date(2026, 11, 27, 19, 30, 0, 0, time.UTC), Rounds: 39, StopReason: "bytes",
 			Reported: map[string]measure.Overhead{"container/fsync": overheadAt(96, 89, 123), "bind/fsync": overheadAt(101, 97, 104),
-				"container/randwrite": overheadAt(86, 57, 123)}},
+				"container/randwrite": overheadAt(86, 57, 123), "container/smallfiles": overheadAt(83, 50, 118),
+				"bind/smallfiles": overheadAt(87, 58, 108), "volume/smallfiles": overheadAt(106, 81, 203)}},
 		Cold: &coldDoc{Results: []measure.Result{{Target: measure.TargetContainer, Workload: measure.Fsync,
 			Overhead: map[string]measure.Overhead{measure.MetricFsyncP99: overheadAt(99, 92, 137)}}},
 			CopyUp: measure.CopyUp{Reflink: &reflink, CostSecondsPerMiB: &cost, Sizes: []measure.CopyUpSize{
 				{SizeBytes: 1 << 20, Rounds: 6, HostSeconds: 0.00042, ContainerSeconds: 0.0036},
-				{SizeBytes: 64 << 20, Rounds: 6, HostSeconds: 0.00031, ContainerSeconds: 0.132}}}}}
+				{SizeBytes: 64 << 20, Rounds: 6, HostSeconds: 0.00031, ContainerSeconds: 0.132}}},
+			Lookup: []measure.LookupSummary{
+				{Op: measure.LookupWalk, Rounds: 6, HostSeconds: 0.0139, ContainerSeconds: 0.027, ExtraSeconds: 0.0131, ExtraCILow: 0.0109, ExtraCIHigh: 0.0162},
+				{Op: measure.LookupDirCreate, Rounds: 6, HostSeconds: 0.00003, ContainerSeconds: 0.00005, ExtraSeconds: 0.00002, ExtraCILow: math.NaN(), ExtraCIHigh: math.NaN(), Withheld: true}},
+			Startup: &measure.Startup{Sizes: []measure.StartupSize{
+				{ImageBytes: 10 << 20, Rounds: 6, Seconds: 0.35, DeviceBytes: 3 << 20},
+				{ImageBytes: 100 << 20, Rounds: 6, Seconds: 0.341, DeviceBytes: 12 << 20}}, BytesPerImageByte: &slope}}}
 	ok.Table = "layerprobe devel: profile quick\n  TARGET  JOB\n"
 	failed := engineRun{Name: "podman-overlay", Label: "Podman, overlay on ext4", Error: "podman: no socket\nafter 30 s"}
 	w := &mdWriter{}
 	writeEngines(w, &results{Engines: []engineRun{ok, failed}})
 	md := w.String()
 	for _, want := range []string{
-		"| Docker, overlay2 on ext4 | 96% [89–123] | 86% [57–123] | n/a | 101% [97–104] | 39, bytes; 2.00 GiB in",
+		"| Docker, overlay2 on ext4 | 96% [89–123] | 86% [57–123] | n/a | 83% [50–118] · 87% [58–108] · 106% [81–203] | 101% [97–104] | 39, bytes; 2.00 GiB in",
+		"| Docker, overlay2 on ext4 | 0.35 / 0.34 s (10 / 100 MiB) | 3 / 12 MiB | 0.04 B per image byte | +13.1 ms [+10.9 ms, +16.2 ms] (host 13.9 ms) | +0.020 ms (host 30.0 µs) |",
+		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a | n/a |\n",
 		"| Docker, overlay2 on ext4 | 99% [92–137] | 420 µs / 3.60 ms | 310 µs / 132 ms | 2.05 ms | no |",
-		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a | – |",
+		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a · n/a · n/a | n/a | – |",
 		"| Podman, overlay on ext4 | n/a | n/a | n/a | n/a | n/a |",
 		"- Podman, overlay on ext4: podman: no socket after 30 s",
 		"27 Nov 19:30–19:32 UTC",
