@@ -280,6 +280,12 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 			} else {
 				er.Cold.Startup = &sr.Startup
 			}
+			if sr.BudgetSkipped {
+				// With --mode both the steady state usually spends the
+				// whole budget first.
+				er.Warnings = append(er.Warnings, fmt.Sprintf("start-up cost only partly measured or not at all: the run's byte budget (%s) was spent; "+
+					"give it room with --max-bytes, or measure it alone with --mode cold", config.ByteSize(plan.MaxBytes)))
+			}
 			er.BytesWritten += sr.BytesWritten
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/probeimage"
 )
 
 // TestRunColdTimesLookups: every cold round walks the tree and creates a
@@ -47,5 +49,27 @@ func TestRunColdTimesLookups(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.hostDir, coldTreeDir)); !os.IsNotExist(err) {
 		t.Errorf("the host's tree is left: %v", err)
+	}
+}
+
+// TestRunStartupSaysTheBudgetSkippedIt: with no room in the byte budget,
+// no start-up image is imported, every round's sample says that the
+// budget skipped it (not that an import failed), and the run says so.
+func TestRunStartupSaysTheBudgetSkippedIt(t *testing.T) {
+	s, _ := prepare(t, testOptions(t))
+	// The image layerprobe builds (the fake engine's session names one):
+	// start-up images extend it.
+	s.image = &probeimage.Image{Digest: strings.Repeat("ab", 32)}
+	run, err := s.RunStartup(context.Background(), []int64{10 << 20}, 2, 1, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !run.BudgetSkipped || len(run.Startup.Sizes) != 0 || len(run.Startup.Samples) != 2 {
+		t.Fatalf("budget skipped %v, sizes %+v, samples %+v", run.BudgetSkipped, run.Startup.Sizes, run.Startup.Samples)
+	}
+	for _, sm := range run.Startup.Samples {
+		if !strings.Contains(sm.Error, "byte budget") {
+			t.Errorf("round %d: %q, want the byte budget named", sm.Round, sm.Error)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -24,6 +25,9 @@ type StartupRun struct {
 	// measurement: the images' imports and every start, as the device
 	// counted them.
 	BytesWritten int64
+	// BudgetSkipped: an import or a start was skipped because the byte
+	// budget could not hold it.
+	BudgetSkipped bool
 }
 
 // RunStartup measures what starting a container costs: in each of n
@@ -52,6 +56,7 @@ func (s *Session) RunStartup(ctx context.Context, sizes []int64, n int, maxBytes
 	}
 
 	refs := map[int64]string{}
+	noImage := map[int64]string{} // why a size has no image
 	for _, size := range sizes {
 		if ctx.Err() != nil {
 			break
@@ -61,6 +66,8 @@ func (s *Session) RunStartup(ctx context.Context, sizes []int64, n int, maxBytes
 		// its size.
 		if !fits(2 * im.Size()) {
 			s.logger.Warn("start-up image skipped: the byte budget", "image_bytes", size)
+			noImage[size] = "skipped: the byte budget left no room to import its image"
+			run.BudgetSkipped = true
 			continue
 		}
 		var ref string
@@ -73,6 +80,7 @@ func (s *Session) RunStartup(ctx context.Context, sizes []int64, n int, maxBytes
 		if err != nil {
 			s.logger.Warn("start-up image could not be imported", "image_bytes", size, "err", err)
 			skipped(0, size, "import the start-up image: "+err.Error())
+			noImage[size] = "no start-up image (its import failed)"
 			continue
 		}
 		refs[size] = ref
@@ -88,7 +96,7 @@ func (s *Session) RunStartup(ctx context.Context, sizes []int64, n int, maxBytes
 			}
 			ref, ok := refs[size]
 			if !ok {
-				skipped(r, size, "no start-up image (import skipped or failed)")
+				skipped(r, size, cmp.Or(noImage[size], "no start-up image"))
 				continue
 			}
 			est, seen := last[size]
@@ -97,6 +105,7 @@ func (s *Session) RunStartup(ctx context.Context, sizes []int64, n int, maxBytes
 			}
 			if !fits(est) {
 				skipped(r, size, "skipped: the byte budget")
+				run.BudgetSkipped = true
 				continue
 			}
 			sm := s.startOnce(ctx, dev, ref, r, size)
