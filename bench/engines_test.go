@@ -87,9 +87,10 @@ func TestUnitEnginesReport(t *testing.T) {
 			Lookup: []measure.LookupSummary{
 				{Op: measure.LookupWalk, Rounds: 6, HostSeconds: 0.0139, ContainerSeconds: 0.027, ExtraSeconds: 0.0131, ExtraCILow: 0.0109, ExtraCIHigh: 0.0162},
 				{Op: measure.LookupDirCreate, Rounds: 6, HostSeconds: 0.00003, ContainerSeconds: 0.00005, ExtraSeconds: 0.00002, ExtraCILow: math.NaN(), ExtraCIHigh: math.NaN(), Withheld: true}},
-			Startup: &measure.Startup{Sizes: []measure.StartupSize{
-				{ImageBytes: 10 << 20, Rounds: 6, Seconds: 0.35, DeviceBytes: 3 << 20},
-				{ImageBytes: 100 << 20, Rounds: 6, Seconds: 0.341, DeviceBytes: 12 << 20}}, BytesPerImageByte: &slope}}}
+		},
+		Startup: &measure.Startup{Sizes: []measure.StartupSize{
+			{ImageBytes: 10 << 20, Rounds: 6, Seconds: 0.35, DeviceBytes: 3 << 20},
+			{ImageBytes: 100 << 20, Rounds: 6, Seconds: 0.341, DeviceBytes: 12 << 20}}, BytesPerImageByte: &slope}}
 	ok.Table = "layerprobe devel: profile quick\n  TARGET  JOB\n"
 	failed := engineRun{Name: "podman-overlay", Label: "Podman, overlay on ext4", Error: "podman: no socket\nafter 30 s"}
 	w := &mdWriter{}
