@@ -233,7 +233,7 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	}
 	defer bed.Stop()
 	t2 := time.Now()
-	if err := bed.BackfillRules(ctx, cfg.Start, end, scrape+fmt.Sprintf("  - job_name: prometheus\n    static_configs: [{targets: [%q]}]\n", "SELF"), "layerprobe.fleet", "layerprobe.fleet.health"); err != nil {
+	if err := bed.BackfillRules(ctx, cfg.Start, end, scrape+fmt.Sprintf("  - job_name: prometheus\n    static_configs: [{targets: [%q]}]\n", "SELF"), "layerprobe.fleet", "layerprobe.fleet.drivers", "layerprobe.fleet.kernels", "layerprobe.fleet.health"); err != nil {
 		return run, err
 	}
 	run.RulesSeconds = time.Since(t2).Seconds()

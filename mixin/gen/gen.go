@@ -25,6 +25,7 @@ import (
 const (
 	dashboardsDir  = "dashboards"
 	rulesFile      = "deploy/prometheus/layerprobe-rules.yml"
+	rawRatioFile   = "deploy/prometheus/layerprobe-raw-ratio-rules.yml"
 	prometheusRule = "deploy/kubernetes/prometheus-operator/prometheusrule.yaml"
 	chartDir       = "deploy/helm/layerprobe"
 )
@@ -58,6 +59,7 @@ type mixinOutput struct {
 	Dashboards map[string]any `json:"dashboards"`
 	Rules      ruleFile       `json:"rules"`
 	Alerts     ruleFile       `json:"alerts"`
+	RawRatios  ruleFile       `json:"rawRatios"`
 }
 
 type ruleFile struct {
@@ -70,7 +72,8 @@ func build(root string) (map[string][]byte, error) {
 	vm := jsonnet.MakeVM()
 	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(root, "mixin")}})
 	out, err := vm.EvaluateAnonymousSnippet("gen", `local m = import 'mixin.libsonnet';
-{ dashboards: m.grafanaDashboards, rules: m.prometheusRules, alerts: m.prometheusAlerts }`)
+{ dashboards: m.grafanaDashboards, rules: m.prometheusRules, alerts: m.prometheusAlerts,
+  rawRatios: m.prometheusRawRatioRules }`)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate the mixin: %w", err)
 	}
@@ -103,6 +106,15 @@ func build(root string) (map[string][]byte, error) {
 	files[rulesFile] = append([]byte(generatedNote+rulesHeader), rules...)
 	files[filepath.Join(chartDir, "files", "layerprobe-rules.yml")] = append([]byte(generatedNote), rules...)
 
+	// The raw ratios to the host are a file of their own, loaded only by
+	// whoever wants them: nothing the mixin ships reads them, and over a
+	// fleet they are the costliest rules.
+	raw, err := marshalYAML(map[string]any{"groups": m.RawRatios.Groups})
+	if err != nil {
+		return nil, fmt.Errorf("raw ratio rules: %w", err)
+	}
+	files[rawRatioFile] = append([]byte(generatedNote+rawRatioHeader), raw...)
+
 	pr, err := marshalYAML(map[string]any{
 		"apiVersion": "monitoring.coreos.com/v1",
 		"kind":       "PrometheusRule",
@@ -133,6 +145,18 @@ const rulesHeader = `#
 # 2.42). Every alert links its section of docs/runbook.md. They assume the
 # default 6h cycle interval; mixin/config.libsonnet holds the interval, the
 # thresholds and the for: durations (docs/runbook.md#assumptions-and-tuning).
+`
+
+const rawRatioHeader = `#
+# Optional recording rules: every raw figure of a target divided by the
+# host's (target:<metric>:ratio_to_host), for the figures the agent does not
+# pair itself (reads, p99.9). Nothing in layerprobe-rules.yml or the
+# dashboards reads them; over a large fleet they are the costliest rules
+# (docs/fleet.md). Load them beside the main file when you want them:
+#
+#   rule_files:
+#     - /etc/prometheus/rules/layerprobe-rules.yml
+#     - /etc/prometheus/rules/layerprobe-raw-ratio-rules.yml
 `
 
 const prometheusRuleHeader = `#

@@ -21,7 +21,7 @@ func TestOutputsUpToDate(t *testing.T) {
 	}
 	for _, want := range []string{
 		"dashboards/layerprobe-fleet.json", "dashboards/layerprobe-host.json", rulesFile, prometheusRule,
-		chartDir + "/files/layerprobe-rules.yml",
+		chartDir + "/files/layerprobe-rules.yml", rawRatioFile,
 	} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("the mixin no longer builds %s", want)

@@ -80,7 +80,20 @@ local promql = import '../lib/promql.libsonnet';
                 label_replace(%(h)s, "release", "unknown", "", "")
             ||| % { cl: cl, h: withHost(headlineSeries) },
           },
-        ] + [
+        ],
+      },
+      {
+        // The distributions per storage driver and per kernel, from the
+        // headline series the group above records, in groups of their own:
+        // each aggregation reads the 9 headline series of every engine
+        // (about 9k at 1000 hosts, some 40 ms on two vCPUs), and a group's
+        // rules run one after another while Prometheus runs groups side by
+        // side. They read the headline as recorded at the fleet group's
+        // last evaluation, at most fleetRulesInterval old, for figures that
+        // change once a cycle.
+        name: 'layerprobe.fleet.drivers',
+        interval: c.fleetRulesInterval,
+        rules: [
           // How the fleet's headline overheads are spread per storage
           // driver and target: median, 90th and 99th percentile over the
           // engines.
@@ -106,7 +119,12 @@ local promql = import '../lib/promql.libsonnet';
               count by (%s, job, driver, target, workload, metric, mode) (%s)
             ||| % [cl, headlineSeries],
           },
-        ] + [
+        ],
+      },
+      {
+        name: 'layerprobe.fleet.kernels',
+        interval: c.fleetRulesInterval,
+        rules: [
           // The same per kernel release and driver ("unknown": hosts
           // without node_exporter).
           {
@@ -124,6 +142,16 @@ local promql = import '../lib/promql.libsonnet';
               count by (%s, job, release, driver, target, workload, metric) (instance_engine_target:layerprobe_overhead_ratio:kernel)
             ||| % cl,
           },
+        ],
+      },
+      {
+        // Regressions, agents that stopped reporting and databases in
+        // layers: a few series per engine each, independent of the
+        // overheads, in a group of their own so that each group's
+        // evaluation stays short.
+        name: 'layerprobe.fleet.health',
+        interval: c.fleetRulesInterval,
+        rules: [
           // How far each fsync p99 overhead moved in a day: one sample
           // per series now and one a day ago (offset, not a range). It
           // reads the raw series, whose history reaches back before these
@@ -136,16 +164,6 @@ local promql = import '../lib/promql.libsonnet';
               %s offset 1d
             ||| % [fsyncOverhead, fsyncOverhead],
           },
-        ],
-      },
-      {
-        // Regressions, agents that stopped reporting and databases in
-        // layers: a few series per engine each, independent of the
-        // overheads, in a group of their own so that each group's
-        // evaluation stays short.
-        name: 'layerprobe.fleet.health',
-        interval: c.fleetRulesInterval,
-        rules: [
           // Regressions: the targets whose detector says regressed now
           // (only those, so that a day of them is cheap to read), whether
           // one was flagged at any time in the last day, and the count per

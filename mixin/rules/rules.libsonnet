@@ -77,9 +77,20 @@ local promql = import '../lib/promql.libsonnet';
           },
         ],
       },
-    ] + [
-      // Raw target/host ratios of the last cycle's figures, computed by
-      // Prometheus from the raw series. 1 = same as the host; for IOPS and
+    ],
+  },
+
+  // Raw target/host ratios of the last cycle's figures, computed by
+  // Prometheus from the raw series. Not in the default rules: nothing on the
+  // dashboards or in the alerts reads them, and at 1000 hosts they divide
+  // about 120k raw series in every evaluation (160-270 ms per group on two
+  // vCPUs, docs/fleet.md). deploy/prometheus/layerprobe-raw-ratio-rules.yml
+  // holds them for whoever wants the raw figures the agent does not pair.
+  prometheusRawRatioRules+:: {
+    local c = $._config,
+    local s(metric, matchers=[]) = promql.series(metric, [c.layerprobeSelector] + matchers),
+    groups+: [
+      // 1 = same as the host; for IOPS and
       // bandwidth below 1 is slower, for latency above 1 is slower. The
       // agent's own layerprobe_overhead_ratio is the better statistic
       // (paired per-round ratios with a confidence interval); these exist

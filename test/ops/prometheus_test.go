@@ -43,30 +43,34 @@ func startPrometheus(t *testing.T, agentAddrs ...string) *promServer {
 	for i, a := range agentAddrs {
 		quoted[i] = strconv.Quote(a)
 	}
-	// The shipped rules, with the fleet group's own interval (5m, for
-	// figures that change once a cycle) brought down to the 2s of the
-	// others: its series would otherwise be missing for up to 5 minutes.
-	shipped, err := os.ReadFile(repoPath(rulesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules := filepath.Join(dir, "layerprobe-rules.yml")
-	fast := regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 2s"))
-	if err := os.WriteFile(rules, fast, 0o600); err != nil {
-		t.Fatal(err)
+	// The shipped rules and the optional raw ratios, with the fleet
+	// groups' own interval (5m, for figures that change once a cycle)
+	// brought down to the 2s of the others: their series would otherwise
+	// be missing for up to 5 minutes.
+	var ruleFiles []string
+	for _, name := range []string{rulesFile, rawRatioFile} {
+		shipped, err := os.ReadFile(repoPath(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := filepath.Join(dir, filepath.Base(name))
+		fast := regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 2s"))
+		if err := os.WriteFile(rules, fast, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, rules)
 	}
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
   evaluation_interval: 2s
-rule_files:
-  - %s
+rule_files: [%s]
 scrape_configs:
   - job_name: layerprobe
     static_configs:
       - targets: [%s]
         labels: {cluster: ops}
-`, rules, strings.Join(quoted, ", "))
+`, strings.Join(ruleFiles, ", "), strings.Join(quoted, ", "))
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

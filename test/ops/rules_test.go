@@ -13,6 +13,11 @@ import (
 
 const rulesFile = "deploy/prometheus/layerprobe-rules.yml"
 
+// rawRatioFile holds the optional raw ratios to the host, loaded beside
+// rulesFile by whoever wants them; the conventions and unit tests cover it
+// too.
+const rawRatioFile = "deploy/prometheus/layerprobe-raw-ratio-rules.yml"
+
 // assumedInterval is the agent's cycle interval the rules are written for
 // (the default agent.interval); docs/runbook.md#assumptions-and-tuning.
 const assumedInterval = 6 * time.Hour
@@ -37,22 +42,25 @@ type rule struct {
 
 func loadRules(t testing.TB) []rule {
 	t.Helper()
-	b, err := os.ReadFile(repoPath(rulesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f ruleFile
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
-		t.Fatalf("%s: %v", rulesFile, err)
-	}
 	var out []rule
-	for _, g := range f.Groups {
-		out = append(out, g.Rules...)
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s has no rules", rulesFile)
+	for _, name := range []string{rulesFile, rawRatioFile} {
+		b, err := os.ReadFile(repoPath(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f ruleFile
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n := len(out)
+		for _, g := range f.Groups {
+			out = append(out, g.Rules...)
+		}
+		if len(out) == n {
+			t.Fatalf("%s has no rules", name)
+		}
 	}
 	return out
 }
@@ -113,7 +121,7 @@ var coldAlerts = map[string]time.Duration{
 func TestPromtoolRules(t *testing.T) {
 	promtool := tool(t, "promtool")
 	t.Parallel() // about 15 s of CPU: overlap it with the end-to-end tests
-	if r := run(t, time.Minute, "", nil, promtool, "check", "rules", "--lint=all", "--lint-fatal", repoPath(rulesFile)); r.err != nil {
+	if r := run(t, time.Minute, "", nil, promtool, "check", "rules", "--lint=all", "--lint-fatal", repoPath(rulesFile), repoPath(rawRatioFile)); r.err != nil {
 		t.Errorf("promtool check rules:\n%s", r)
 	} else if !strings.Contains(r.stdout, "SUCCESS") {
 		t.Errorf("promtool check rules printed no SUCCESS:\n%s", r)
