@@ -41,6 +41,17 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
+// privateContainerd starts a private containerd with the overlayfs
+// snapshotter and a client of it, or skips the test in -short mode.
+func privateContainerd(t *testing.T) (*testdaemon.Daemon, *Client, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a private containerd")
+	}
+	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	return d, newTestClient(t, d, ""), testCtx(t)
+}
+
 func newTestClient(t *testing.T, d *testdaemon.Daemon, snapshotter string) *Client {
 	t.Helper()
 	c, err := New("test", d.Host, "", snapshotter, testharness.Logger(t))
@@ -74,12 +85,7 @@ func probeImage(t *testing.T) *probeimage.Image {
 // image imported once and reused, exec results and failures, a cancelled
 // exec, and a sweep that leaves nothing labelled behind.
 func TestProbeLifecycle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a private containerd")
-	}
-	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
-	c := newTestClient(t, d, "")
-	ctx := testCtx(t)
+	d, c, ctx := privateContainerd(t)
 
 	info, err := c.Info(ctx)
 	if err != nil {
@@ -200,12 +206,7 @@ func labelled(t *testing.T, c *Client) int {
 // Container starts and stops of others count as churn; the probe's own and
 // its execs do not.
 func TestContainerChurn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a private containerd")
-	}
-	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
-	c := newTestClient(t, d, "")
-	ctx := testCtx(t)
+	_, c, ctx := privateContainerd(t)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := c.ContainerChurn(ctx, time.Now()); err == nil {
@@ -296,12 +297,7 @@ func TestInfoErrors(t *testing.T) {
 // the removal opens the orphaned FIFOs, which completes the shim's open.
 // Without that, the start fails when the shim gives up on the FIFO.
 func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a private containerd")
-	}
-	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
-	c := newTestClient(t, d, "")
-	ctx := testCtx(t)
+	_, c, ctx := privateContainerd(t)
 	ref, err := c.EnsureImage(ctx, probeImage(t), "lp1-boot-1-1")
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/layerprobe/layerprobe/internal/helper"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probeimage"
-	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
 // TestColdImageInLayers imports the cold image, whose tree spreads over
@@ -20,12 +19,7 @@ import (
 // a fresh container sees the whole tree, its directories merged from
 // every layer. A sweep then leaves nothing labelled.
 func TestColdImageInLayers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a private containerd")
-	}
-	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
-	c := newTestClient(t, d, "")
-	ctx := testCtx(t)
+	_, c, ctx := privateContainerd(t)
 	im := probeImage(t).WithCopyUpFiles()
 	ref, err := c.EnsureImage(ctx, im, "lp1-boot-1-1")
 	if err != nil {
