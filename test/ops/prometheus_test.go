@@ -174,8 +174,9 @@ func (p *promServer) tryQueryRange(t testing.TB, expr string, start, end time.Ti
 // seven cold rounds (one cold cycle publishes its interval, with a round to
 // spare), a window of 8 rounds (the window keeps the last rounds whether or
 // not they succeeded: at 6, the spare rounds fell outside it and one lost
-// round in the last six withheld the interval) and every busy-host guard off, so that cycles run whatever the CI
-// machine does; a daily budget, so that the budget series exist.
+// round in the last six withheld the interval) and every busy-host guard
+// off, so that cycles run whatever the CI machine does; a daily budget, so
+// that the budget series exist.
 const dashboardAgentConfig = `profile: smoke
 agent:
   interval: 1h
