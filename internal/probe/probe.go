@@ -438,6 +438,22 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 		DurationSeconds: time.Since(started).Seconds(), JobResult: res}
 }
 
+// vmTimeoutFactor stretches every job's timeout on an engine in a VM. The
+// timeout is there to end a hung job, not to bound a slow one: a VM's file
+// sharing serves small files at around 1% of the host disk's rate (the
+// smoke profile's 300 files took 18 s an execution through 9p in an
+// emulated guest, over a minute on a busy host), and a job killed there
+// would report a failure where the slowdown is the answer.
+const vmTimeoutFactor = 5
+
+// jobTimeout is the job's timeout on this session's engine.
+func (s *Session) jobTimeout(job fio.Job) time.Duration {
+	if s.topo.Kind == topology.VM {
+		return vmTimeoutFactor * job.Timeout
+	}
+	return job.Timeout
+}
+
 // execute runs one fio command of the job on target, on the job's file
 // number file (fio.RoundFileName).
 func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.Target, job fio.Job, how fio.Execution, file int) measure.JobResult {
@@ -447,7 +463,7 @@ func (s *Session) execute(ctx context.Context, p *engine.Probe, target measure.T
 	if job.Helper() {
 		return s.executeHelper(ctx, p, target, job, how)
 	}
-	jctx, cancel := context.WithTimeout(ctx, job.Timeout)
+	jctx, cancel := context.WithTimeout(ctx, s.jobTimeout(job))
 	defer cancel()
 
 	var res measure.JobResult

@@ -77,6 +77,9 @@ func TestPrepare(t *testing.T) {
 	if s.hostDir == s.bindDir {
 		t.Errorf("host and bind share %s", s.hostDir)
 	}
+	if job := (fio.Job{Workload: measure.Fsync, Timeout: time.Minute}); s.jobTimeout(job) != time.Minute {
+		t.Errorf("job timeout on the engine's host: %s, want the profile's %s", s.jobTimeout(job), job.Timeout)
+	}
 	// Leftovers of killed processes go before anything is created.
 	calls := eng.Calls()
 	if i, j := slices.Index(calls, "SweepStale"), slices.Index(calls, "StartProbe steady"); i < 0 || j < 0 || i > j {

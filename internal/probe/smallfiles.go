@@ -20,7 +20,7 @@ func (s *Session) executeHelper(ctx context.Context, p *engine.Probe, target mea
 	if how == fio.Layout {
 		return measure.JobResult{Workload: job.Workload}
 	}
-	jctx, cancel := context.WithTimeout(ctx, job.Timeout)
+	jctx, cancel := context.WithTimeout(ctx, s.jobTimeout(job))
 	defer cancel()
 	if target == measure.TargetHost {
 		bin, err := s.helperBinary()

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/engine/enginetest"
+	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
@@ -55,6 +57,12 @@ func TestPrepareEngineInVM(t *testing.T) {
 	}
 	if !slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "native host disk") }) {
 		t.Errorf("warnings %q do not say the ratios are against the native host disk", s.Warnings)
+	}
+	// A VM's share serves small files at about 1% of the host's rate: its
+	// jobs get longer before they count as hung.
+	job := fio.Job{Workload: measure.SmallFiles, Files: 300, Timeout: time.Minute}
+	if got := s.jobTimeout(job); got != vmTimeoutFactor*time.Minute {
+		t.Errorf("job timeout in a VM: %s, want %s", got, vmTimeoutFactor*time.Minute)
 	}
 }
 
