@@ -75,9 +75,11 @@ lint:
 
 # Every test: unit tests, and end-to-end tests against private dockerd
 # daemons (overlay2, btrfs on a loop file, vfs) with real fio. Needs root.
-# End-to-end tests that only need engines of their own are marked
-# t.Parallel and run four at a time after the sequential ones (which
-# include every test whose assertions depend on the disk's timing). Three
+# End-to-end tests that only need engines of their own are parallel and
+# run four at a time after the sequential ones (which include every test
+# whose assertions depend on the disk's timing), the longest first: each
+# package bounds and orders its own (testharness.Queue), so -parallel is
+# only a ceiling that go test's own unordered wake-up never reaches. Three
 # packages run at once (-p 3): the end-to-end, operations, fault and VM
 # packages each spend much of their time waiting on daemons, cycles and a
 # guest, so the long ones overlap instead of queueing behind each other
@@ -93,7 +95,7 @@ test: deps-test lint
 	@echo "test: every package ($$(date -u +%T))"
 	@mkdir -p bin
 	status=0; $(GO) run $(GOTESTSUM) --format standard-quiet --jsonfile bin/test.json -- \
-		-race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 4 ./... || status=$$?; \
+		-race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 32 ./... || status=$$?; \
 	echo "test: tests that took a minute or more ($$(date -u +%T))"; \
 	$(GO) run $(GOTESTSUM) tool slowest --jsonfile bin/test.json --threshold 60s; \
 	exit $$status

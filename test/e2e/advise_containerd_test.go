@@ -22,7 +22,7 @@ import (
 // engine's name. DOCKER_HOST names a socket nobody listens on, so advice
 // from a Docker engine, or an attempt to reach one, cannot pass.
 func TestAdviseOnContainerd(t *testing.T) {
-	t.Parallel() // its own private engine
+	queue.Parallel(t) // its own private engine
 	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
 	cc := newCtrd(t, d)
 	const app = "app-1"

@@ -254,7 +254,7 @@ func (s *adviseScene) advise(t *testing.T, stateDir string) (api.ContainersRespo
 // volume and bind writers to their mounts, flags the database, and leaves
 // every container as it was.
 func TestAdvise(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	queue.Parallel(t) // its own private engines: runs beside the other parallel tests, after the sequential ones
 	for _, c := range []struct {
 		name  string
 		opts  testdaemon.Options
@@ -304,7 +304,7 @@ advisor:
 // summed; a container that goes away loses its series. `layerprobe advise`
 // beside the running agent reads the agent's rounds for the cost.
 func TestAdvisorInTheAgent(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	queue.Parallel(t) // its own private engines: runs beside the other parallel tests, after the sequential ones
 	s := newAdviseScene(t, testdaemon.Options{Driver: "overlay2"})
 	before := s.states(t)
 	since := time.Now()

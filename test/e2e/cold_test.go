@@ -24,7 +24,7 @@ const coldRounds = 6 // the fewest rounds with a full-coverage 95% interval
 // overlay2 copies whole files (ext4 cannot share extents), btrfs and xfs
 // report reflink, and nothing is left behind.
 func TestColdRunOnOverlay2AndBtrfs(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	queue.Parallel(t) // its own private engines: runs beside the other parallel tests, after the sequential ones
 	cases := []struct {
 		name        string
 		opts        testdaemon.Options
@@ -211,6 +211,7 @@ var coldAgentConfig = strings.Replace(agentConfig, "cold_interval: 0s", "cold_in
 // /api/v1/overhead?mode=cold, keeps steady series apart, and leaves no
 // fresh container behind.
 func TestAgentColdCycle(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	s := newAgentSetup(t, d.Host, coldAgentConfig)
 	a := s.start(t, "LAYERPROBE_TEST_FIRST_CYCLE_DELAY=1h")
@@ -315,6 +316,7 @@ func TestAgentColdCycle(t *testing.T) {
 // next run's startup sweep removes it (the owner is dead), and that run
 // leaves nothing either.
 func TestKilledColdRunIsSweptByTheNext(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	dapi := newAPI(d.Host)
 	coldContainers := func() []string {

@@ -35,7 +35,7 @@ func containerdConfig(t *testing.T, d *testdaemon.Daemon, snapshotter string) st
 }
 
 func TestRunOnPrivateContainerd(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	queue.Parallel(t) // its own private engines: runs beside the other parallel tests, after the sequential ones
 	cases := []struct {
 		name    string
 		opts    testdaemon.Options
@@ -101,6 +101,7 @@ func TestRunOnPrivateContainerd(t *testing.T) {
 // snapshots; `layerprobe cleanup` removes them and nothing else: objects
 // someone else made in the same namespace (a kubelet's) stay.
 func TestContainerdKilledRunThenCleanup(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
 	cc := newCtrd(t, d)
 	foreign := cc.makeForeign(t, "overlayfs")
@@ -150,6 +151,7 @@ func TestContainerdKilledRunThenCleanup(t *testing.T) {
 // The agent measures a containerd engine and labels its series with the
 // snapshotter and runtime="containerd".
 func TestAgentOnContainerd(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
 	s := newAgentSetup(t, "", agentConfig+fmt.Sprintf(`
 engines:

@@ -16,7 +16,7 @@ import (
 // then `layerprobe cleanup`; an agent cycle (the smoke profile). None may
 // leave anything behind.
 func TestMoreEngines(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	t.Parallel() // only starts its drivers' subtests, which queue (a place held here would idle while they wait)
 	hostFio := hostFioVersion(t)
 	for _, c := range []struct {
 		name                     string
@@ -30,7 +30,7 @@ func TestMoreEngines(t *testing.T) {
 		{"overlay2-xfs", testdaemon.Options{Driver: "overlay2", Backing: "xfs", SizeMiB: 2048}, "docker", "overlay2", "xfs"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			queue.Parallel(t)
 			d := testdaemon.Start(t, c.opts)
 
 			t.Run("run", func(t *testing.T) {

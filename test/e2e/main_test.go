@@ -22,6 +22,14 @@ import (
 // binary is the release layerprobe binary, built once for the package.
 var binary string
 
+// queue runs the parallel tests four at a time (each has engines of its
+// own, and the machine has two cores), the longest first: these, in the
+// order of their length in a full `make test`, the rest after them.
+var queue = testharness.NewQueue(4,
+	"TestMoreEngines", "TestRunOnPrivateContainerd", "TestRootlessPodman", "TestRunOnPrivateEngines",
+	"TestStatusPageInChromium", "TestColdRunOnOverlay2AndBtrfs", "TestStartupCostGrowsWithTheImageOnlyOnVfs",
+	"TestAdvisorInTheAgent", "TestAdviseOnContainerd", "TestAgentRetriesAfterBusyStart", "TestRunProgress")
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {

@@ -28,6 +28,7 @@ import (
 // HTTP client configuration file), and its table shows what the agent
 // knows of the engine and its last cycle, never an empty run-document field.
 func TestOverheadReadsASecuredAgent(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	dir := t.TempDir()
 	file := func(name string, b []byte) string {

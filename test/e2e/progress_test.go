@@ -23,6 +23,7 @@ import (
 // plain line per round when stderr is a pipe, a live bar when it is a
 // terminal, nothing with --quiet; stdout holds the JSON alone each time.
 func TestRunProgress(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	// The fewest executions that still make rounds of every job: two
 	// targets, two rounds of the smoke profile.

@@ -16,6 +16,7 @@ import (
 // the first scheduled cycle is skipped and counted, and once the host is
 // quiet the retry after agent.retry_backoff measures.
 func TestAgentRetriesAfterBusyStart(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	// The churn window is much longer than the agent needs to start and
 	// reach its first cycle (about 5 s), and the backoff is longer than

@@ -28,6 +28,7 @@ const rootlessUID = 65534
 // user's data root, the bind mount is the user's own directory, and
 // nothing is left behind.
 func TestRootlessPodman(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Engine: testdaemon.EnginePodman, User: rootlessUID})
 	lock := sharedLockFile(t)
 	env := append([]string{"PATH=" + os.Getenv("PATH"), "DOCKER_HOST=" + d.Host, "LAYERPROBE_LOCK_FILE=" + lock}, d.Env()...)

@@ -28,7 +28,7 @@ var (
 )
 
 func TestRunOnPrivateEngines(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	t.Parallel() // only starts its drivers' subtests, which queue (a place held here would idle while they wait)
 	cases := []struct {
 		name            string
 		opts            testdaemon.Options
@@ -41,7 +41,7 @@ func TestRunOnPrivateEngines(t *testing.T) {
 	hostFio := hostFioVersion(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel() // one private engine each, as TestMoreEngines's drivers
+			queue.Parallel(t) // one private engine each, as TestMoreEngines's drivers
 			d := testdaemon.Start(t, c.opts)
 			run := runChecked(t, d, c.driver, c.backing, hostFio)
 			t.Logf("%s: %.0f s, %d MiB written", c.name, run.DurationSeconds, run.BytesWritten>>20)
@@ -316,6 +316,7 @@ func hostFioVersion(t *testing.T) string {
 // A run killed with SIGKILL half way leaves its probe container, volume and
 // scratch files; `layerprobe cleanup` removes all of them.
 func TestKilledRunThenCleanupLeavesNothing(t *testing.T) {
+	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	checkKilledRunThenCleanup(t, testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"}))
 }
 

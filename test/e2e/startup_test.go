@@ -23,7 +23,7 @@ import (
 // burst in one window does not move, and on bytes, not time: a start's
 // time on a loaded machine varies by more than a copy of 90 MiB takes.
 func TestStartupCostGrowsWithTheImageOnlyOnVfs(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	queue.Parallel(t) // its own private engines: runs beside the other parallel tests, after the sequential ones
 	slopes := map[string]float64{}
 	for _, driver := range []string{"overlay2", "vfs"} {
 		t.Run(driver, func(t *testing.T) {

@@ -30,7 +30,7 @@ var statusConfig = strings.Replace(agentConfig, "rounds_per_cycle: 2", "rounds_p
 // screenshot goes into the test's output directory (and, with
 // LAYERPROBE_STATUS_SCREENSHOT, to that path: docs/status-page.png is made so).
 func TestStatusPageInChromium(t *testing.T) {
-	t.Parallel() // its own private engines: runs beside the other parallel tests, after the sequential ones
+	queue.Parallel(t) // its own private engines: runs beside the other parallel tests, after the sequential ones
 	chromium := lookChromium(t)
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	s := newAgentSetup(t, d.Host, statusConfig)

@@ -630,7 +630,7 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 // bind target as fast as the host (checkLoadedAA).
 func TestShippedDeploymentsUnderLoad(t *testing.T) {
 	needsSystem(t)
-	t.Parallel()
+	queue.Parallel(t)
 	dc := tool(t, "docker-compose")
 	b := startBox(t)
 	loadBox(t, b)

@@ -126,7 +126,7 @@ func TestDocsPromQLExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts Prometheus")
 	}
-	t.Parallel()
+	queue.Parallel(t)
 	examples := docExamples(t)
 	if len(examples) < 30 {
 		t.Fatalf("found only %d PromQL examples in the docs: %v", len(examples), examples)

@@ -34,7 +34,7 @@ func TestFleetClusters(t *testing.T) {
 		t.Skip("-short: runs three real Prometheus servers")
 	}
 	promtool, prom := tool(t, "promtool"), tool(t, "prometheus")
-	t.Parallel()
+	queue.Parallel(t)
 	ctx := t.Context()
 
 	f, err := os.Open(repoPath("test/ops/" + fleetRecording))

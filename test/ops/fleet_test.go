@@ -42,7 +42,7 @@ func TestFleetInPrometheus(t *testing.T) {
 		t.Skip("-short: backfills a real Prometheus")
 	}
 	promtool, prom := tool(t, "promtool"), tool(t, "prometheus")
-	t.Parallel()
+	queue.Parallel(t)
 	ctx := t.Context()
 	started := time.Now()
 

@@ -45,7 +45,7 @@ agent:
 // leave no probe container behind.
 func TestAgentImage(t *testing.T) {
 	needsSystem(t)
-	t.Parallel()
+	queue.Parallel(t)
 	tool(t, "debootstrap")
 	docker := tool(t, "docker")
 	bin := agentBinary(t)

@@ -31,6 +31,13 @@ var repoRoot = func() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }()
 
+// queue runs the parallel tests four at a time, the longest first: the
+// deployments under load take a quarter of an hour and end the package
+// that much later when they start last.
+var queue = testharness.NewQueue(4,
+	"TestShippedDeploymentsUnderLoad", "TestSeriesBudget", "TestAgentImage", "TestPrometheusScrapesAgent",
+	"TestFleetInPrometheus", "TestPromtoolRules", "TestReleaseArtifacts", "TestFleetClusters", "TestDocsPromQLExamples")
+
 // repoPath joins a slash-separated path below the repository root.
 func repoPath(p string) string { return filepath.Join(repoRoot, filepath.FromSlash(p)) }
 

@@ -219,7 +219,7 @@ var allowedEmpty = map[string]string{
 // unit's claim that no capability is needed, for all four targets.
 func TestPrometheusScrapesAgent(t *testing.T) {
 	needsSystem(t)
-	t.Parallel()
+	queue.Parallel(t)
 	setpriv := tool(t, "setpriv")
 	bin := agentBinary(t)
 	unit := unitDirectives(t, repoPath(unitFile))

@@ -217,7 +217,7 @@ func TestReleaseArtifacts(t *testing.T) {
 		t.Skip("-short: builds the release")
 	}
 	dpkgDeb := tool(t, "dpkg-deb")
-	t.Parallel()
+	queue.Parallel(t)
 	version := versionFile(t)
 	dist := releaseDist(t)
 	dir := filepath.Dir(dist)

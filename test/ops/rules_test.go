@@ -120,7 +120,7 @@ var coldAlerts = map[string]time.Duration{
 // the like) made fatal, and the unit tests with firing and non-firing cases.
 func TestPromtoolRules(t *testing.T) {
 	promtool := tool(t, "promtool")
-	t.Parallel() // about 15 s of CPU: overlap it with the end-to-end tests
+	queue.Parallel(t) // about 15 s of CPU: overlap it with the end-to-end tests
 	if r := run(t, time.Minute, "", nil, promtool, "check", "rules", "--lint=all", "--lint-fatal", repoPath(rulesFile), repoPath(rawRatioFile)); r.err != nil {
 		t.Errorf("promtool check rules:\n%s", r)
 	} else if !strings.Contains(r.stdout, "SUCCESS") {

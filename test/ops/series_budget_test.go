@@ -113,7 +113,7 @@ const (
 // `_other` sums, so the advisor's share is at its maximum (3 × top_n + 8).
 func TestSeriesBudget(t *testing.T) {
 	needsSystem(t)
-	t.Parallel()
+	queue.Parallel(t)
 	budget := readSeriesBudget(t)
 	bin := agentBinary(t)
 

@@ -247,7 +247,7 @@ func TestSyntheticAgentsInPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts Prometheus")
 	}
-	t.Parallel()
+	queue.Parallel(t)
 	now := time.Now()
 	addrs := map[agentKind]string{}
 	var targets []string
