@@ -242,6 +242,7 @@ func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []a
 		p = pid()
 		return p > 0, "no PID yet"
 	})
+	t.Logf("watching the arms of the agent, PID %d in the box", p)
 	out, stop := "armcg-"+name+".jsonl", "armcg-"+name+".stop"
 	done := make(chan cmdResult, 1)
 	go func() {
@@ -253,6 +254,9 @@ func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []a
 		}
 		if r := <-done; r.err != nil {
 			t.Fatalf("lpworkload armcg:\n%s", r)
+		}
+		if now := pid(); now != p {
+			t.Errorf("the agent's PID changed while its arms were watched: %d, then %d (a restart)", p, now)
 		}
 		var procs []armProcess
 		dec := json.NewDecoder(strings.NewReader(readFile(t, filepath.Join(b.share, out))))

@@ -69,12 +69,17 @@ func armcg(pidArg, out, stop string) error {
 			// until its comm changes (an exec). The agent's children
 			// are read every time: probe-helper cgexec execs the
 			// small-file helper under the same comm.
-			if c, ok := other[pid]; ok && c == comm && ppid != agent && !host[ppid] {
+			if c, ok := other[pid]; ok && c == comm && pid != agent && ppid != agent && !host[ppid] {
 				continue
 			}
 			argv, ok := procArgv(pid)
 			if !ok {
-				other[pid] = comm
+				// The agent itself is read again on the next scan: a
+				// cmdline that reads empty once (the process busy in
+				// its memory under load) must not hide it for good.
+				if pid != agent {
+					other[pid] = comm
+				}
 				continue
 			}
 			role := ""
