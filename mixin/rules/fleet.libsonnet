@@ -26,6 +26,8 @@ local promql = import '../lib/promql.libsonnet';
       { workload: 'seqwrite', metric: 'bandwidth' },
     ],
     local headlineSeries = 'instance_engine_target:layerprobe_overhead_ratio:headline',
+    // One series per agent, value 1: the agents scraped now.
+    local agents = 'max by (%s, job, instance) (%s)' % [cl, s('layerprobe_build_info')],
     local fsyncOverhead = s('layerprobe_overhead_ratio', ['mode=~"steady|"', 'target!="host"', 'workload="fsync"', 'metric="fsync_p99"']),
     local quantiles = ['0.5', '0.9', '0.99'],
 
@@ -80,7 +82,7 @@ local promql = import '../lib/promql.libsonnet';
               )
               or on (%(cl)s, job, instance)
                 label_replace(%(agents)s, "release", "unknown", "", "")
-            ||| % { cl: cl, agents: withHost('max by (%s, job, instance) (%s)' % [cl, s('layerprobe_build_info')]) },
+            ||| % { cl: cl, agents: withHost(agents) },
           },
           // The headline with the host's kernel (release) and host name.
           {
@@ -205,8 +207,8 @@ local promql = import '../lib/promql.libsonnet';
           {
             record: 'instance:layerprobe_agent:up',
             expr: |||
-              max by (%s, job, instance) (%s)
-            ||| % [cl, s('layerprobe_build_info')],
+              %s
+            ||| % agents,
           },
           {
             record: 'instance:layerprobe_agent:stopped_reporting',

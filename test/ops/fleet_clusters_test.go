@@ -62,16 +62,17 @@ func TestFleetClusters(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 
-	// The shipped rules, every group at 5s, as often as the scrapes: under
-	// the test suite's load a 2 s scrape of the generated hosts timed out
-	// now and then, and the counts below waited on series gone stale.
+	// The shipped rules, every group at fleetInterval, as often as the
+	// scrapes: under the test suite's load a 2 s scrape of the generated
+	// hosts timed out now and then, and the counts below waited on series
+	// gone stale.
 	dir := t.TempDir()
 	shipped, err := os.ReadFile(repoPath(rulesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rules := filepath.Join(dir, "rules.yml")
-	if err := os.WriteFile(rules, regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 5s")), 0o644); err != nil {
+	if err := os.WriteFile(rules, regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 "+fleetInterval.String())), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	alive := map[string]int{}
