@@ -25,6 +25,7 @@ func TestCommand(t *testing.T) {
 		`--directory=/var/lib/layerprobe/scratch/a\:b`,
 		"--kb_base=1024",
 		"--thread",
+		"--clocksource=clock_gettime",
 		"--name=randwrite",
 		"--unlink=1",
 		"--rw=randwrite",
