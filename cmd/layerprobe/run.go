@@ -142,6 +142,10 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	if err != nil {
 		return usageError{err}
 	}
+	coldProf, err := cfg.ColdProfile()
+	if err != nil {
+		return usageError{err}
+	}
 	plan := probe.NewPlan(cfg.Budget, prof, true)
 	engines, err := selectEngines(cfg.EffectiveEngines(), o.Engines)
 	if err != nil {
@@ -165,7 +169,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	prog := newProgress(stderr, o.Quiet)
 	var failed []string
 	for _, ec := range engines {
-		er := measureEngine(ctx, cfg, ec, prof, plan, measure.Mode(o.Mode), o.startupSizes, logger, prog)
+		er := measureEngine(ctx, cfg, ec, prof, coldProf, plan, measure.Mode(o.Mode), o.startupSizes, logger, prog)
 		if er.Error != nil {
 			failed = append(failed, er.Error.Message)
 		}
@@ -201,7 +205,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	return nil
 }
 
-func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof fio.Profile, plan probe.Plan, mode measure.Mode,
+func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, prof, coldProf fio.Profile, plan probe.Plan, mode measure.Mode,
 	startupSizes []int64, logger *slog.Logger, prog progressReporter) (er report.Engine) {
 	start := time.Now()
 	er = report.Engine{Name: ec.Name, Endpoint: ec.Host, Warnings: []string{}, Results: []measure.Result{}, Samples: []measure.Sample{}}
@@ -253,7 +257,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 		if cold == 0 {
 			cold = prof.MinRounds
 		}
-		cr, err := sess.RunCold(ctx, prof, 1, cold, rng, progress)
+		cr, err := sess.RunCold(ctx, coldProf, 1, cold, rng, progress)
 		if err != nil {
 			var perr *probe.Error
 			if errors.As(err, &perr) {

@@ -66,6 +66,7 @@ type Agent struct {
 	opts     Options
 	logger   *slog.Logger
 	prof     fio.Profile
+	coldProf fio.Profile // the profile's fsync job alone (config.ColdProfile)
 	det      detector.Params
 	store    *store.Store
 	engines  []*engineState
@@ -101,16 +102,22 @@ func New(o Options) (*Agent, error) {
 	for _, d := range o.Config.Deprecated {
 		o.Logger.Warn("deprecated configuration key, still honoured", "key", d.Old, "write", d.New, "line", d.Line)
 	}
+	coldProf, err := o.Config.ColdProfile()
+	if err != nil {
+		return nil, fmt.Errorf("agent: cold cycles: %w", err)
+	}
 	if o.JobTimeout > 0 {
-		for i := range prof.Jobs {
-			prof.Jobs[i].Timeout = o.JobTimeout
+		for _, p := range []*fio.Profile{&prof, &coldProf} {
+			for i := range p.Jobs {
+				p.Jobs[i].Timeout = o.JobTimeout
+			}
 		}
 	}
 	if o.FirstCycleDelay <= 0 {
 		o.FirstCycleDelay = 5 * time.Second
 	}
 	a := &Agent{
-		cfg: o.Config, opts: o, logger: o.Logger, prof: prof,
+		cfg: o.Config, opts: o, logger: o.Logger, prof: prof, coldProf: coldProf,
 		det:       detector.ParamsFrom(o.Config.Detector),
 		rng:       rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61676e74)),
 		now:       time.Now,

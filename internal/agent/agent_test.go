@@ -447,6 +447,29 @@ func TestColdCycle(t *testing.T) {
 	}
 }
 
+// TestColdCycleWithoutFsyncWorkload: workloads selects the steady
+// cycle's jobs; a cold cycle still runs the profile's fsync job in each
+// fresh container instead of failing every time.
+func TestColdCycleWithoutFsyncWorkload(t *testing.T) {
+	a := newTestAgent(t, func(c *config.Config) {
+		c.Agent.ColdInterval = time.Hour
+		c.Workloads = []measure.Workload{measure.RandWrite, measure.SmallFiles}
+	})
+	for _, j := range a.prof.Jobs {
+		if j.Workload == measure.Fsync {
+			t.Fatalf("the steady profile has fsync: %+v", a.prof.Jobs)
+		}
+	}
+	a.coldAll(context.Background(), triggerAPI)
+	c := a.last(t)
+	if c.Mode != measure.ModeCold || c.Result != ResultOK || c.Rounds != 2 {
+		t.Fatalf("cold cycle %+v; want an ok cold cycle of 2 rounds", c)
+	}
+	if n := a.eng.Started(measure.ModeCold); n != 2 {
+		t.Errorf("%d fresh containers for 2 cold rounds", n)
+	}
+}
+
 // TestLoop: the scheduler runs a cycle soon after start and then every
 // interval, cold cycles on their own timer, API triggers between them and
 // one at a time; it stops with its context.

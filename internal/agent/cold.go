@@ -157,7 +157,7 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 // seconds vary too much for a baseline; the cold overhead alert is a plain
 // threshold on the published interval.
 func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (result string) {
-	prof := fsyncOnly(a.prof)
+	prof := a.coldProf
 	rounds := a.cfg.Agent.ColdRounds
 	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
 		rounds: rounds, estimate: e.coldEstimate(prof, rounds)})

@@ -187,6 +187,18 @@ func (c *Config) ResolveProfile() (fio.Profile, error) {
 	return p.Only(c.Workloads)
 }
 
+// ColdProfile is the configured built-in profile's fsync job alone: what
+// a cold round runs in each fresh container and on the host, whatever
+// workloads lists. workloads selects the steady measurement's jobs; a cold
+// cycle has one job, and without it every cold cycle would fail.
+func (c *Config) ColdProfile() (fio.Profile, error) {
+	p, err := fio.LookupProfile(c.Profile)
+	if err != nil {
+		return fio.Profile{}, err
+	}
+	return p.Only([]measure.Workload{measure.Fsync})
+}
+
 func joinTargets(ts []measure.Target) string {
 	names := make([]string, len(ts))
 	for i, t := range ts {
