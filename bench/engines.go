@@ -254,7 +254,9 @@ func startupCells(st *measure.Startup) (times, written, slope string) {
 	written = strings.Join(ws, " / ") + " MiB"
 	slope = "n/a"
 	if b := st.BytesPerImageByte; b != nil {
-		slope = fmt.Sprintf("%.2f B per image byte", *b)
+		// A fit that rounds to zero is no slope, whichever side of it:
+		// "-0.00" read as a start-up that shrinks an image.
+		slope = fmt.Sprintf("%.2f B per image byte", math.Round(*b*100)/100+0)
 	}
 	return times, written, slope
 }

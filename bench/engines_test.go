@@ -115,6 +115,13 @@ func TestUnitEnginesReport(t *testing.T) {
 		t.Errorf("want one printed table (the failed run has none):\n%s", md)
 	}
 
+	// A fitted slope a hair below zero is no slope: 0.00, not -0.00.
+	tiny := -0.0004
+	if _, _, s := startupCells(&measure.Startup{Sizes: []measure.StartupSize{{ImageBytes: 10 << 20, Rounds: 3, Seconds: 0.4}},
+		BytesPerImageByte: &tiny}); s != "0.00 B per image byte" {
+		t.Errorf("slope %q, want 0.00 B per image byte", s)
+	}
+
 	w = &mdWriter{}
 	writeEngines(w, &results{})
 	if !strings.Contains(w.String(), "Not measured in this run.") {
