@@ -107,9 +107,16 @@ var (
 // lockFile is the host-wide measurement lock of the tests that use the
 // engine at host: one per private engine, so that tests on different
 // engines can run in parallel (t.Parallel) while everything on one engine
-// still takes turns, as on a real host.
+// still takes turns, as on a real host. Tests that name their engines in a
+// config file (containerd's) pass no host; each starts its own private
+// engines, so the lock is the top-level test's: two such tests running at
+// once must not find each other's lock held.
 func lockFile(t *testing.T, host string) string {
-	name := strings.NewReplacer("/", "_", ":", "_").Replace(host)
+	key := host
+	if key == "" {
+		key = "test-" + strings.SplitN(t.Name(), "/", 2)[0]
+	}
+	name := strings.NewReplacer("/", "_", ":", "_").Replace(key)
 	return filepath.Join(lockDir(t), name+".lock")
 }
 
