@@ -1,6 +1,7 @@
 package testharness
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -86,14 +88,44 @@ func DebianRoot(t testing.TB) string {
 }
 
 // CopyTree copies the tree at src to dst (which must not exist) with
-// cp -a: owners, modes, links, device nodes and extended attributes kept.
-func CopyTree(t testing.TB, src, dst string) {
+// owners, modes, links and extended attributes, leaving out the paths
+// given in exclude (relative to src, such as "usr/lib/modules"): a copy
+// that would delete them afterwards writes them first, hundreds of MiB.
+func CopyTree(t testing.TB, src, dst string, exclude ...string) {
 	t.Helper()
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput(); err != nil {
-		t.Fatalf("cp -a %s %s: %v\n%s", src, dst, err, Tail(string(out), 20))
+	args := []string{"--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", src}
+	for _, p := range exclude {
+		args = append(args, "--exclude=./"+strings.TrimPrefix(p, "/"))
+	}
+	pack := exec.Command("tar", append(args, "-cf", "-", ".")...)
+	unpack := exec.Command("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", dst, "-xpf", "-")
+	// An os.Pipe that this process closes once both have started: if one
+	// end dies, the other sees EOF or EPIPE instead of waiting forever.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packErr, unpackOut bytes.Buffer
+	pack.Stdout, pack.Stderr = w, &packErr
+	unpack.Stdin, unpack.Stdout, unpack.Stderr = r, &unpackOut, &unpackOut
+	perr := pack.Start()
+	uerr := unpack.Start()
+	r.Close()
+	w.Close()
+	if perr == nil {
+		perr = pack.Wait()
+	}
+	if uerr == nil {
+		uerr = unpack.Wait()
+	}
+	if perr != nil {
+		t.Fatalf("tar -c %s: %v\n%s", src, perr, Tail(packErr.String(), 20))
+	}
+	if uerr != nil {
+		t.Fatalf("tar -x into %s: %v\n%s", dst, uerr, Tail(unpackOut.String(), 20))
 	}
 }
 

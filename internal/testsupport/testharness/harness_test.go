@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -132,5 +134,39 @@ func TestModulePath(t *testing.T) {
 		if got := modulePath([]byte(in)); got != want {
 			t.Errorf("modulePath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// CopyTree keeps modes and symbolic links and leaves out what it is told
+// to, at any depth, and only that.
+func TestCopyTreeExcludes(t *testing.T) {
+	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "copy")
+	for p, mode := range map[string]os.FileMode{
+		"boot/vmlinuz": 0o600, "usr/lib/modules/6.1/x.ko": 0o644, "usr/lib/os-release": 0o644, "usr/bin/tool": 0o755,
+	} {
+		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, p), []byte(p), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("usr/bin", filepath.Join(src, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	CopyTree(t, src, dst, "boot", "usr/lib/modules")
+	for _, p := range []string{"boot", "usr/lib/modules"} {
+		if _, err := os.Lstat(filepath.Join(dst, p)); !os.IsNotExist(err) {
+			t.Errorf("%s copied although excluded (err %v)", p, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "usr/lib/os-release")); err != nil || string(b) != "usr/lib/os-release" {
+		t.Errorf("usr/lib/os-release: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "usr/bin/tool")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("usr/bin/tool: %v, %v; want mode 0755", fi, err)
+	}
+	if l, err := os.Readlink(filepath.Join(dst, "bin")); err != nil || l != "usr/bin" {
+		t.Errorf("bin -> %q, %v; want usr/bin", l, err)
 	}
 }
