@@ -466,8 +466,11 @@ func agentCycle(t *testing.T, cfg string, env []string, v *vmEngine) (stop func(
 	agentCfg := filepath.Join(v.dir, "agent.yaml")
 	// The busy-host guards off, as in every agent test: the rest of the
 	// suite loads this machine's disk and CPUs meanwhile, and a skipped
-	// cycle would measure nothing.
-	agentYAML := string(b) + fmt.Sprintf("profile: smoke\nagent:\n  listen_address: 127.0.0.1:%d\n  state_dir: %s\n  interval: 1h\n  jitter: 0\n"+
+	// cycle would measure nothing. The bind mount alone beside the host:
+	// the share is what sets an engine in a VM apart (the run below
+	// measures the container and the volume), and every execution in the
+	// emulated guest costs this machine's CPU.
+	agentYAML := string(b) + fmt.Sprintf("targets: [bind]\nprofile: smoke\nagent:\n  listen_address: 127.0.0.1:%d\n  state_dir: %s\n  interval: 1h\n  jitter: 0\n"+
 		"  cold_interval: 0s\n  max_io_pressure: 100\n  max_disk_util: 1\n  churn_quiet_period: 0s\n  budget:\n    rounds: 1\n", port, state)
 	if err := os.WriteFile(agentCfg, []byte(agentYAML), 0o644); err != nil {
 		t.Fatal(err)
