@@ -47,7 +47,15 @@ func NewQueue(width int, longestFirst ...string) *Queue {
 func (q *Queue) Parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
-	t.Cleanup(q.wait(t.Name()))
+	queued := time.Now()
+	done := q.wait(t.Name())
+	ran := time.Now()
+	// The test's own time, apart from its wait: go test's duration counts
+	// both, and only this says which tests make a run long.
+	t.Cleanup(func() {
+		t.Logf("queue: waited %s, ran %s", ran.Sub(queued).Round(time.Second), time.Since(ran).Round(time.Second))
+		done()
+	})
 }
 
 // wait returns once the test named name may run, with the function that
