@@ -131,8 +131,8 @@ func TestPromtoolRules(t *testing.T) {
 		t.Fatalf("no rule tests in deploy/prometheus/tests: %v", err)
 	}
 	args := append([]string{"test", "rules"}, tests...)
-	// About 50s of CPU for the whole file, which takes over 3 minutes when
-	// the other suites load both cores.
+	// About 15 s of CPU for both files (the rules evaluated every 5m),
+	// a minute when the other suites load both cores.
 	if r := run(t, 10*time.Minute, repoPath("deploy/prometheus"), nil, promtool, args...); r.err != nil {
 		t.Errorf("promtool test rules:\n%s", r)
 	}
