@@ -70,6 +70,13 @@ func (o *agentClientOptions) httpConfig(fs *pflag.FlagSet) (promconfig.HTTPClien
 		return *c, nil
 	}
 	c := promconfig.DefaultHTTPClientConfig
+	// HTTP/1.1: one small request buys nothing from HTTP/2, and when the
+	// agent refuses a connection without a client certificate (TLS 1.3
+	// sends that alert after the handshake) Go's HTTP/2 client can report
+	// only "http2: client conn could not be established", where HTTP/1.1
+	// reports the alert ("tls: certificate required") or the closed
+	// connection. A --http.config.file keeps its own enable_http2.
+	c.EnableHTTP2 = false
 	c.TLSConfig = promconfig.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile,
 		ServerName: o.ServerName, InsecureSkipVerify: o.InsecureSkipVerify}
 	if (o.CertFile == "") != (o.KeyFile == "") {
