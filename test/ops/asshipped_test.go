@@ -545,15 +545,11 @@ func startBox(t *testing.T) *testBox {
 	return b
 }
 
-// tarInto streams dir as a tar archive, without the paths (tar patterns
-// relative to dir) in exclude, into `docker args...` (an import).
+// tarInto streams dir as a tar archive (testharness.TarCommand, without
+// the paths in exclude) into `docker args...` (an import).
 func tarInto(t *testing.T, env []string, docker, dir string, exclude []string, args ...string) {
 	t.Helper()
-	targs := []string{"--numeric-owner", "-C", dir}
-	for _, p := range exclude {
-		targs = append(targs, "--exclude=./"+p)
-	}
-	tarCmd := exec.Command("tar", append(targs, "-c", ".")...)
+	tarCmd := testharness.TarCommand(dir, exclude...)
 	pipe, err := tarCmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -96,11 +96,7 @@ func CopyTree(t testing.TB, src, dst string, exclude ...string) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", src}
-	for _, p := range exclude {
-		args = append(args, "--exclude=./"+strings.TrimPrefix(p, "/"))
-	}
-	pack := exec.Command("tar", append(args, "-cf", "-", ".")...)
+	pack := TarCommand(src, exclude...)
 	unpack := exec.Command("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", dst, "-xpf", "-")
 	// An os.Pipe that this process closes once both have started: if one
 	// end dies, the other sees EOF or EPIPE instead of waiting forever.
@@ -127,6 +123,17 @@ func CopyTree(t testing.TB, src, dst string, exclude ...string) {
 	if uerr != nil {
 		t.Fatalf("tar -x into %s: %v\n%s", dst, uerr, Tail(unpackOut.String(), 20))
 	}
+}
+
+// TarCommand is tar writing the tree at dir to its standard output with
+// owners (numeric), modes, links and extended attributes, leaving out the
+// paths in exclude (tar patterns relative to dir, such as "usr/bin/ctr*").
+func TarCommand(dir string, exclude ...string) *exec.Cmd {
+	args := []string{"--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", dir}
+	for _, p := range exclude {
+		args = append(args, "--exclude=./"+strings.TrimPrefix(p, "/"))
+	}
+	return exec.Command("tar", append(args, "-cf", "-", ".")...)
 }
 
 func fileExists(p string) bool {
