@@ -385,6 +385,8 @@ type testBox struct {
 	bin    string // layerprobe as `make build` builds it (no test hooks)
 	// workload is lpworkload in the box, for its armcg watcher.
 	workload string
+	// spinners are the busy loops' containers (loadBox).
+	spinners []string
 }
 
 // dockerIn runs the docker CLI against the box's engine.
@@ -570,7 +572,9 @@ func tarInto(t *testing.T, env []string, docker, dir string, exclude []string, a
 }
 
 // loadBox starts one busy loop per CPU of the box in containers of its
-// engine.
+// engine, and pauses them: checkLoadedAgent runs them only while an
+// agent's cycle runs, not while a deployment installs (which needs no
+// load, and the tests beside this one get the CPU).
 func loadBox(t *testing.T, b *testBox) {
 	t.Helper()
 	imp := exec.Command(b.docker, "import", "-", "lpworkload:spin")
@@ -588,8 +592,28 @@ func loadBox(t *testing.T, b *testBox) {
 			"lpworkload:spin", testharness.WorkloadEntrypoint, "spin"); r.err != nil {
 			t.Fatalf("start a busy loop:\n%s", r)
 		}
+		b.spinners = append(b.spinners, fmt.Sprintf("spin%d", i))
 	}
+	// Removed before the box stops: a paused container's processes are
+	// frozen, and a frozen process outlives SIGKILL.
+	t.Cleanup(func() {
+		b.dockerIn(t, time.Minute, append([]string{"unpause"}, b.spinners...)...)
+		b.dockerIn(t, time.Minute, append([]string{"rm", "-f"}, b.spinners...)...)
+	})
+	b.spin(t, false)
 	t.Logf("%d busy loop(s) on the box's %d CPU(s)", n, n)
+}
+
+// spin unpauses (on) or pauses the box's busy loops.
+func (b *testBox) spin(t *testing.T, on bool) {
+	t.Helper()
+	verb := "pause"
+	if on {
+		verb = "unpause"
+	}
+	if r := b.dockerIn(t, time.Minute, append([]string{verb}, b.spinners...)...); r.err != nil {
+		t.Fatalf("docker %s (the busy loops):\n%s", verb, r)
+	}
 }
 
 // agentAPI reads an agent's API on this machine's loopback (the box and
@@ -615,6 +639,8 @@ func agentAPI(addr string) func(path string) ([]byte, error) {
 // (checkArmCgroups, checkLoadedAA, its metric and its log).
 func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, alive func() string, log func() string) {
 	t.Helper()
+	b.spin(t, true)
+	defer b.spin(t, false)
 	get := agentAPI(addr)
 	start := time.Now()
 	arms := watchArms(t, b, strings.ReplaceAll(t.Name(), "/", "-"), pid)
