@@ -395,54 +395,81 @@ func formatValue(v float64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%g", v), ".0")
 }
 
-// WriteOpenMetrics writes the fleet's history from cfg.Start to cfg.End
-// every cfg.Step as OpenMetrics, every family's series one after the
-// other in time order (what promtool's backfill reads), and returns the
-// number of samples.
-func WriteOpenMetrics(w io.Writer, rec *Recording, hosts []Host, cfg Config) (int, error) {
-	bw := bufio.NewWriterSize(w, 1<<20)
+// EachSeries calls fn with every series of the fleet's history from
+// cfg.Start to cfg.End every cfg.Step, one after the other (every family's
+// series together, node_uname_info last): its name, its labels as
+// Prometheus stores them, and its samples' times (Unix milliseconds) and
+// values, in time order. A series with no sample in the range is skipped.
+// fn must not keep ts or vs (they are reused).
+func EachSeries(rec *Recording, hosts []Host, cfg Config, fn func(name string, labels map[string]string, ts []int64, vs []float64) error) error {
 	var grid []time.Time
 	for t := cfg.Start; t.Before(cfg.End); t = t.Add(cfg.Step) {
 		grid = append(grid, t)
 	}
-	samples := 0
-	family := ""
+	ts := make([]int64, 0, len(grid))
+	vs := make([]float64, 0, len(grid))
 	for si, s := range rec.Series {
-		name, typ := s.Name, "gauge"
-		if strings.HasSuffix(name, "_total") {
-			name, typ = strings.TrimSuffix(name, "_total"), "counter"
-		}
-		if name != family {
-			fmt.Fprintf(bw, "# TYPE %s %s\n", name, typ)
-			family = name
-		}
 		for _, h := range hosts {
-			ls := labelString(h.labels(s))
+			ts, vs = ts[:0], vs[:0]
 			for _, t := range grid {
 				if !h.Alive(t) {
 					continue
 				}
-				v, ok := h.value(rec, si, t, cfg)
-				if !ok {
-					continue
+				if v, ok := h.value(rec, si, t, cfg); ok {
+					ts, vs = append(ts, t.UnixMilli()), append(vs, v)
 				}
-				fmt.Fprintf(bw, "%s%s %s %d\n", s.Name, ls, formatValue(v), t.Unix())
-				samples++
+			}
+			if len(ts) > 0 {
+				if err := fn(s.Name, h.labels(s), ts, vs); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	fmt.Fprintf(bw, "# TYPE node_uname_info gauge\n")
 	for _, h := range hosts {
 		if !h.NodeExporter {
 			continue
 		}
-		ls := labelString(h.unameLabels())
+		ts, vs = ts[:0], vs[:0]
 		for _, t := range grid {
 			if h.Alive(t) {
-				fmt.Fprintf(bw, "node_uname_info%s 1 %d\n", ls, t.Unix())
-				samples++
+				ts, vs = append(ts, t.UnixMilli()), append(vs, 1)
 			}
 		}
+		if len(ts) > 0 {
+			if err := fn("node_uname_info", h.unameLabels(), ts, vs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WriteOpenMetrics writes the fleet's history (EachSeries) as
+// OpenMetrics, every family's series one after the other in time order
+// (what promtool's backfill reads), and returns the number of samples.
+func WriteOpenMetrics(w io.Writer, rec *Recording, hosts []Host, cfg Config) (int, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	samples := 0
+	family := ""
+	err := EachSeries(rec, hosts, cfg, func(name string, labels map[string]string, ts []int64, vs []float64) error {
+		fam, typ := name, "gauge"
+		if strings.HasSuffix(fam, "_total") {
+			fam, typ = strings.TrimSuffix(fam, "_total"), "counter"
+		}
+		if fam != family {
+			fmt.Fprintf(bw, "# TYPE %s %s\n", fam, typ)
+			family = fam
+		}
+		ls := labelString(labels)
+		for i, t := range ts {
+			fmt.Fprintf(bw, "%s%s %s %d\n", name, ls, formatValue(vs[i]), t/1000)
+		}
+		samples += len(ts)
+		return nil
+	})
+	if err != nil {
+		return samples, err
 	}
 	fmt.Fprintf(bw, "# EOF\n")
 	return samples, bw.Flush()
