@@ -116,7 +116,7 @@ unit:
 # written, root, not part of `make test`. BENCH_COVERAGE_RUNS,
 # BENCH_OLD_DEFAULT_RUNS, BENCH_REFERENCE_RUNS, BENCH_UNPERTURBED_CYCLES,
 # BENCH_FLEET_SIZES (the fleet section's HOSTSxDAYS list, default
-# 100x30,1000x30: hours of backfill on their own) and BENCH_ONLY shrink it. Writes docs/benchmarks.md, docs/bench/*.png
+# 100x30,1000x30: about an hour on their own) and BENCH_ONLY shrink it. Writes docs/benchmarks.md, docs/bench/*.png
 # and docs/bench/results.json (BENCH_OUT moves them). bench-smoke runs every
 # section with tiny sizes into a temporary directory; bench-report
 # regenerates the page from docs/bench/results.json.

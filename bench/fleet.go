@@ -384,7 +384,10 @@ func fleetQueries(ctx context.Context, bed *fleetgen.Bed, hosts []fleetgen.Host)
 			// Grafana's step: the range over about 1000 points, at least
 			// the scrape interval.
 			step := max(time.Minute, (rg.d / 1000).Truncate(time.Minute))
-			subs := map[string]string{"$__rate_interval": "4m", "$__range": fmt.Sprintf("%ds", int(rg.d.Seconds())),
+			// Grafana's $__rate_interval: the step plus the scrape
+			// interval, at least four scrape intervals.
+			rate := max(step+time.Minute, 4*time.Minute)
+			subs := map[string]string{"$__rate_interval": fmt.Sprintf("%ds", int(rate.Seconds())), "$__range": fmt.Sprintf("%ds", int(rg.d.Seconds())),
 				"$__interval": fmt.Sprintf("%ds", int(step.Seconds())), "$cluster": ".*", "$job": ".+", "$instance": instance,
 				"$engine": ".+", "$target": "container", "$workload": "fsync"}
 			for _, p := range panels {
