@@ -443,7 +443,7 @@ func writeFleet(w *mdWriter, r *results) {
 	if r.Fleet == nil || len(r.Fleet.Runs) == 0 {
 		return
 	}
-	w.line("## 8. Fleet: one Prometheus over many agents")
+	w.line("## 9. Fleet: one Prometheus over many agents")
 	w.line("")
 	w.p("The history of N agents generated from a real agent's recorded output (internal/testsupport/fleetgen: six storage "+
 		"driver/file system pairs, five kernels, 85%% of hosts with node_exporter, 2%% with an fsync regression, 5%% each "+
@@ -476,6 +476,10 @@ func writeFleet(w *mdWriter, r *results) {
 		h30, _ := worst("layerprobe-host", "30d")
 		var groups []string
 		for g, v := range run.RuleGroupSeconds {
+			if v == 0 { // not evaluated yet (the hourly group)
+				groups = append(groups, g+" not evaluated in the window")
+				continue
+			}
 			groups = append(groups, fmt.Sprintf("%s %.0f ms", g, v*1000))
 		}
 		sort.Strings(groups)
