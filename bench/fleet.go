@@ -55,10 +55,6 @@ const (
 	fleetQuerySpend      = 15 * time.Second
 )
 
-// fleetRuleGroups are the rule groups whose recorded series the history
-// carries: those the fleet dashboard reads over its range.
-var fleetRuleGroups = []string{"layerprobe.fleet", "layerprobe.fleet.drivers", "layerprobe.fleet.kernels", "layerprobe.fleet.health"}
-
 // fleetStep is the history's sample interval (see above).
 const fleetStep = 5 * time.Minute
 
@@ -192,7 +188,7 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	if err != nil {
 		return run, err
 	}
-	bs, err := writeFleetBlocks(ctx, p, bed.Data(), rec, hosts, cfg, end, src, fleetRuleGroups...)
+	bs, err := writeFleetBlocks(ctx, p, bed.Data(), rec, hosts, cfg, end, src, fleetgen.DashboardRuleGroups...)
 	if err != nil {
 		return run, err
 	}
@@ -237,8 +233,9 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	for {
 		// The hourly group's first evaluation may be an hour away: not
 		// waited for (its figure is there if it came in the window).
-		r, _, err := bed.Query(ctx, `min(prometheus_rule_group_last_evaluation_timestamp_seconds and on (rule_group) prometheus_rule_group_interval_seconds <= 300)`, time.Time{}, time.Time{}, 0)
-		groups, _, _ := bed.Query(ctx, `count(prometheus_rule_group_last_evaluation_timestamp_seconds and on (rule_group) prometheus_rule_group_interval_seconds <= 300)`, time.Time{}, time.Time{}, 0)
+		const last = `prometheus_rule_group_last_evaluation_timestamp_seconds and on (rule_group) prometheus_rule_group_interval_seconds <= 300`
+		r, _, err := bed.Query(ctx, "min("+last+")", time.Time{}, time.Time{}, 0)
+		groups, _, _ := bed.Query(ctx, "count("+last+")", time.Time{}, time.Time{}, 0)
 		if err == nil && len(r) == 1 && len(groups) == 1 && sampleValue(r[0]) > float64(started.Unix()) && sampleValue(groups[0]) >= 3 {
 			break
 		}

@@ -87,7 +87,7 @@ func TestFleetInPrometheus(t *testing.T) {
 	}
 	t.Cleanup(bed.Stop)
 	// The fleet groups only: the dashboard's fleet rows read nothing else.
-	if err := bed.BackfillRules(ctx, cfg.Start, end, "", "layerprobe.fleet", "layerprobe.fleet.drivers", "layerprobe.fleet.kernels", "layerprobe.fleet.health"); err != nil {
+	if err := bed.BackfillRules(ctx, cfg.Start, end, "", fleetgen.DashboardRuleGroups...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d samples of %d recorded series for %d hosts: generated in %s, backfilled in %s, rules backfilled in %s",

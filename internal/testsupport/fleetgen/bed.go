@@ -170,6 +170,11 @@ type ruleFile struct {
 	} `yaml:"groups"`
 }
 
+// DashboardRuleGroups are the rule groups whose recorded series a
+// backfilled history carries: those the fleet dashboard reads over its
+// range.
+var DashboardRuleGroups = []string{"layerprobe.fleet", "layerprobe.fleet.drivers", "layerprobe.fleet.kernels", "layerprobe.fleet.health"}
+
 // RuleLayers splits the recording rules of a rule file into layers: a
 // rule reads only rules of earlier layers. promtool's rule backfill
 // evaluates every rule against the data as it is, so a rule on top of
