@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
@@ -39,6 +40,7 @@ func evaluateGoals(r *results) []goalCheck {
 	if d := r.Detection; d != nil {
 		out = append(out, agentPrecisionGoals(d)...)
 	}
+	out = append(out, windowGoals(r)...)
 	for _, dr := range r.Drivers {
 		out = append(out, biasGoals(dr)...)
 	}
@@ -151,6 +153,28 @@ func agentPrecisionGoals(d *detectionResult) []goalCheck {
 		c.status = judge(mx <= goalCycleBytes)
 	}
 	return append(out, c)
+}
+
+// windowGoals: goal 1 for the agent's published window, replayed from the
+// default runs of the current method (windowReplays).
+func windowGoals(r *results) []goalCheck {
+	var out []goalCheck
+	for _, wr := range windowReplays(r) {
+		c := goalCheck{goal: fmt.Sprintf("1. agent: container %s %s half-width ≤ %.0f pp over the window, replayed from the default runs",
+			wr.Workload, headlineOf(wr.Workload), goalHalfWidthPP), scope: wr.Driver}
+		c.figure = fmt.Sprintf("median %s, p90 %s at %d rounds (%d runs' %d rounds in blocks of %d, a cycle's)",
+			pp(wr.HW), pp(wr.HW90), wr.Window, wr.Runs, wr.Rounds, wr.PerCycle)
+		c.status = judge(wr.HW <= goalHalfWidthPP)
+		if c.status == statusMissed {
+			c.why = fmt.Sprintf("±%.0f pp needs a window of about %d rounds, (%.1f/%.0f)² × %d (replayed at %d: median %s), "+
+				"which a default agent makes in %d cycles of %d rounds: %.1f days at its interval, so the published estimate "+
+				"would average that long a history; a cycle cannot make those rounds in one go within its %s cap.",
+				goalHalfWidthPP, wr.Need, wr.HW, goalHalfWidthPP, wr.Window, wr.Need, pp(wr.NeedHW),
+				wr.NeedCycles, wr.PerCycle, wr.NeedDays, gib(int64(config.Default().Agent.Budget.MaxBytes)))
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // biasGoals: goal 2, the A/A control and the reference.

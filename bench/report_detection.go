@@ -113,6 +113,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 	w.line("```\n")
 
 	writeAgentCycles(w, d)
+	writeWindowReplay(w, r)
 
 	// False alarms.
 	fa := falseAlarms(d)
