@@ -53,6 +53,25 @@ func runBytes(runs []runDoc) []float64 {
 	return mapOf(runs, func(d runDoc) float64 { return float64(d.BytesWritten) })
 }
 
+// headlineShares are the shares of each run's bytes that the host's and
+// the container's executions wrote: what buys the headline.
+func headlineShares(runs []runDoc) []float64 {
+	var out []float64
+	for _, d := range runs {
+		if d.BytesWritten <= 0 {
+			continue
+		}
+		var b int64
+		for _, x := range d.Executions {
+			if x.Target == "host" || x.Target == "container" {
+				b += x.Bytes
+			}
+		}
+		out = append(out, float64(b)/float64(d.BytesWritten))
+	}
+	return out
+}
+
 func runSeconds(runs []runDoc) []float64 {
 	return mapOf(runs, func(d runDoc) float64 { return d.Seconds })
 }

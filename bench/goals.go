@@ -99,6 +99,12 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 			if mostly(stops) == "time" {
 				c.why += " Most runs ended on the time budget (`--max-duration`), before the byte budget: on this disk time, not bytes, binds first."
 			}
+			if share := stats.Median(headlineShares(dr.Defaults)); share > 0 && share < 1 {
+				c.why += fmt.Sprintf(" The host's and the container's executions wrote %.0f%% of a run's bytes (the rest: laying out "+
+					"files, bind and the volume); with every byte on them, at the same noise per round, the median would be "+
+					"about %s: %s.", 100*share, pp(med*math.Sqrt(share)),
+					map[bool]string{true: "so the budget's split could meet the goal", false: "no split of the budget meets the goal; only less noise per round, cheaper rounds or more bytes can"}[med*math.Sqrt(share) <= goalPP])
+			}
 		}
 		out = append(out, c)
 	}

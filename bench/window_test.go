@@ -69,3 +69,25 @@ func TestUnitReplayDriverWindow(t *testing.T) {
 		t.Error("a replay from one run: its rounds are one run's minutes, not a window's cycles")
 	}
 }
+
+// A synthetic run's executions are 8 MiB each on host, container and bind
+// (one of bind's failed), after 80 MiB of layout: the headline pair wrote
+// two thirds of the executions' bytes, and less of the run's.
+func TestUnitHeadlineShares(t *testing.T) {
+	d := docOf("new", nil, "", nil, syntheticRun(10, false, 3))
+	var exec, pair int64
+	for _, x := range d.Executions {
+		exec += x.Bytes
+		if x.Target == "host" || x.Target == "container" {
+			pair += x.Bytes
+		}
+	}
+	if pair != 2*30*8<<20 {
+		t.Fatalf("host and container wrote %d bytes, want %d", pair, 2*30*8<<20)
+	}
+	got := headlineShares([]runDoc{*d})
+	want := float64(pair) / float64(exec+d.LayoutBytes)
+	if len(got) != 1 || math.Abs(got[0]-want) > 1e-12 || d.BytesWritten != exec+d.LayoutBytes {
+		t.Errorf("shares %v of %d bytes, want [%v] of %d", got, d.BytesWritten, want, exec+d.LayoutBytes)
+	}
+}
