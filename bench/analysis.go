@@ -33,6 +33,10 @@ func estFromMeasure(o measure.Overhead) est {
 	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
 }
 
+func estFromStats(o stats.Overhead) est {
+	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
+}
+
 // halfWidthPP is the interval's half-width in percentage points.
 func (e est) halfWidthPP() float64 { return 50 * (e.High - e.Low) }
 
@@ -61,8 +65,7 @@ func oldEstimate(logs []float64, workload string) est {
 		nan := math.NaN()
 		return est{Ratio: nan, Low: nan, High: nan}
 	}
-	o := stats.FromLogInterval(stats.MedianCI(logs, confidence), measure.MetricDirection(headlineOf(workload)))
-	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
+	return estFromStats(stats.FromLogInterval(stats.MedianCI(logs, confidence), measure.MetricDirection(headlineOf(workload))))
 }
 
 // estimateOf is a run's headline estimate of a target and workload by its own

@@ -73,7 +73,7 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 	// Every workload of the default profile: the three data-path ones and
 	// smallfiles (its headline ops/s), which runs recorded before it
 	// joined the profile lack (not measured).
-	for _, workload := range append(slices.Clone(workloads), string(measure.SmallFiles)) {
+	for _, workload := range profileWorkloads() {
 		c := goalCheck{goal: fmt.Sprintf("1. `run`: container %s %s median half-width ≤ %.0f pp", workload, headlineOf(workload), goalPP), scope: dr.Driver}
 		hw := halfWidths(estimates(dr.Defaults, "container", workload))
 		if len(hw) == 0 {
@@ -100,10 +100,14 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 				c.why += " Most runs ended on the time budget (`--max-duration`), before the byte budget: on this disk time, not bytes, binds first."
 			}
 			if share := stats.Median(headlineShares(dr.Defaults)); share > 0 && share < 1 {
+				bound := med * math.Sqrt(share)
+				verdict := "no split of the budget meets the goal; only less noise per round, cheaper rounds or more bytes can"
+				if bound <= goalPP {
+					verdict = "so the budget's split could meet the goal"
+				}
 				c.why += fmt.Sprintf(" The host's and the container's executions wrote %.0f%% of a run's bytes (the rest: laying out "+
 					"files, bind and the volume); with every byte on them, at the same noise per round, the median would be "+
-					"about %s: %s.", 100*share, pp(med*math.Sqrt(share)),
-					map[bool]string{true: "so the budget's split could meet the goal", false: "no split of the budget meets the goal; only less noise per round, cheaper rounds or more bytes can"}[med*math.Sqrt(share) <= goalPP])
+					"about %s: %s.", 100*share, pp(bound), verdict)
 			}
 		}
 		out = append(out, c)

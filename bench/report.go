@@ -12,10 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
 var workloads = []string{"fsync", "randwrite", "seqwrite"}
+
+// profileWorkloads are every workload of the default profile: the three
+// data-path ones and smallfiles, which runs recorded before it joined the
+// profile lack.
+func profileWorkloads() []string { return append(slices.Clone(workloads), string(measure.SmallFiles)) }
 
 // writeReport writes benchmarks.md and its plots from the results.
 func writeReport(s settings, r *results) error {

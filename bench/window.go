@@ -62,7 +62,7 @@ func windowReplays(r *results) []windowReplay {
 	ac := config.Default().Agent
 	var out []windowReplay
 	for _, dr := range r.Drivers {
-		for _, workload := range append(slices.Clone(workloads), string(measure.SmallFiles)) {
+		for _, workload := range profileWorkloads() {
 			if wr, ok := replayDriverWindow(dr, workload, ac.WindowRounds, int64(ac.Budget.MaxBytes), ac.Budget.MinRounds, ac.Interval); ok {
 				out = append(out, wr)
 			}
@@ -125,10 +125,6 @@ func replayWindow(src aaSources, block, n, draws int, dir stats.Direction, seed 
 		out = append(out, estFromStats(o).halfWidthPP())
 	}
 	return out
-}
-
-func estFromStats(o stats.Overhead) est {
-	return est{Ratio: o.Ratio, Low: o.CILow, High: o.CIHigh, N: o.N}
 }
 
 // writeWindowReplay reports the window replayed from the default runs.
