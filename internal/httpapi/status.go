@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/stats"
@@ -116,7 +118,7 @@ type statusCycle struct {
 // status serves the status page.
 // status serves the page at /. Like /metrics and the health routes it
 // ignores query parameters: a browser or a proxy may add some.
-func (s *server) status(c *reqCtx) {
+func (s *server) status(c *gin.Context) {
 	page := s.statusPage(c.Request.Context())
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, page); err != nil {
