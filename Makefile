@@ -10,9 +10,12 @@ TEST_TIMEOUT  ?= 45m
 
 all: build
 
-# The release binary's build tags: none (the test hooks are the testhooks
-# tag, which the release leaves out).
-GO_TAGS       ?=
+# The release binary's build tags. nomsgpack leaves out gin's MessagePack
+# codec, which layerprobe never reads or writes: a smaller binary
+# (docs/configuration.md, "The agent's memory"). The test hooks are the
+# testhooks tag, which the release leaves out. testharness.ReleaseTags must
+# agree (TestReleaseBinaryHasNoTestHooks).
+GO_TAGS       ?= nomsgpack
 
 # The version lives in VERSION alone; the binary, the release archives, the
 # .deb and the image take it from there (`layerprobe --version`).
@@ -132,7 +135,7 @@ BENCH_RUN     := -tags bench -count=1 -v .
 HOOKS_BIN     := bin/layerprobe-testhooks
 
 build-testhooks:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS) testhooks' -o $(HOOKS_BIN) ./cmd/layerprobe
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GO_TAGS),testhooks' -o $(HOOKS_BIN) ./cmd/layerprobe
 
 bench: deps-test build-testhooks
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \

@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 if [[ ! -x $repo/bin/layerprobe ]]; then
-  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o bin/layerprobe ./cmd/layerprobe)
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -tags nomsgpack -o bin/layerprobe ./cmd/layerprobe)
 fi
 if docker compose version >/dev/null 2>&1; then
   compose=(docker compose)

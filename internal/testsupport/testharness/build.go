@@ -11,13 +11,13 @@ import (
 )
 
 // ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS):
-// none.
-const ReleaseTags = ""
+// gin without its MessagePack codec.
+const ReleaseTags = "nomsgpack"
 
 // HookTags are ReleaseTags and testhooks: the binary that ships, with the
 // LAYERPROBE_TEST_* hooks of cmd/layerprobe/testhooks.go that the tests and
 // the benchmark use to inject faults and shorten waits.
-const HookTags = "testhooks"
+const HookTags = ReleaseTags + ",testhooks"
 
 // Build builds cmd/layerprobe into out the way `make build` does
 // (CGO_ENABLED=0, -trimpath) with the given build tags: ReleaseTags for
