@@ -244,7 +244,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	}
 	if mode != measure.ModeCold {
 		out := sess.Measure(ctx, prof, plan, 1, rng, progress)
-		er.Samples, er.Rounds, er.StopReason = out.Samples, out.Rounds, string(out.Stop)
+		er.Samples, er.Rounds, er.StopReason = out.Samples, out.Rounds, out.Stop
 		er.BytesWritten = out.BytesWritten
 		for _, n := range out.LayoutBytes {
 			er.LayoutBytes += n

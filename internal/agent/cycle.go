@@ -355,7 +355,7 @@ func (r *cycleRun) took(out probe.Outcome) {
 	r.c.Samples = out.Samples
 	r.c.Rounds = out.Rounds
 	r.c.BytesWritten = out.BytesWritten
-	r.c.StopReason = string(out.Stop)
+	r.c.StopReason = out.Stop
 	r.layout = out.LayoutBytes
 }
 

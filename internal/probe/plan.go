@@ -66,8 +66,8 @@ type Plan struct {
 	// every round. Fixed rounds (Rounds > 0) run every target always.
 	SideEvery int
 	// After, when set, sees every completed round's samples; returning
-	// true ends the measurement (StopDecided). Confirmation rounds use it
-	// to stop as soon as the detector has its verdict.
+	// true ends the measurement (measure.StopDecided). Confirmation
+	// rounds use it to stop as soon as the detector has its verdict.
 	After func(round []measure.Sample) bool
 }
 
@@ -95,19 +95,6 @@ func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
 // DefaultMaxRounds bounds an adaptive job's rounds when Plan.MaxRounds is 0.
 const DefaultMaxRounds = 200
 
-// StopReason says why a measurement ended.
-type StopReason string
-
-// Stop reasons.
-const (
-	StopPrecision StopReason = "precision" // every headline interval reached the target precision
-	StopBytes     StopReason = "bytes"     // the next round would have exceeded the byte budget
-	StopTime      StopReason = "time"      // the next round would have ended after the time budget
-	StopRounds    StopReason = "rounds"    // the fixed (or maximum) number of rounds is done
-	StopCanceled  StopReason = "canceled"  // the caller stopped the measurement
-	StopDecided   StopReason = "decided"   // Plan.After ended it
-)
-
 // Outcome is what Measure did.
 type Outcome struct {
 	Samples []measure.Sample
@@ -118,7 +105,7 @@ type Outcome struct {
 	LayoutBytes map[measure.Target]int64
 	// BytesWritten is everything written: samples and layout.
 	BytesWritten int64
-	Stop         StopReason
+	Stop         measure.StopReason
 	// HalfWidth is, per workload, the widest headline half-width over the
 	// non-host targets when the measurement stopped (NaN: no interval).
 	HalfWidth map[measure.Workload]float64
@@ -233,7 +220,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	round := first
 	for {
 		if ctx.Err() != nil {
-			out.Stop = StopCanceled
+			out.Stop = measure.StopCanceled
 			break
 		}
 		js, stop := s.next(jobs, plan, maxRounds, out.BytesWritten, time.Since(start), rng)
@@ -245,7 +232,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		if plan.MaxBytes > 0 && how == fio.Steady {
 			var ok bool
 			if job, ok = s.roundJob(js, plan.MaxBytes-out.BytesWritten); !ok {
-				out.Stop = StopBytes
+				out.Stop = measure.StopBytes
 				break
 			}
 		}
@@ -283,7 +270,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		if ctx.Err() != nil {
 			// A round cut short is not a round: its samples are kept
 			// (they were written) but it does not count.
-			out.Stop = StopCanceled
+			out.Stop = measure.StopCanceled
 			break
 		}
 		js.rounds++
@@ -291,7 +278,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		js.halfWidth = widestHalfWidth(js.samples, js.job.Workload, conf, side)
 		round++
 		if plan.After != nil && plan.After(out.Samples[mark:]) {
-			out.Stop = StopDecided
+			out.Stop = measure.StopDecided
 			break
 		}
 	}
@@ -304,7 +291,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 }
 
 // next picks the job whose round comes next, or says why none does.
-func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, StopReason) {
+func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, measure.StopReason) {
 	fits := func(js *jobState) bool {
 		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
 	}
@@ -324,13 +311,13 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	for _, js := range order {
 		if js.rounds < minRounds {
 			if !fits(js) {
-				return nil, StopBytes
+				return nil, measure.StopBytes
 			}
 			return js, ""
 		}
 	}
 	if plan.Rounds > 0 || plan.Precision <= 0 {
-		return nil, StopRounds
+		return nil, measure.StopRounds
 	}
 	// Adaptive: the job whose next round narrows its interval most for
 	// what the round costs, in shares of the byte and time budgets (a
@@ -368,13 +355,13 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	case best != nil:
 		return best, ""
 	case blocked:
-		return nil, StopBytes
+		return nil, measure.StopBytes
 	case late:
-		return nil, StopTime
+		return nil, measure.StopTime
 	case capped:
-		return nil, StopRounds
+		return nil, measure.StopRounds
 	}
-	return nil, StopPrecision
+	return nil, measure.StopPrecision
 }
 
 // narrowing is what one more round is expected to take off the squared
