@@ -100,7 +100,8 @@ func (e *engineState) closeSession(ctx context.Context) {
 
 // estimateBytes is what a cycle is expected to write, for the daily
 // budget: its byte cap when it has one; otherwise the last cycle's bytes,
-// or before the first what the plan's rounds can write on every target.
+// or before the first what the plan's rounds can write on every target
+// (fio.Profile.MaxBytes).
 func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
 	if plan.MaxBytes > 0 {
 		return plan.MaxBytes
@@ -112,16 +113,7 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 	if rounds <= 0 {
 		rounds = max(plan.MinRounds, 1)
 	}
-	var per int64
-	for _, j := range prof.Jobs {
-		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
-		if prof.Steady {
-			// The layout, and a file for every round, or for each
-			// of the first rounds of a job whose files rotate.
-			per += j.FileBytes * int64(j.LayoutFiles(rounds))
-		}
-	}
-	return per * int64(targets)
+	return prof.MaxBytes(rounds, targets)
 }
 
 // restore loads what the store remembers, so metrics and the detector

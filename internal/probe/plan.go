@@ -143,10 +143,11 @@ type jobState struct {
 	lastTargets         int                     // targets of the job's last round
 	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a round that lays out files adds
 	layoutTargets       int                     // targets of the job's last layout
-	// steady: the job's files are laid out (a steady profile); runs
-	// counts every target's executions so far, which pick its file
-	// (fio.Job.FileOf), and laid the files laid out on each target.
-	steady    bool
+	// how the profile's executions treat the job's files: fio.Steady when
+	// they are laid out (a steady profile); runs counts every target's
+	// executions so far, which pick its file (fio.Job.FileOf), and laid
+	// the files laid out on each target.
+	how       fio.Execution
 	runs      map[measure.Target]int
 	laid      map[measure.Target]map[int]bool
 	lastTime  time.Duration
@@ -174,16 +175,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if plan.Rounds > 0 {
 		maxRounds = plan.Rounds
 	}
-	how := fio.Fresh
-	if prof.Steady {
-		how = fio.Steady
-	}
+	how := prof.Execution()
 	side := s.sideTargets(plan)
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
 		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{},
 			side: side, sideFrom: plan.MinRounds, sideEvery: plan.SideEvery,
-			steady: prof.Steady, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
+			how: how, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
 		priorRounds := map[int]bool{}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
@@ -391,7 +389,7 @@ func (js *jobState) fileOf(t measure.Target) int { return js.job.FileOf(js.runs[
 // until each has its files, none for a job with one file. A target whose
 // first layout failed (broken) has none to lay out: it cannot run the job.
 func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
-	if !js.steady {
+	if js.how != fio.Steady {
 		return nil
 	}
 	var out []measure.Target
@@ -404,9 +402,9 @@ func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
 }
 
 // roundCost estimates what the job's next round writes: its last round's
-// executions, or before the first one the job's byte cap on every target;
-// and for each target whose file is new (unlaid), its share of the job's
-// last layout.
+// executions, or before the first one what its executions can write at
+// most (fio.Job.WriteBytes) on every target; and for each target whose
+// file is new (unlaid), its share of the job's last layout.
 func (s *Session) roundCost(js *jobState) int64 {
 	targets := s.roundTargets(js)
 	n := int64(len(targets))
@@ -414,11 +412,7 @@ func (s *Session) roundCost(js *jobState) int64 {
 	if js.lastBytes > 0 && js.lastTargets > 0 {
 		cost = js.lastBytes * n / int64(js.lastTargets)
 	} else {
-		per := js.job.IOBytes
-		if per <= 0 {
-			per = js.job.FileBytes
-		}
-		cost = per * n
+		cost = js.job.WriteBytes(js.how, len(targets), 0)
 	}
 	if need := int64(len(js.unlaid(targets))); need > 0 && js.layoutTargets > 0 {
 		cost += js.layoutBytes * need / int64(js.layoutTargets)
@@ -471,14 +465,13 @@ func (s *Session) roundTargets(js *jobState) []measure.Target {
 func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job = js.job
 	round := s.roundTargets(js)
-	targets := int64(len(round))
-	files := job.MaxWriteBytes(fio.Layout) * int64(len(js.unlaid(round)))
-	if job.MaxWriteBytes(fio.Steady)*targets+files <= left {
+	unlaid := len(js.unlaid(round))
+	if job.WriteBytes(fio.Steady, len(round), unlaid) <= left {
 		return job, true
 	}
-	job.IOBytes = (left - files) / targets
+	job.IOBytes = (left - job.WriteBytes(fio.Steady, 0, unlaid)) / int64(len(round))
 	// fio's cap has a floor (a block per clone) the share may be below.
-	return job, job.MaxWriteBytes(fio.Steady)*targets+files <= left
+	return job, job.WriteBytes(fio.Steady, len(round), unlaid) <= left
 }
 
 // shareCost is what the job's next round costs as the larger of its share

@@ -1189,7 +1189,7 @@ func TestRoundCostCountsTheRoundsNewFiles(t *testing.T) {
 	host, ctr := measure.TargetHost, measure.TargetContainer
 	s := &Session{targets: []measure.Target{host, ctr}}
 	job := fio.Job{Workload: measure.Fsync, RotateFiles: 3, FileBytes: 8 * mb, IOBytes: 32 * mb, Runtime: time.Second}
-	js := &jobState{job: job, steady: true, broken: map[measure.Target]*measure.Failure{},
+	js := &jobState{job: job, how: fio.Steady, broken: map[measure.Target]*measure.Failure{},
 		runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{host: {0: true}, ctr: {0: true}},
 		lastBytes: 20 * mb, lastTargets: 2, layoutBytes: 16 * mb, layoutTargets: 2}
 	for _, c := range []struct {
