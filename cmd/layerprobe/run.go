@@ -266,7 +266,7 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 				er.Error = &report.Error{Code: "cold", Message: err.Error()}
 			}
 		}
-		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, measure.DefaultConfidence).WithLookup(cr.Lookup, measure.DefaultConfidence)
+		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, cr.Lookup, measure.DefaultConfidence)
 		er.BytesWritten += cr.CopyUpBytes
 		for _, s := range cr.Samples {
 			er.BytesWritten += s.BytesWritten

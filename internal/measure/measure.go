@@ -101,3 +101,12 @@ const (
 // publishes: the table and JSON of `layerprobe run`, the agent's metrics
 // and REST API.
 const DefaultConfidence = 0.95
+
+// NonNil is s, or an empty list when s is nil: a record's lists are []
+// in JSON, never null.
+func NonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
