@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
@@ -54,6 +53,10 @@ type Plan struct {
 	// Prior holds earlier samples whose rounds count towards Precision
 	// (the agent's window of recent cycles). They are not returned.
 	Prior []measure.Sample
+	// Window, above 0, is how many of each workload's most recent rounds,
+	// Prior's and this measurement's, Outcome.Results summarise (the
+	// agent's window); 0 summarises every round.
+	Window int
 	// Confidence of the intervals that decide Precision (0: the default).
 	Confidence float64
 	// SideEvery, above 1, gives the headline pair the bytes: once a job
@@ -71,15 +74,12 @@ type Plan struct {
 	After func(round []measure.Sample) bool
 }
 
-// NewPlan is the plan a budget (config.Budget: a run's or an agent
-// cycle's) makes for a profile: the same keys mean the same plan for
-// both. A MinRounds of 0 takes the profile's minimum; with
-// profileRounds, so does a Rounds of 0 take the profile's fixed rounds
-// (a `layerprobe run` of a fixed profile such as seed), which an agent's
-// cycle leaves adaptive.
-func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
-	p := Plan{Rounds: b.Rounds, MinRounds: b.MinRounds, Precision: b.Precision,
-		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, SideEvery: b.SideEvery, Confidence: measure.DefaultConfidence}
+// ForProfile is the plan with what it leaves to the profile filled in: a
+// MinRounds of 0 takes the profile's minimum; with profileRounds, so does
+// a Rounds of 0 take the profile's fixed rounds (a `layerprobe run` of a
+// fixed profile such as seed), which an agent's cycle leaves adaptive.
+// Fixed rounds run every target in every round (no SideEvery).
+func (p Plan) ForProfile(prof fio.Profile, profileRounds bool) Plan {
 	if p.MinRounds == 0 {
 		p.MinRounds = prof.MinRounds
 	}
@@ -109,6 +109,10 @@ type Outcome struct {
 	// HalfWidth is, per workload, the widest headline half-width over the
 	// non-host targets when the measurement stopped (NaN: no interval).
 	HalfWidth map[measure.Workload]float64
+	// Results are the overheads of Plan.Window's rounds (all of them when
+	// it is 0), Plan.Prior's and this measurement's: what a run reports
+	// and an agent's cycle publishes.
+	Results []measure.Result
 }
 
 // Progress reports a measurement's position to a UI.
@@ -158,9 +162,12 @@ type jobState struct {
 
 // Measure runs the profile's jobs on every target of the session as plan
 // says, starting at round number first, and returns every sample, failed
-// executions included. It stops early only when ctx ends; failed jobs are
-// recorded and the measurement goes on. A steady profile's files are laid
-// out first and removed at the end, whatever happens.
+// executions included, with their overheads (Outcome.Results) and why it
+// stopped. It is the one steady measurement of an engine, which
+// `layerprobe run` and an agent's cycle both make. It stops early only
+// when ctx ends; failed jobs are recorded and the measurement goes on. A
+// steady profile's files are laid out first and removed at the end,
+// whatever happens.
 func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, first int, rng *rand.Rand, progress func(Progress)) Outcome {
 	start := time.Now()
 	out := Outcome{LayoutBytes: map[measure.Target]int64{}, HalfWidth: map[measure.Workload]float64{}}
@@ -284,6 +291,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	for _, js := range jobs {
 		out.HalfWidth[js.job.Workload] = js.halfWidth
 	}
+	out.Results = measure.SummarizeWindow(plan.Prior, out.Samples, plan.Window, conf)
 	report("done", out.Rounds, "", "")
 	return out
 }
