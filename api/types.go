@@ -115,10 +115,9 @@ type Cycle struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	Rounds          int       `json:"rounds"`
 	BytesWritten    int64     `json:"bytes_written"`
-	// StopReason says what ended the cycle's rounds: precision, bytes,
-	// time, rounds, decided (confirmation rounds) or canceled; omitted for
-	// cycles that never measured.
-	StopReason string `json:"stop_reason,omitempty"`
+	// StopReason says what ended the cycle's rounds; omitted for cycles
+	// that never measured.
+	StopReason measure.StopReason `json:"stop_reason,omitempty"`
 }
 
 // CyclesResponse is GET /api/v1/cycles.

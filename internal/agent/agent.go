@@ -435,12 +435,10 @@ func (a *Agent) refreshInfo(ctx context.Context, e *engineState) (engine.Info, e
 	return info, nil
 }
 
-// probeOptions are the session options for an engine.
+// probeOptions are the session options for an engine: the configured
+// ones (ProbeOptions), the image kept across cycles.
 func (a *Agent) probeOptions(ec config.Engine) probe.Options {
-	return probe.Options{
-		EngineName: ec.Name, FioBinary: a.cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Topology: ec.Topology, Targets: a.cfg.Targets, Mode: measure.ModeSteady,
-		MinFreeBytes: int64(a.cfg.FreeSpace.MinFreeBytes), MinFreeRatio: a.cfg.FreeSpace.MinFreeRatio,
-		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true, HelperBinary: a.opts.HelperBinary,
-	}
+	o := ProbeOptions(a.cfg, ec)
+	o.DeviceWriteIOPS, o.KeepImage, o.HelperBinary = a.opts.ThrottleWriteIOPS, true, a.opts.HelperBinary
+	return o
 }

@@ -167,10 +167,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 	c := r.c
 	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, nil)
 	c.Samples, c.CopyUp, c.Reflink, c.Lookup = run.Samples, run.CopyUp, run.Reflink, run.Lookup
-	c.BytesWritten = run.CopyUpBytes
-	for _, s := range c.Samples {
-		c.BytesWritten += s.BytesWritten
-	}
+	c.BytesWritten = run.BytesWritten()
 	// A cold round is complete with its two fsync samples.
 	c.Rounds = completedRounds(c.Samples, 2)
 	if err != nil {
@@ -189,7 +186,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 	if err != nil {
 		r.log.Warn("read recent cold rounds", "err", err)
 	}
-	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
+	c.Results = measure.SummarizeWindow(prior, c.Samples, a.cfg.Agent.WindowRounds, measure.DefaultConfidence)
 	failed := append(failureReasons(c.Samples), timingFailures("copy_up", c.CopyUp)...)
 	result = r.end(ctx, "failed cold measurements", append(failed, timingFailures("lookup", c.Lookup)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)

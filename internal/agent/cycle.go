@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -100,7 +99,8 @@ func (e *engineState) closeSession(ctx context.Context) {
 
 // estimateBytes is what a cycle is expected to write, for the daily
 // budget: its byte cap when it has one; otherwise the last cycle's bytes,
-// or before the first what the plan's rounds can write on every target.
+// or before the first what the plan's rounds can write on every target
+// (fio.Profile.MaxBytes).
 func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
 	if plan.MaxBytes > 0 {
 		return plan.MaxBytes
@@ -112,16 +112,7 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 	if rounds <= 0 {
 		rounds = max(plan.MinRounds, 1)
 	}
-	var per int64
-	for _, j := range prof.Jobs {
-		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
-		if prof.Steady {
-			// The layout, and a file for every round, or for each
-			// of the first rounds of a job whose files rotate.
-			per += j.FileBytes * int64(j.LayoutFiles(rounds))
-		}
-	}
-	return per * int64(targets)
+	return prof.MaxBytes(rounds, targets)
 }
 
 // restore loads what the store remembers, so metrics and the detector
@@ -239,13 +230,7 @@ func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cyc
 
 // failReason is the recorded reason of an error that stopped a cycle: the
 // probe's code (fio_missing, image, ...) or "prepare".
-func failReason(err error) string {
-	var perr *probe.Error
-	if errors.As(err, &perr) {
-		return perr.Code
-	}
-	return "prepare"
-}
+func failReason(err error) string { return probe.AsError(err, "prepare").Code }
 
 // abort records a cycle that ends without a measurement and releases the
 // host lock.
@@ -288,18 +273,12 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 	c := r.c
 	// The window's rounds count towards the precision: a cycle stops as
 	// soon as the published interval is narrow enough.
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, a.cfg.Agent.WindowRounds)
-	if err != nil {
-		r.log.Warn("read recent rounds", "err", err)
-	}
-	plan.Prior = prior
-	out := e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil)
-	r.took(out)
+	plan.Prior, plan.Window = r.window(ctx)
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
 	var suspects []measure.Target
 	if ctx.Err() == nil {
 		suspects = a.observe(ctx, e, c.Samples)
 	}
-	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
 	result = r.end(ctx, "failed fio jobs", failureReasons(c.Samples))
 	if result != ResultInterrupted && len(suspects) > 0 {
 		r.log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
@@ -320,24 +299,32 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	if r == nil {
 		return
 	}
+	plan.Prior, plan.Window = r.window(ctx)
 	plan.After = func(round []measure.Sample) bool {
 		a.observe(ctx, e, round)
 		return !a.confirming(e)
 	}
-	out := e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil)
-	r.took(out)
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, a.cfg.Agent.WindowRounds)
-	if err != nil {
-		r.log.Warn("read recent rounds", "err", err)
-	}
-	r.c.Results = windowResults(prior, r.c.Samples, a.cfg.Agent.WindowRounds)
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
 // cyclePlan is the plan of a steady cycle from agent.budget: fixed rounds
 // when agent.budget.rounds says so, adaptive otherwise.
 func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
-	return probe.NewPlan(a.cfg.Agent.Budget, prof, false)
+	return NewPlan(a.cfg.Agent.Budget, prof, false)
+}
+
+// window is the steady rounds stored in the agent's window
+// (agent.window_rounds) and its size: what a steady cycle's precision and
+// published overheads rest on beside its own rounds (probe.Plan.Prior,
+// Window). A store that cannot answer leaves the cycle its own rounds.
+func (r *cycleRun) window(ctx context.Context) ([]measure.Sample, int) {
+	n := r.a.cfg.Agent.WindowRounds
+	prior, err := r.a.store.RecentSamples(ctx, r.e.cfg.Name, measure.ModeSteady, n)
+	if err != nil {
+		r.log.Warn("read recent rounds", "err", err)
+	}
+	return prior, n
 }
 
 // plannedRounds is the most rounds a plan can run: the round numbers a
@@ -355,7 +342,8 @@ func (r *cycleRun) took(out probe.Outcome) {
 	r.c.Samples = out.Samples
 	r.c.Rounds = out.Rounds
 	r.c.BytesWritten = out.BytesWritten
-	r.c.StopReason = string(out.Stop)
+	r.c.StopReason = out.Stop
+	r.c.Results = out.Results
 	r.layout = out.LayoutBytes
 }
 
@@ -427,33 +415,6 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 	e.topology = s.Facts().TopologyFacts
 	a.mu.Unlock()
 	return nil
-}
-
-// windowResults computes the published overheads over the most recent
-// window of rounds of each workload: the stored ones (prior) plus this
-// cycle's.
-func windowResults(prior, current []measure.Sample, window int) []measure.Result {
-	all := append(slices.Clone(prior), current...)
-	rounds := map[measure.Workload]map[int]bool{}
-	for _, s := range all {
-		if rounds[s.Workload] == nil {
-			rounds[s.Workload] = map[int]bool{}
-		}
-		rounds[s.Workload][s.Round] = true
-	}
-	cut := map[measure.Workload]int{}
-	for w, set := range rounds {
-		keys := make([]int, 0, len(set))
-		for r := range set {
-			keys = append(keys, r)
-		}
-		sort.Ints(keys)
-		if len(keys) > window {
-			cut[w] = keys[len(keys)-window]
-		}
-	}
-	all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut[s.Workload] })
-	return measure.Summarize(all, measure.DefaultConfidence)
 }
 
 // observe feeds this cycle's fsync rounds to the detector of every non-host

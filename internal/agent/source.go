@@ -178,17 +178,7 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	defer a.mu.Unlock()
 	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineOverhead{}}
 	for _, e := range a.engines {
-		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-			Mode: measure.ModeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
-		if eo.Results == nil {
-			eo.Results = []measure.Result{}
-		}
-		eo.LastCycleID = e.lastSteadyID
-		if !e.lastSuccess.IsZero() {
-			t := e.lastSuccess.UTC()
-			eo.LastSuccess = &t
-		}
-		resp.Engines = append(resp.Engines, eo)
+		resp.Engines = append(resp.Engines, a.overheadEntry(e, measure.ModeSteady, e.results, e.lastSteadyID, e.lastSuccess))
 		if a.cfg.Agent.ColdInterval > 0 || e.cold.lastCycle != nil || len(e.cold.results) > 0 {
 			resp.Engines = append(resp.Engines, a.coldOverhead(e))
 		}
@@ -196,30 +186,28 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	return resp, nil
 }
 
-// coldOverhead is an engine's cold entry of GET /api/v1/overhead; the
-// caller holds a.mu.
-func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
+// overheadEntry is an engine's entry of GET /api/v1/overhead for one mode;
+// the caller holds a.mu.
+func (a *Agent) overheadEntry(e *engineState, mode measure.Mode, results []measure.Result, lastCycleID int64, lastSuccess time.Time) api.EngineOverhead {
 	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-		Mode: measure.ModeCold, Window: a.cfg.Agent.WindowRounds, Results: e.cold.results,
-		CopyUp: &measure.CopyUp{Reflink: e.cold.reflink, CostSecondsPerMiB: e.cold.costPerMiB,
-			Sizes: e.cold.sizes, Samples: []measure.CopyUpSample{}},
-		Lookup: &measure.Lookup{Summaries: e.cold.lookup, Samples: []measure.LookupSample{}}}
-	if eo.Results == nil {
-		eo.Results = []measure.Result{}
-	}
-	if eo.CopyUp.Sizes == nil {
-		eo.CopyUp.Sizes = []measure.CopyUpSize{}
-	}
-	if eo.Lookup.Summaries == nil {
-		eo.Lookup.Summaries = []measure.LookupSummary{}
-	}
-	if e.cold.lastCycle != nil {
-		eo.LastCycleID = e.cold.lastCycle.ID
-	}
-	if !e.cold.lastSuccess.IsZero() {
-		t := e.cold.lastSuccess.UTC()
+		Mode: mode, Window: a.cfg.Agent.WindowRounds, Results: measure.NonNil(results), LastCycleID: lastCycleID}
+	if !lastSuccess.IsZero() {
+		t := lastSuccess.UTC()
 		eo.LastSuccess = &t
 	}
+	return eo
+}
+
+// coldOverhead is an engine's cold entry of GET /api/v1/overhead, with the
+// window's copy-up and lookup summaries; the caller holds a.mu.
+func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
+	var last int64
+	if e.cold.lastCycle != nil {
+		last = e.cold.lastCycle.ID
+	}
+	eo := a.overheadEntry(e, measure.ModeCold, e.cold.results, last, e.cold.lastSuccess)
+	eo.CopyUp = measure.CopyUpOf(e.cold.reflink, e.cold.costPerMiB, e.cold.sizes, nil)
+	eo.Lookup = measure.LookupOf(e.cold.lookup, nil)
 	return eo
 }
 
@@ -276,27 +264,13 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 	if err != nil {
 		return api.CycleDetail{}, err
 	}
-	d := api.CycleDetail{Cycle: apiCycle(c), Samples: c.Samples, Results: c.Results}
+	d := api.CycleDetail{Cycle: apiCycle(c), Samples: measure.NonNil(c.Samples), Results: measure.NonNil(c.Results)}
 	if c.Mode == measure.ModeCold {
-		cu := measure.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
-		// The cycle's own copy-up figures, not the window's: the detail is
-		// the raw record of this cycle.
-		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, measure.DefaultConfidence)
-		if cu.Sizes == nil {
-			cu.Sizes = []measure.CopyUpSize{}
-		}
-		if cu.Samples == nil {
-			cu.Samples = []measure.CopyUpSample{}
-		}
-		d.CopyUp = &cu
-		// Likewise the cycle's own lookups, as `run` reports them.
+		// The cycle's own copy-up figures and lookups, not the window's:
+		// the detail is the raw record of this cycle, as `run` reports
+		// its own.
+		d.CopyUp = measure.NewCopyUp(c.CopyUp, c.Reflink, measure.DefaultConfidence)
 		d.Lookup = measure.NewLookup(c.Lookup, measure.DefaultConfidence)
-	}
-	if d.Samples == nil {
-		d.Samples = []measure.Sample{}
-	}
-	if d.Results == nil {
-		d.Results = []measure.Result{}
 	}
 	return d, nil
 }

@@ -42,7 +42,7 @@ type Config struct {
 // Budget is the rounds and the precision/byte/time budget of one
 // measurement: a `layerprobe run` (the top-level budget) or an agent's
 // steady cycle (agent.budget). Both have the same keys with the same
-// meaning; probe.NewPlan turns either into the plan the probe follows.
+// meaning; agent.NewPlan turns either into the plan the probe follows.
 type Budget struct {
 	// Rounds fixes the rounds of every job; 0 makes the measurement
 	// adaptive (for a run: the profile's fixed rounds when it has them).

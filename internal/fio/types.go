@@ -198,15 +198,23 @@ func (j Job) MaxWriteBytes(how Execution) int64 {
 	return n
 }
 
-// MaxRoundBytes is the most one round of the job can write on the given
-// number of targets: every target's execution, and with a file per round
-// the round's file on every target.
-func (j Job) MaxRoundBytes(how Execution, targets int, withFile bool) int64 {
-	n := j.MaxWriteBytes(how)
-	if withFile {
-		n += j.MaxWriteBytes(Layout)
+// WriteBytes is the most execs executions of the job and layouts of its
+// file can write together: each execution MaxWriteBytes(how), each layout
+// MaxWriteBytes(Layout). What a round, a measurement or a budget's rest
+// holds is counted here and nowhere else: the config's check of a byte
+// budget (Profile.MaxRoundBytes), the probe's rounds under a byte budget,
+// and the agent's estimate of a cycle (Profile.MaxBytes).
+func (j Job) WriteBytes(how Execution, execs, layouts int) int64 {
+	return j.MaxWriteBytes(how)*int64(execs) + j.MaxWriteBytes(Layout)*int64(layouts)
+}
+
+// Execution is how the profile's measured executions treat their files:
+// Steady for a steady profile, Fresh otherwise.
+func (p Profile) Execution() Execution {
+	if p.Steady {
+		return Steady
 	}
-	return n * int64(targets)
+	return Fresh
 }
 
 // MaxRoundBytes is the most one round of the profile's costliest job can
@@ -214,18 +222,52 @@ func (j Job) MaxRoundBytes(how Execution, targets int, withFile bool) int64 {
 // round, the round's layout), and that job's workload. A byte budget below
 // it may stop a measurement before that job's first round.
 func (p Profile) MaxRoundBytes(targets int) (int64, measure.Workload) {
-	how := Fresh
-	if p.Steady {
-		how = Steady
-	}
 	var most int64
 	var w measure.Workload
 	for _, j := range p.Jobs {
 		// A job whose later executions lay out files of their own
 		// (FilePerRound, RotateFiles) has rounds with a file each.
-		if n := j.MaxRoundBytes(how, targets, p.Steady && j.LayoutFiles(2) > 1); n > most {
+		layouts := 0
+		if p.Steady && j.LayoutFiles(2) > 1 {
+			layouts = targets
+		}
+		if n := j.WriteBytes(p.Execution(), targets, layouts); n > most {
 			most, w = n, j.Workload
 		}
 	}
 	return most, w
+}
+
+// MaxBytes is the most a measurement of the given rounds of every job on
+// the given number of targets can write: every execution at its cap and,
+// for a steady profile, every file it lays out (Job.LayoutFiles: the
+// start's, and those of the rounds with files of their own).
+func (p Profile) MaxBytes(rounds, targets int) int64 {
+	var n int64
+	for _, j := range p.Jobs {
+		layouts := 0
+		if p.Steady {
+			layouts = j.LayoutFiles(rounds) * targets
+		}
+		n += j.WriteBytes(p.Execution(), rounds*targets, layouts)
+	}
+	return n
+}
+
+// FileSpace is the most the profile's files hold at once on the given
+// number of targets' file system when a measurement starts: a steady
+// profile keeps every job's file on every target until it ends (a job
+// with a file per round keeps more, one a round, and each of those
+// layouts checks the free space again before it writes); a fresh
+// execution removes its file when it ends, so only the largest is held.
+func (p Profile) FileSpace(targets int) int64 {
+	var n int64
+	for _, j := range p.Jobs {
+		if p.Steady {
+			n += j.FileBytes * int64(targets)
+		} else {
+			n = max(n, j.FileBytes)
+		}
+	}
+	return n
 }

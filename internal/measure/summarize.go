@@ -2,11 +2,38 @@ package measure
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
+
+// SummarizeWindow is Summarize over the most recent window rounds of each
+// workload (by round number) of earlier samples (prior: an agent's
+// stored rounds) and current ones: the overheads an agent publishes after
+// a cycle. A window of 0 takes every round (a run's).
+func SummarizeWindow(prior, current []Sample, window int, confidence float64) []Result {
+	all := append(slices.Clone(prior), current...)
+	if window > 0 {
+		rounds := map[Workload]map[int]bool{}
+		for _, s := range all {
+			if rounds[s.Workload] == nil {
+				rounds[s.Workload] = map[int]bool{}
+			}
+			rounds[s.Workload][s.Round] = true
+		}
+		cut := map[Workload]int{}
+		for w, set := range rounds {
+			keys := slices.Sorted(maps.Keys(set))
+			if len(keys) > window {
+				cut[w] = keys[len(keys)-window]
+			}
+		}
+		all = slices.DeleteFunc(all, func(s Sample) bool { return s.Round < cut[s.Workload] })
+	}
+	return Summarize(all, confidence)
+}
 
 // Summarize groups samples by target and workload and summarizes each
 // group: rounds that succeeded and failed, the failures, medians of the raw

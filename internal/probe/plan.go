@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
@@ -54,6 +53,10 @@ type Plan struct {
 	// Prior holds earlier samples whose rounds count towards Precision
 	// (the agent's window of recent cycles). They are not returned.
 	Prior []measure.Sample
+	// Window, above 0, is how many of each workload's most recent rounds,
+	// Prior's and this measurement's, Outcome.Results summarise (the
+	// agent's window); 0 summarises every round.
+	Window int
 	// Confidence of the intervals that decide Precision (0: the default).
 	Confidence float64
 	// SideEvery, above 1, gives the headline pair the bytes: once a job
@@ -66,20 +69,17 @@ type Plan struct {
 	// every round. Fixed rounds (Rounds > 0) run every target always.
 	SideEvery int
 	// After, when set, sees every completed round's samples; returning
-	// true ends the measurement (StopDecided). Confirmation rounds use it
-	// to stop as soon as the detector has its verdict.
+	// true ends the measurement (measure.StopDecided). Confirmation
+	// rounds use it to stop as soon as the detector has its verdict.
 	After func(round []measure.Sample) bool
 }
 
-// NewPlan is the plan a budget (config.Budget: a run's or an agent
-// cycle's) makes for a profile: the same keys mean the same plan for
-// both. A MinRounds of 0 takes the profile's minimum; with
-// profileRounds, so does a Rounds of 0 take the profile's fixed rounds
-// (a `layerprobe run` of a fixed profile such as seed), which an agent's
-// cycle leaves adaptive.
-func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
-	p := Plan{Rounds: b.Rounds, MinRounds: b.MinRounds, Precision: b.Precision,
-		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, SideEvery: b.SideEvery, Confidence: measure.DefaultConfidence}
+// ForProfile is the plan with what it leaves to the profile filled in: a
+// MinRounds of 0 takes the profile's minimum; with profileRounds, so does
+// a Rounds of 0 take the profile's fixed rounds (a `layerprobe run` of a
+// fixed profile such as seed), which an agent's cycle leaves adaptive.
+// Fixed rounds run every target in every round (no SideEvery).
+func (p Plan) ForProfile(prof fio.Profile, profileRounds bool) Plan {
 	if p.MinRounds == 0 {
 		p.MinRounds = prof.MinRounds
 	}
@@ -95,19 +95,6 @@ func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
 // DefaultMaxRounds bounds an adaptive job's rounds when Plan.MaxRounds is 0.
 const DefaultMaxRounds = 200
 
-// StopReason says why a measurement ended.
-type StopReason string
-
-// Stop reasons.
-const (
-	StopPrecision StopReason = "precision" // every headline interval reached the target precision
-	StopBytes     StopReason = "bytes"     // the next round would have exceeded the byte budget
-	StopTime      StopReason = "time"      // the next round would have ended after the time budget
-	StopRounds    StopReason = "rounds"    // the fixed (or maximum) number of rounds is done
-	StopCanceled  StopReason = "canceled"  // the caller stopped the measurement
-	StopDecided   StopReason = "decided"   // Plan.After ended it
-)
-
 // Outcome is what Measure did.
 type Outcome struct {
 	Samples []measure.Sample
@@ -118,10 +105,14 @@ type Outcome struct {
 	LayoutBytes map[measure.Target]int64
 	// BytesWritten is everything written: samples and layout.
 	BytesWritten int64
-	Stop         StopReason
+	Stop         measure.StopReason
 	// HalfWidth is, per workload, the widest headline half-width over the
 	// non-host targets when the measurement stopped (NaN: no interval).
 	HalfWidth map[measure.Workload]float64
+	// Results are the overheads of Plan.Window's rounds (all of them when
+	// it is 0), Plan.Prior's and this measurement's: what a run reports
+	// and an agent's cycle publishes.
+	Results []measure.Result
 }
 
 // Progress reports a measurement's position to a UI.
@@ -156,10 +147,11 @@ type jobState struct {
 	lastTargets         int                     // targets of the job's last round
 	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a round that lays out files adds
 	layoutTargets       int                     // targets of the job's last layout
-	// steady: the job's files are laid out (a steady profile); runs
-	// counts every target's executions so far, which pick its file
-	// (fio.Job.FileOf), and laid the files laid out on each target.
-	steady    bool
+	// how the profile's executions treat the job's files: fio.Steady when
+	// they are laid out (a steady profile); runs counts every target's
+	// executions so far, which pick its file (fio.Job.FileOf), and laid
+	// the files laid out on each target.
+	how       fio.Execution
 	runs      map[measure.Target]int
 	laid      map[measure.Target]map[int]bool
 	lastTime  time.Duration
@@ -170,9 +162,12 @@ type jobState struct {
 
 // Measure runs the profile's jobs on every target of the session as plan
 // says, starting at round number first, and returns every sample, failed
-// executions included. It stops early only when ctx ends; failed jobs are
-// recorded and the measurement goes on. A steady profile's files are laid
-// out first and removed at the end, whatever happens.
+// executions included, with their overheads (Outcome.Results) and why it
+// stopped. It is the one steady measurement of an engine, which
+// `layerprobe run` and an agent's cycle both make. It stops early only
+// when ctx ends; failed jobs are recorded and the measurement goes on. A
+// steady profile's files are laid out first and removed at the end,
+// whatever happens.
 func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, first int, rng *rand.Rand, progress func(Progress)) Outcome {
 	start := time.Now()
 	out := Outcome{LayoutBytes: map[measure.Target]int64{}, HalfWidth: map[measure.Workload]float64{}}
@@ -187,16 +182,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if plan.Rounds > 0 {
 		maxRounds = plan.Rounds
 	}
-	how := fio.Fresh
-	if prof.Steady {
-		how = fio.Steady
-	}
+	how := prof.Execution()
 	side := s.sideTargets(plan)
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
 		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{},
 			side: side, sideFrom: plan.MinRounds, sideEvery: plan.SideEvery,
-			steady: prof.Steady, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
+			how: how, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
 		priorRounds := map[int]bool{}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
@@ -233,7 +225,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	round := first
 	for {
 		if ctx.Err() != nil {
-			out.Stop = StopCanceled
+			out.Stop = measure.StopCanceled
 			break
 		}
 		js, stop := s.next(jobs, plan, maxRounds, out.BytesWritten, time.Since(start), rng)
@@ -245,7 +237,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		if plan.MaxBytes > 0 && how == fio.Steady {
 			var ok bool
 			if job, ok = s.roundJob(js, plan.MaxBytes-out.BytesWritten); !ok {
-				out.Stop = StopBytes
+				out.Stop = measure.StopBytes
 				break
 			}
 		}
@@ -283,7 +275,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		if ctx.Err() != nil {
 			// A round cut short is not a round: its samples are kept
 			// (they were written) but it does not count.
-			out.Stop = StopCanceled
+			out.Stop = measure.StopCanceled
 			break
 		}
 		js.rounds++
@@ -291,7 +283,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		js.halfWidth = widestHalfWidth(js.samples, js.job.Workload, conf, side)
 		round++
 		if plan.After != nil && plan.After(out.Samples[mark:]) {
-			out.Stop = StopDecided
+			out.Stop = measure.StopDecided
 			break
 		}
 	}
@@ -299,12 +291,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	for _, js := range jobs {
 		out.HalfWidth[js.job.Workload] = js.halfWidth
 	}
+	out.Results = measure.SummarizeWindow(plan.Prior, out.Samples, plan.Window, conf)
 	report("done", out.Rounds, "", "")
 	return out
 }
 
 // next picks the job whose round comes next, or says why none does.
-func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, StopReason) {
+func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, measure.StopReason) {
 	fits := func(js *jobState) bool {
 		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
 	}
@@ -324,13 +317,13 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	for _, js := range order {
 		if js.rounds < minRounds {
 			if !fits(js) {
-				return nil, StopBytes
+				return nil, measure.StopBytes
 			}
 			return js, ""
 		}
 	}
 	if plan.Rounds > 0 || plan.Precision <= 0 {
-		return nil, StopRounds
+		return nil, measure.StopRounds
 	}
 	// Adaptive: the job whose next round narrows its interval most for
 	// what the round costs, in shares of the byte and time budgets (a
@@ -368,13 +361,13 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	case best != nil:
 		return best, ""
 	case blocked:
-		return nil, StopBytes
+		return nil, measure.StopBytes
 	case late:
-		return nil, StopTime
+		return nil, measure.StopTime
 	case capped:
-		return nil, StopRounds
+		return nil, measure.StopRounds
 	}
-	return nil, StopPrecision
+	return nil, measure.StopPrecision
 }
 
 // narrowing is what one more round is expected to take off the squared
@@ -404,7 +397,7 @@ func (js *jobState) fileOf(t measure.Target) int { return js.job.FileOf(js.runs[
 // until each has its files, none for a job with one file. A target whose
 // first layout failed (broken) has none to lay out: it cannot run the job.
 func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
-	if !js.steady {
+	if js.how != fio.Steady {
 		return nil
 	}
 	var out []measure.Target
@@ -417,9 +410,9 @@ func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
 }
 
 // roundCost estimates what the job's next round writes: its last round's
-// executions, or before the first one the job's byte cap on every target;
-// and for each target whose file is new (unlaid), its share of the job's
-// last layout.
+// executions, or before the first one what its executions can write at
+// most (fio.Job.WriteBytes) on every target; and for each target whose
+// file is new (unlaid), its share of the job's last layout.
 func (s *Session) roundCost(js *jobState) int64 {
 	targets := s.roundTargets(js)
 	n := int64(len(targets))
@@ -427,11 +420,7 @@ func (s *Session) roundCost(js *jobState) int64 {
 	if js.lastBytes > 0 && js.lastTargets > 0 {
 		cost = js.lastBytes * n / int64(js.lastTargets)
 	} else {
-		per := js.job.IOBytes
-		if per <= 0 {
-			per = js.job.FileBytes
-		}
-		cost = per * n
+		cost = js.job.WriteBytes(js.how, len(targets), 0)
 	}
 	if need := int64(len(js.unlaid(targets))); need > 0 && js.layoutTargets > 0 {
 		cost += js.layoutBytes * need / int64(js.layoutTargets)
@@ -484,14 +473,13 @@ func (s *Session) roundTargets(js *jobState) []measure.Target {
 func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job = js.job
 	round := s.roundTargets(js)
-	targets := int64(len(round))
-	files := job.MaxWriteBytes(fio.Layout) * int64(len(js.unlaid(round)))
-	if job.MaxWriteBytes(fio.Steady)*targets+files <= left {
+	unlaid := len(js.unlaid(round))
+	if job.WriteBytes(fio.Steady, len(round), unlaid) <= left {
 		return job, true
 	}
-	job.IOBytes = (left - files) / targets
+	job.IOBytes = (left - job.WriteBytes(fio.Steady, 0, unlaid)) / int64(len(round))
 	// fio's cap has a floor (a block per clone) the share may be below.
-	return job, job.MaxWriteBytes(fio.Steady)*targets+files <= left
+	return job, job.WriteBytes(fio.Steady, len(round), unlaid) <= left
 }
 
 // shareCost is what the job's next round costs as the larger of its share

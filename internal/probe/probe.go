@@ -7,6 +7,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -76,6 +77,17 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Err }
+
+// AsError is err as an engine-level failure: the probe's Error in its
+// chain, or else one with the code given and err's text. A run reports
+// its code and message, an agent's cycle records them.
+func AsError(err error, code string) *Error {
+	var perr *Error
+	if errors.As(err, &perr) {
+		return perr
+	}
+	return &Error{Code: code, Message: err.Error(), Err: err}
+}
 
 func fail(code string, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}

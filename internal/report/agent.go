@@ -140,7 +140,7 @@ func cycleText(c api.Cycle) string {
 	if c.Rounds > 0 {
 		s += fmt.Sprintf(", %d rounds", c.Rounds)
 		if c.StopReason != "" {
-			s += " (stopped by " + c.StopReason + ")"
+			s += " (stopped by " + string(c.StopReason) + ")"
 		}
 	}
 	if c.DurationSeconds > 0 {
