@@ -672,11 +672,14 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 //     (`systemctl enable --now`);
 //   - the .deb of `make release`, installed with `apt-get install`, its
 //     unit started by the package (the same unit file);
-//   - deploy/compose/docker-compose.yml with docker-compose, its agent
-//     service only, with an override that sets the test's configuration
-//     file, published on a free port (LAYERPROBE_PORT);
+//   - deploy/compose/docker-compose.yml with Docker Compose v2 (`docker
+//     compose`), its agent service only, with an override that sets the
+//     test's configuration file, published on a free port (LAYERPROBE_PORT);
 //   - the pod of deploy/kubernetes/20-daemonset.yaml with `docker run`,
-//     every flag derived from the manifest (dsRunFlags).
+//     every flag derived from the manifest (dsRunFlags), in a cgroup
+//     namespace of its own, as a kubelet's runtime gives a pod on cgroup
+//     v2: the host arm joins from there (cgroup.Of enters the probe's
+//     namespace with the pod's CAP_SYS_ADMIN).
 //
 // Each agent's first cycle must have its host arm in the probe container's
 // CPU cgroups, say so on /metrics, log no warning about it and read the
@@ -684,7 +687,7 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 func TestShippedDeploymentsUnderLoad(t *testing.T) {
 	needsSystem(t)
 	queue.Parallel(t)
-	dc := tool(t, "docker-compose")
+	dc := composeV2(t)
 	b := startBox(t)
 	loadBox(t, b)
 
@@ -803,11 +806,11 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		}
 		compose := func(timeout time.Duration, args ...string) cmdResult {
 			t.Helper()
-			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc,
-				append([]string{"--file", "docker-compose.yml", "--file", override}, args...)...)
+			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc[0],
+				append(append(dc[1:], "--file", "docker-compose.yml", "--file", override), args...)...)
 		}
 		if r := compose(3*time.Minute, "up", "-d", "--no-deps", "--no-build", "layerprobe"); r.err != nil {
-			t.Fatalf("docker-compose up:\n%s", r)
+			t.Fatalf("docker compose up:\n%s", r)
 		}
 		logs := func() string { return compose(time.Minute, "logs", "--no-color", "layerprobe").stdout }
 		t.Cleanup(func() {
@@ -923,10 +926,12 @@ var (
 )
 
 // dsRunFlags translates a DaemonSet's pod into `docker run` flags as a
-// kubelet with Docker's runtime would set them on a cgroup v1 node (the
-// node's cgroup namespace), image and arguments last. hostPath volumes are
-// the node's paths, which in the box are a host's own; a ConfigMap is the
-// directory configMaps names; an emptyDir a fresh directory.
+// kubelet's runtime sets them on a cgroup v2 node: a cgroup namespace of
+// the pod's own (containerd's CRI and CRI-O give every container one
+// there, and no pod field asks for the node's), image and arguments last.
+// hostPath volumes are the node's paths, which in the box are a host's
+// own; a ConfigMap is the directory configMaps names; an emptyDir a fresh
+// directory.
 func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string {
 	t.Helper()
 	for k := range pod.Rest {
@@ -943,7 +948,7 @@ func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string 
 			t.Fatalf("the DaemonSet's container sets %s, which this reproduction does not know: reproduce it in dsRunFlags", k)
 		}
 	}
-	flags := []string{"--cgroupns", "host"}
+	flags := []string{"--cgroupns", "private"}
 	if pod.HostPID {
 		flags = append(flags, "--pid", "host")
 	}
