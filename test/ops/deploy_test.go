@@ -393,7 +393,7 @@ type k8sObject struct {
 						Requests map[string]string `yaml:"requests"`
 					} `yaml:"resources"`
 					SecurityContext k8sSecurityContext `yaml:"securityContext"`
-					VolumeMounts []k8sVolumeMount `yaml:"volumeMounts"`
+					VolumeMounts    []k8sVolumeMount   `yaml:"volumeMounts"`
 				} `yaml:"containers"`
 				Volumes []k8sVolume `yaml:"volumes"`
 			} `yaml:"spec"`
