@@ -28,7 +28,7 @@ import (
 )
 
 // The tests in this file run each shipped deployment as it is shipped (the
-// systemd unit under a real systemd, the compose file with docker-compose,
+// systemd unit under a real systemd, the compose file with Docker Compose v2,
 // the DaemonSet's pod spec with `docker run`) on a private engine whose
 // CPUs are kept busy by other containers, and check what a user of that
 // deployment gets: the agent says its host arm joined the probe
@@ -367,7 +367,7 @@ exec /sbin/init
 `
 
 // boxShare is where the box sees the test's shared directory: the box's
-// engine socket for the test's docker CLI and docker-compose, and the
+// engine socket for the test's docker CLI and Docker Compose, and the
 // agents' configuration files.
 const boxShare = "/lpshare"
 
