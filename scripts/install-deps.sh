@@ -93,7 +93,7 @@ fi
 # looks for plugins. The first build takes several minutes.
 compose_version=v2.40.3
 plugins=/usr/local/lib/docker/cli-plugins
-if ! go version -m "$tools/bin/docker-compose" 2>/dev/null | grep -Eq "^[[:space:]]+dep[[:space:]]+github\.com/docker/compose/v2[[:space:]]+$compose_version[[:space:]]" ||
+if ! go version -m "$tools/bin/docker-compose" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+github\.com/docker/compose/v2[[:space:]]+$compose_version[[:space:]]" ||
   [[ $(readlink "$plugins/docker-compose") != "$tools/bin/docker-compose" ]]; then
   if [[ $(id -u) -ne 0 ]]; then
     echo "install-deps: missing $tools/bin/docker-compose (Compose $compose_version) or its plugin link; run as root" >&2
