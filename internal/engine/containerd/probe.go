@@ -132,6 +132,13 @@ func probeSpec(id string, ps engine.ProbeSpec) []oci.SpecOpts {
 	if ps.DeviceWriteIOPS > 0 {
 		opts = append(opts, withWriteIOPS(ps.DevicePath, ps.DeviceWriteIOPS))
 	}
+	// No cgroup namespace (containerd's default spec has none): the task
+	// shares containerd's, the host's, whatever ps.HostCgroupNamespace
+	// says. The agent's AppArmor profile, when it asks, lets it open the
+	// task's namespace file (package cgroup).
+	if ps.AppArmorProfile != "" {
+		opts = append(opts, oci.WithApparmorProfile(ps.AppArmorProfile))
+	}
 	return append(opts, seccomp.WithDefaultProfile())
 }
 
