@@ -495,6 +495,22 @@ func TestMeasureAdaptive(t *testing.T) {
 		if out.Stop != measure.StopPrecision || out.Rounds != len(prof.Jobs) {
 			t.Errorf("stop %q after %d rounds, want precision after the minimum %d", out.Stop, out.Rounds, len(prof.Jobs))
 		}
+		// The overheads rest on the prior rounds and this measurement's,
+		// without a window on all of them, with one on its last rounds.
+		for _, c := range []struct {
+			window, want int
+		}{{0, 7}, {3, 3}} {
+			plan := Plan{Rounds: 1, Prior: prior, Window: c.window}
+			out := s2.Measure(context.Background(), prof, plan, 200, rand.New(rand.NewPCG(7, 7)), nil)
+			for _, r := range out.Results {
+				if n := r.RoundsOK + r.RoundsFailed; n != c.want {
+					t.Errorf("window %d: %s/%s rests on %d rounds, want %d", c.window, r.Target, r.Workload, n, c.want)
+				}
+			}
+			if len(out.Results) == 0 {
+				t.Errorf("window %d: no results", c.window)
+			}
+		}
 	})
 }
 
