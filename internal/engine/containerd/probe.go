@@ -219,7 +219,9 @@ func withWriteIOPS(device string, iops uint64) oci.SpecOpts {
 			s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{}
 		}
 		dev := specs.LinuxThrottleDevice{Rate: iops}
-		dev.Major, dev.Minor = int64(unix.Major(st.Rdev)), int64(unix.Minor(st.Rdev))
+		// Rdev is uint64 on Linux and int32 on darwin, where this builds too.
+		rdev := uint64(st.Rdev) //nolint:unconvert
+		dev.Major, dev.Minor = int64(unix.Major(rdev)), int64(unix.Minor(rdev))
 		s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice = append(s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice, dev)
 		return nil
 	}
