@@ -33,7 +33,6 @@ import (
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
 	"github.com/layerprobe/layerprobe/internal/probe"
-	"github.com/layerprobe/layerprobe/internal/resident"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -56,10 +55,9 @@ type Options struct {
 	// JobTimeout, when positive, replaces the timeout of every fio job of
 	// the profile (tests: a hung fio times out in seconds).
 	JobTimeout time.Duration
-	// KeepFreedMemory skips returning the memory a cycle freed, and the
-	// binary's pages, to the operating system after start-up and after
-	// every cycle (benchmarks: the figure without the agent's memory
-	// tuning).
+	// KeepFreedMemory skips returning the memory a cycle freed to the
+	// operating system after start-up and after every cycle (benchmarks:
+	// the figure without the agent's memory tuning).
 	KeepFreedMemory bool
 }
 
@@ -394,34 +392,23 @@ func (a *Agent) steadyCycles(ctx context.Context, engines []*engineState, trigge
 	a.releaseMemory()
 }
 
-// releaseMemory returns the heap a cycle freed, and the binary's pages the
-// agent mapped, to the operating system: after start-up and after every
-// cycle.
+// releaseMemory returns the heap a cycle freed to the operating system:
+// after start-up and after every cycle.
 //
 // A cycle allocates several times the idle heap (the probe image's files
 // are read and hashed, fio's JSON decoded), and the Go runtime otherwise
 // gives those pages back only gradually: the agent would idle for an hour
-// with a resident set several MiB above what it uses. One forced
+// with anonymous memory several MiB above what it uses. One forced
 // collection per cycle costs a few milliseconds of CPU.
 //
-// The binary's code and read-only data were most of the resident set (20
-// of 28 MiB after a cycle): the kernel maps the executable's large page
-// cache folios whole (package resident). Handing them back costs the pages
-// the agent touches next a fault each.
+// The binary's own mapped pages are left alone: they are clean, shared
+// copies of the file that the kernel reclaims when it needs the memory
+// (docs/configuration.md, "The agent's memory").
 func (a *Agent) releaseMemory() {
 	if a.opts.KeepFreedMemory {
 		return
 	}
 	debug.FreeOSMemory()
-	t, err := resident.TrimExecutable()
-	if err != nil {
-		// Old kernels (before 5.4: no MADV_PAGEOUT), seccomp profiles
-		// without madvise: the agent only stays larger.
-		a.logger.Debug("hand back the binary's pages", "err", err)
-		return
-	}
-	a.logger.Debug("handed back the binary's pages", "mapped_bytes", t.Mapped,
-		"rss_file_before_bytes", t.RSSFileBefore, "rss_file_after_bytes", t.RSSFileAfter)
 }
 
 // refreshInfo asks the engine what it is; failures are kept for display.

@@ -24,7 +24,8 @@ type Profile struct {
 	// measurement: laid out once (Layout), then overwritten by every
 	// execution, so that every target measures the same steady state and
 	// no execution pays for layout, allocation or ext4's conversion of
-	// unwritten extents (which alone can make a fresh file 30% slower).
+	// unwritten extents (which alone can make a fresh file markedly slower:
+	// docs/methodology.md, "The file state is the same on every target").
 	// Their executions are short and bounded by time and bytes
 	// (Job.Runtime, Job.IOBytes). A profile that is not steady lays out a
 	// fresh file for every execution and removes it afterwards, as the
@@ -64,10 +65,9 @@ type Job struct {
 	// No sequential job may have a ramp and an IOBytes beyond its file
 	// (TestCommand): fio 3.33 then ends the execution at the end of the
 	// pass over the file under way when the ramp ends, so that it measures
-	// a part of one pass or nothing (here 19 of 100 executions of an 8 MiB
-	// file with a 64 MiB cap and a 5 ms ramp measured nothing, and as many
-	// measured the rest of one pass). Random jobs keep their full runtime,
-	// and a sequential job that does not wrap its file is not affected.
+	// a part of one pass or nothing (docs/methodology.md, "Short
+	// executions"). Random jobs keep their full runtime, and a sequential
+	// job that does not wrap its file is not affected.
 	Runtime, Ramp time.Duration
 	// IOBytes bounds the bytes one execution of a steady job writes or
 	// reads, ramp included, over all clones: on a fast device an execution
@@ -80,19 +80,16 @@ type Job struct {
 	// every target, laid out just before the round and kept until the
 	// measurement ends, instead of one file for the whole measurement.
 	// Where a file's blocks lie on the device is fixed once it is laid
-	// out, and for 1 MiB direct sequential writes it matters: on the test
-	// machine ten coexisting 8 MiB files, each overwritten 16 times in
-	// random order, differed by a standard deviation of 10-11% in their
-	// mean write latency, about as much as one execution's noise (13%),
-	// whether they shared a directory or not. With one file per target a
-	// measurement's seqwrite ratio carried a fixed placement error its
-	// interval could not see: over 40 default runs on overlay2 the
-	// container's estimate spread 2.4 times as far as its intervals
-	// promised, while fsync's and randwrite's spread as promised (0.7-1.1
-	// times); on the same disk at several times the random-write IOPS,
-	// randwrite's spread 3.4 times too. A file per round makes placement
-	// vary from round to round, so the rounds stay independent and the
-	// interval includes it. The files are kept because ext4 hands a
+	// out, and for 1 MiB direct sequential writes it matters: files laid
+	// out side by side differ in their mean write latency about as much as
+	// one execution's noise. With one file per target a measurement's
+	// seqwrite ratio carried a fixed placement error its interval could
+	// not see: default runs spread between them well beyond what their
+	// intervals promised, and so did randwrite's on a disk fast at random
+	// writes (docs/methodology.md, "Sequential and random writes get a
+	// file per round"). A file per round makes placement vary from round
+	// to round, so the rounds stay independent and the interval includes
+	// it. The files are kept because ext4 hands a
 	// removed file's blocks to the next file of the same size: removing
 	// and laying out again gave the same placement every time.
 	FilePerRound bool

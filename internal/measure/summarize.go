@@ -132,9 +132,9 @@ func overheads(host, target []Sample, w Workload, confidence float64) map[string
 // withhold drops the bounds of an interval whose exact coverage is below
 // confidence. With fewer round pairs than a 95% interval needs (6), the
 // exact interval is the range of the rounds and covers less (2 pairs: 50%);
-// shown as "the 95% interval" it reads as a firm result: after an agent's
-// first cycle of 2 rounds, bind's sequential writes read 108% [106–109],
-// an 8% A/A bias to anyone who trusts the label. Doing it here, where every
+// shown as "the 95% interval" it reads as a firm result, an A/A bias to
+// anyone who trusts the label (docs/methodology.md, "The statistic", has
+// an agent's first cycle that read so). Doing it here, where every
 // result is made, keeps any surface (table, API, metrics, status page,
 // advisor) from showing one. The estimate, the rounds and the coverage stay.
 func withhold(o Overhead, confidence float64) Overhead {

@@ -457,9 +457,8 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 
 // vmTimeoutFactor stretches every job's timeout on an engine in a VM. The
 // timeout is there to end a hung job, not to bound a slow one: a VM's file
-// sharing serves small files at around 1% of the host disk's rate (the
-// smoke profile's 300 files took 18 s an execution through 9p in an
-// emulated guest, over a minute on a busy host), and a job killed there
+// sharing can serve small files at a small fraction of the host disk's
+// rate (docs/workstations.md has what 9p did), and a job killed there
 // would report a failure where the slowdown is the answer.
 const vmTimeoutFactor = 5
 
