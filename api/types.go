@@ -89,7 +89,13 @@ type EngineOverhead struct {
 	LastCycleID int64      `json:"last_cycle_id"` // 0 when none yet (of this mode)
 	LastSuccess *time.Time `json:"last_success"`  // null before the first successful cycle (of this mode)
 	Window      int        `json:"window_rounds"` // rounds the estimates are computed over
-	Results     []Result   `json:"results"`       // as in `layerprobe run --output json`
+	// IntervalRounds is the rounds of a job an interval needs (6 at 95%):
+	// a result on fewer has its estimate without the interval.
+	IntervalRounds int `json:"interval_rounds"`
+	// NextCycleAt is when the next cycle of this mode is due; null when
+	// none is scheduled (the cold probe off).
+	NextCycleAt *time.Time `json:"next_cycle_at"`
+	Results     []Result   `json:"results"` // as in `layerprobe run --output json`
 	// CopyUp is the cold entry's copy-up summary over the window (its
 	// samples list is empty here; GET /api/v1/cycles/{id} has them).
 	CopyUp *CopyUp `json:"copy_up,omitempty"`

@@ -234,6 +234,7 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 		coldC = coldTimer.C
 	}
 	for {
+		a.publishNext()
 		select {
 		case <-ctx.Done():
 			a.logger.Info("stopping")
@@ -275,6 +276,27 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				a.postponeDue()
 			}
 			timer.Reset(a.untilDue())
+		}
+	}
+}
+
+// publishNext publishes when each engine's next steady and cold cycles
+// are due, for the surfaces that say when an interval still missing
+// comes. It runs on the scheduler goroutine, which owns the due times.
+func (a *Agent) publishNext() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.engines {
+		e.nextSteady = e.due
+		if e.nextSteady.IsZero() {
+			e.nextSteady = a.started.Add(a.opts.FirstCycleDelay)
+		}
+		e.nextCold = time.Time{}
+		if a.cfg.Agent.ColdInterval > 0 {
+			e.nextCold = a.coldDue
+			if r := e.cold.retryAt; !r.IsZero() && r.Before(e.nextCold) {
+				e.nextCold = r
+			}
 		}
 	}
 }

@@ -48,6 +48,7 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 	cfg.Agent.Budget.MaxBytes = 0 // the fake engine's jobs "write" hundreds of MiB
 	cfg.Agent.ColdInterval = 0
 	cfg.Agent.ColdRounds = 2
+	cfg.Agent.FirstFill.MaxBytes = 0 // the tests of the first fill turn it on
 	cfg.Agent.DailyByteBudget = 0
 	cfg.Agent.MaxIOPressure = 100
 	cfg.Agent.MaxDiskUtil = 1
@@ -779,5 +780,87 @@ func TestNewLogsDeprecatedKeys(t *testing.T) {
 	}
 	if n := strings.Count(buf.String(), "key=agent.target_precision write=agent.budget.precision line=3"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, buf.String())
+	}
+}
+
+// TestFirstCycleFillsTheWindow: a new agent's first steady cycle, whose
+// regular budget holds 2-3 rounds of each job, goes on until every job
+// has the 6 rounds of a 95% interval on every target, and publishes one;
+// the next cycle makes its regular rounds. The first cold cycle makes 6
+// rounds where cold_rounds says 2. Without the first fill, the same
+// budget leaves every interval withheld.
+func TestFirstCycleFillsTheWindow(t *testing.T) {
+	configure := func(fill bool) func(*config.Config) {
+		return func(c *config.Config) {
+			c.Agent.Budget = config.Budget{MinRounds: 2, Precision: 0.03, MaxBytes: 600 * config.MiB, MaxDuration: time.Hour, SideEvery: 3}
+			c.Agent.ColdInterval = time.Hour
+			if fill {
+				c.Agent.FirstFill = config.FirstFill{MaxBytes: 8 * config.GiB, MaxDuration: time.Hour}
+			}
+		}
+	}
+	intervals := func(a *testAgent, mode measure.Mode) (with, without int) {
+		ov, err := a.Overhead(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, eo := range ov.Engines {
+			if eo.Mode != mode {
+				continue
+			}
+			for _, r := range eo.Results {
+				if r.Target == measure.TargetHost {
+					continue
+				}
+				if o := r.Overhead[measure.HeadlineMetric(r.Workload)]; o.N >= 6 && !o.Withheld {
+					with++
+				} else {
+					without++
+				}
+			}
+		}
+		return with, without
+	}
+	noisyFake := func(a *testAgent) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		var mu sync.Mutex
+		a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+			mu.Lock()
+			defer mu.Unlock()
+			return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1+0.5*rng.Float64())}
+		})
+	}
+	t.Run("without", func(t *testing.T) {
+		a := newTestAgent(t, configure(false))
+		noisyFake(a)
+		a.cycleAll(context.Background(), triggerSchedule)
+		if with, _ := intervals(a, measure.ModeSteady); with > 0 {
+			t.Errorf("%d intervals after a first cycle of the regular budget; the test needs none", with)
+		}
+	})
+	a := newTestAgent(t, configure(true))
+	noisyFake(a)
+	ctx := context.Background()
+	a.cycleAll(ctx, triggerSchedule)
+	first := a.last(t)
+	with, without := intervals(a, measure.ModeSteady)
+	if first.Result != ResultOK || without > 0 || with != len(a.prof.Jobs)*3 {
+		t.Errorf("first cycle %s (stop %q, %d rounds, %d MiB): %d intervals, %d without; want one for every job and target",
+			first.Result, first.StopReason, first.Rounds, first.BytesWritten>>20, with, without)
+	}
+	a.cycleAll(ctx, triggerSchedule)
+	if second := a.last(t); second.BytesWritten > 600<<20 {
+		t.Errorf("second cycle wrote %d MiB; want the regular budget's 600 at most", second.BytesWritten>>20)
+	}
+	a.coldAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Mode != measure.ModeCold || c.Rounds != 6 {
+		t.Errorf("first cold cycle %+v; want 6 rounds", c)
+	}
+	if with, without := intervals(a, measure.ModeCold); with != 1 || without > 0 {
+		t.Errorf("cold intervals after the first cold cycle: %d, %d without; want the container's", with, without)
+	}
+	a.coldAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Rounds != 2 {
+		t.Errorf("second cold cycle: %d rounds; want cold_rounds 2", c.Rounds)
 	}
 }

@@ -75,6 +75,9 @@ type engineState struct {
 	skips        map[string]float64
 	written      map[measure.Target]float64
 	containers   *api.EngineContainers // the last advisor pass; nil before one
+	// nextSteady and nextCold are when the next cycle of each mode is due
+	// (zero: none scheduled), published by the scheduler (publishNext).
+	nextSteady, nextCold time.Time
 }
 
 func newEngineState(ec config.Engine, cli engine.Client) *engineState {
@@ -98,10 +101,14 @@ func (e *engineState) closeSession(ctx context.Context) {
 }
 
 // estimateBytes is what a cycle is expected to write, for the daily
-// budget: its byte cap when it has one; otherwise the last cycle's bytes,
+// budget: its byte cap when it has one (a filling cycle's, its fill
+// ceiling); otherwise the last cycle's bytes,
 // or before the first what the plan's rounds can write on every target
 // (fio.Profile.MaxBytes).
 func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
+	if plan.Fill.Pairs > 0 && plan.Fill.MaxBytes > 0 {
+		return max(plan.Fill.MaxBytes, plan.MaxBytes)
+	}
 	if plan.MaxBytes > 0 {
 		return plan.MaxBytes
 	}
@@ -265,15 +272,21 @@ func (r *cycleRun) end(ctx context.Context, what string, failures []string) (res
 // confirmation rounds (after this cycle has released the host lock).
 func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile) (result string, confirm bool) {
 	plan := a.cyclePlan(prof)
+	// The window's rounds count towards the precision: a cycle stops as
+	// soon as the published interval is narrow enough. A window short of
+	// an interval's rounds is filled first (FillPlan).
+	plan.Prior, plan.Window = a.window(ctx, e)
+	plan = FillPlan(plan, a.cfg.Agent.FirstFill, prof, a.dayLeft(ctx, e))
 	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
 		rounds: plannedRounds(plan, prof), estimate: e.estimateBytes(prof, plan, len(a.cfg.Targets)+1)})
 	if r == nil {
 		return ended, false
 	}
 	c := r.c
-	// The window's rounds count towards the precision: a cycle stops as
-	// soon as the published interval is narrow enough.
-	plan.Prior, plan.Window = r.window(ctx)
+	if plan.Fill.Pairs > 0 {
+		r.log.Info("first fill: the window lacks rounds for an interval; this cycle goes on until every job has them",
+			"rounds", plan.Fill.Pairs, "max_bytes", plan.Fill.MaxBytes, "max_duration", plan.Fill.MaxDuration.String())
+	}
 	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
 	var suspects []measure.Target
 	if ctx.Err() == nil {
@@ -299,7 +312,7 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	if r == nil {
 		return
 	}
-	plan.Prior, plan.Window = r.window(ctx)
+	plan.Prior, plan.Window = a.window(ctx, e)
 	plan.After = func(round []measure.Sample) bool {
 		a.observe(ctx, e, round)
 		return !a.confirming(e)
@@ -318,13 +331,27 @@ func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
 // (agent.window_rounds) and its size: what a steady cycle's precision and
 // published overheads rest on beside its own rounds (probe.Plan.Prior,
 // Window). A store that cannot answer leaves the cycle its own rounds.
-func (r *cycleRun) window(ctx context.Context) ([]measure.Sample, int) {
-	n := r.a.cfg.Agent.WindowRounds
-	prior, err := r.a.store.RecentSamples(ctx, r.e.cfg.Name, measure.ModeSteady, n)
+func (a *Agent) window(ctx context.Context, e *engineState) ([]measure.Sample, int) {
+	n := a.cfg.Agent.WindowRounds
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, n)
 	if err != nil {
-		r.log.Warn("read recent rounds", "err", err)
+		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "err", err)
 	}
 	return prior, n
+}
+
+// dayLeft is what the daily byte budget leaves the engine now; -1 when
+// there is none, or the store cannot say (the guard decides then).
+func (a *Agent) dayLeft(ctx context.Context, e *engineState) int64 {
+	b := int64(a.cfg.Agent.DailyByteBudget)
+	if b <= 0 {
+		return -1
+	}
+	used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour))
+	if err != nil {
+		return -1
+	}
+	return max(b-used, 0)
 }
 
 // plannedRounds is the most rounds a plan can run: the round numbers a

@@ -14,6 +14,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
+	"github.com/layerprobe/layerprobe/internal/stats"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -178,7 +179,9 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	defer a.mu.Unlock()
 	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineOverhead{}}
 	for _, e := range a.engines {
-		resp.Engines = append(resp.Engines, a.overheadEntry(e, measure.ModeSteady, e.results, e.lastSteadyID, e.lastSuccess))
+		steady := a.overheadEntry(e, measure.ModeSteady, e.results, e.lastSteadyID, e.lastSuccess)
+		steady.NextCycleAt = timePtr(e.nextSteady)
+		resp.Engines = append(resp.Engines, steady)
 		if a.cfg.Agent.ColdInterval > 0 || e.cold.lastCycle != nil || len(e.cold.results) > 0 {
 			resp.Engines = append(resp.Engines, a.coldOverhead(e))
 		}
@@ -190,7 +193,8 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 // the caller holds a.mu.
 func (a *Agent) overheadEntry(e *engineState, mode measure.Mode, results []measure.Result, lastCycleID int64, lastSuccess time.Time) api.EngineOverhead {
 	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-		Mode: mode, Window: a.cfg.Agent.WindowRounds, Results: measure.NonNil(results), LastCycleID: lastCycleID}
+		Mode: mode, Window: a.cfg.Agent.WindowRounds, Results: measure.NonNil(results), LastCycleID: lastCycleID,
+		IntervalRounds: stats.MinN(measure.DefaultConfidence)}
 	if !lastSuccess.IsZero() {
 		t := lastSuccess.UTC()
 		eo.LastSuccess = &t
@@ -206,9 +210,19 @@ func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
 		last = e.cold.lastCycle.ID
 	}
 	eo := a.overheadEntry(e, measure.ModeCold, e.cold.results, last, e.cold.lastSuccess)
+	eo.NextCycleAt = timePtr(e.nextCold)
 	eo.CopyUp = measure.CopyUpOf(e.cold.reflink, e.cold.costPerMiB, e.cold.sizes, nil)
 	eo.Lookup = measure.LookupOf(e.cold.lookup, nil)
 	return eo
+}
+
+// timePtr is t in UTC, nil when zero: the API's null.
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // publishCold adds the cold probe's cycle state and copy-up figures to an

@@ -148,14 +148,15 @@ func newFakeSource() *fakeSource {
 		StartedAt: t0.Add(-72 * time.Hour), FinishedAt: t0.Add(-72*time.Hour + time.Second), DurationSeconds: 1,
 	}
 
+	nextCycle := t0.Add(6 * time.Hour)
 	return &fakeSource{
 		overhead: api.OverheadResponse{
 			GeneratedAt: t0,
 			Confidence:  measure.DefaultConfidence,
 			Engines: []api.EngineOverhead{
 				{Engine: "default", Driver: "overlay2", BackingFS: "extfs", Mode: "steady", LastCycleID: 42,
-					LastSuccess: &lastSuccess, Window: 6, Results: results},
-				{Engine: "btrfs-lab", Driver: "btrfs", BackingFS: "btrfs", Mode: "steady"}, // Results nil
+					LastSuccess: &lastSuccess, Window: 6, IntervalRounds: 6, NextCycleAt: &nextCycle, Results: results},
+				{Engine: "btrfs-lab", Driver: "btrfs", BackingFS: "btrfs", Mode: "steady", IntervalRounds: 6}, // Results nil
 			},
 		},
 		cycles: []api.Cycle{running, ok, failed, old},
