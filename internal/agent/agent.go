@@ -78,13 +78,16 @@ type Agent struct {
 	// fakes).
 	newEngine func(config.Engine, *slog.Logger) (engine.Client, error)
 
-	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
-	triggerCh chan measure.Mode // API triggers, buffered 1
-	coldDue   time.Time         // the next regular cold cycle; the loop's alone
-	ready     atomic.Bool
-	snap      atomic.Pointer[metrics.Snapshot]
-	mu        sync.Mutex // guards the engines' published state
-	started   time.Time
+	running   atomic.Bool     // a cycle runs (or an API trigger is queued)
+	triggerCh chan apiTrigger // API triggers, buffered 1
+	// pending are the cycles an API trigger recorded, by engine, until
+	// begin takes them; the scheduler goroutine's alone.
+	pending map[string]*store.Cycle
+	coldDue time.Time // the next regular cold cycle; the loop's alone
+	ready   atomic.Bool
+	snap    atomic.Pointer[metrics.Snapshot]
+	mu      sync.Mutex // guards the engines' published state
+	started time.Time
 }
 
 // New checks the options; Run starts the agent.
@@ -123,7 +126,7 @@ func New(o Options) (*Agent, error) {
 		now:       time.Now,
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
-		triggerCh: make(chan measure.Mode, 1),
+		triggerCh: make(chan apiTrigger, 1),
 		newEngine: connect.Engine,
 	}
 	a.snap.Store(&metrics.Snapshot{})
@@ -244,13 +247,15 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				return fmt.Errorf("http server: %w", err)
 			}
 			return nil
-		case mode := <-a.triggerCh:
-			// TriggerCycle set running already.
-			if mode == measure.ModeCold {
+		case tr := <-a.triggerCh:
+			// TriggerCycle set running already, and recorded the cycles.
+			a.pending = tr.started
+			if tr.mode == measure.ModeCold {
 				a.coldAll(ctx, triggerAPI)
 			} else {
 				a.cycleAll(ctx, triggerAPI)
 			}
+			a.dropPending(ctx)
 			a.running.Store(false)
 		case <-coldC:
 			if a.running.CompareAndSwap(false, true) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/engine/enginetest"
@@ -504,13 +505,14 @@ func TestLoop(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var triggered bool
+	var id int64
 	for !triggered && time.Now().Before(deadline) {
-		names, err := a.TriggerColdCycle(ctx)
+		resp, err := a.TriggerColdCycle(ctx)
 		switch {
 		case err == nil:
-			triggered = true
-			if !slices.Equal(names, []string{"default"}) {
-				t.Errorf("TriggerColdCycle = %v", names)
+			triggered, id = true, resp.CycleID
+			if !slices.Equal(resp.Engines, []string{"default"}) || id == 0 || !slices.Equal(resp.CycleIDs, []int64{id}) {
+				t.Errorf("TriggerColdCycle = %+v", resp)
 			}
 		case errors.Is(err, httpapi.ErrBusy):
 			time.Sleep(10 * time.Millisecond)
@@ -518,11 +520,26 @@ func TestLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for count(measure.ModeCold, triggerAPI) < 1 {
+	// The answer's cycle is the one that runs: listed as running, then
+	// finished under the same id.
+	for {
+		c, err := a.store.Cycle(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Result != store.ResultRunning {
+			if c.Mode != measure.ModeCold || c.Trigger != triggerAPI || c.Result != ResultOK {
+				t.Errorf("the triggered cycle ended %+v", c)
+			}
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the triggered cold cycle did not run: %+v", a.cycles(t))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if n := count(measure.ModeCold, triggerAPI); n != 1 {
+		t.Errorf("%d cold cycles triggered over the API, want the 1 the answer named", n)
 	}
 	cancel()
 	select {
@@ -634,8 +651,8 @@ func TestTriggerOneAtATime(t *testing.T) {
 	if _, err := a.TriggerCycle(context.Background()); !errors.Is(err, httpapi.ErrBusy) {
 		t.Errorf("second trigger while one is queued: %v, want ErrBusy", err)
 	}
-	if mode := <-a.triggerCh; mode != measure.ModeSteady {
-		t.Errorf("queued mode %q", mode)
+	if tr := <-a.triggerCh; tr.mode != measure.ModeSteady || tr.started["default"] == nil {
+		t.Errorf("queued trigger %+v", tr)
 	}
 }
 
@@ -862,5 +879,70 @@ func TestFirstCycleFillsTheWindow(t *testing.T) {
 	a.coldAll(ctx, triggerSchedule)
 	if c := a.last(t); c.Rounds != 2 {
 		t.Errorf("second cold cycle: %d rounds; want cold_rounds 2", c.Rounds)
+	}
+}
+
+// TestTriggerAnswersWithTheCycle: a trigger records its cycle at once and
+// answers with its id; a second trigger while it waits or runs is busy
+// with that id; while the cycle measures, GET /api/v1/cycles shows where
+// it stands (the job, rounds done, bytes, the estimated end); it ends
+// under the same id, with no progress left.
+func TestTriggerAnswersWithTheCycle(t *testing.T) {
+	a := newTestAgent(t, nil)
+	ctx := context.Background()
+	resp, err := a.TriggerCycle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.CycleID
+	if d, err := a.Cycle(ctx, id); err != nil || d.Result != store.ResultRunning || d.Trigger != triggerAPI ||
+		d.Running == nil || d.Running.Phase != "waiting" {
+		t.Fatalf("the answered cycle %d: %+v, %v; want it running, waiting", id, d.Cycle, err)
+	}
+	var be *httpapi.BusyError
+	if _, err := a.TriggerCycle(ctx); !errors.As(err, &be) || be.CycleID != id {
+		t.Errorf("second trigger: %v; want busy with cycle %d", err, id)
+	}
+
+	// Slow executions, so that the test sees the cycle measuring.
+	a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		time.Sleep(30 * time.Millisecond)
+		return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1)}
+	})
+	tr := <-a.triggerCh
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.pending = tr.started
+		a.cycleAll(ctx, triggerAPI)
+		a.dropPending(ctx)
+		a.running.Store(false)
+	}()
+	var seen *api.CycleProgress
+	deadline := time.Now().Add(time.Minute)
+	for seen == nil && time.Now().Before(deadline) {
+		cs, err := a.Cycles(ctx, httpapi.CycleQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if p := c.Running; c.ID == id && p != nil && p.Phase == "measure" && p.RoundsDone >= 1 && p.BytesWritten > 0 && p.Workload != "" && p.EstimatedEnd != nil {
+				seen = p
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if seen == nil {
+		t.Error("GET /api/v1/cycles never showed the cycle measuring with its job, rounds, bytes and end")
+	} else if _, err := a.TriggerCycle(ctx); !errors.As(err, &be) || be.CycleID != id {
+		t.Errorf("trigger while the cycle measures: %v; want busy with cycle %d", err, id)
+	}
+	<-done
+	cs := a.cycles(t)
+	if len(cs) != 1 || cs[0].ID != id || cs[0].Result != ResultOK {
+		t.Errorf("cycles %+v; want the one answered, ok", cs)
+	}
+	if d, _ := a.Cycle(ctx, id); d.Running != nil {
+		t.Errorf("a finished cycle shows progress %+v", d.Running)
 	}
 }

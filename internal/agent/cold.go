@@ -176,7 +176,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 		return ended
 	}
 	c := r.c
-	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, nil)
+	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, r.progress)
 	c.Samples, c.CopyUp, c.Reflink, c.Lookup = run.Samples, run.CopyUp, run.Reflink, run.Lookup
 	c.BytesWritten = run.BytesWritten()
 	// A cold round is complete with its two fsync samples.

@@ -75,6 +75,10 @@ type engineState struct {
 	skips        map[string]float64
 	written      map[measure.Target]float64
 	containers   *api.EngineContainers // the last advisor pass; nil before one
+	// progress is where the engine's running cycle stands (progressID),
+	// nil when none runs.
+	progress   *api.CycleProgress
+	progressID int64
 	// nextSteady and nextCold are when the next cycle of each mode is due
 	// (zero: none scheduled), published by the scheduler (publishNext).
 	nextSteady, nextCold time.Time
@@ -191,6 +195,13 @@ type cycleRun struct {
 // calls end.
 func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cycleRun, ended string) {
 	c := &store.Cycle{Engine: e.cfg.Name, Mode: sp.mode, Profile: sp.profile, Trigger: sp.trigger, StartedAt: a.now().UTC()}
+	if pre := a.pending[e.cfg.Name]; pre != nil && sp.trigger == triggerAPI && pre.Mode == sp.mode {
+		// An API trigger recorded this cycle already, to answer with its
+		// id: it goes on as that one.
+		delete(a.pending, e.cfg.Name)
+		c = pre
+		a.setProgress(e, c.ID, "preparing")
+	}
 	r = &cycleRun{a: a, e: e, c: c, log: a.logger.With("engine", e.cfg.Name, "trigger", sp.trigger)}
 
 	lock, err := hostfs.TryLock(a.lockPath())
@@ -226,13 +237,75 @@ func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cyc
 		return nil, c.Result
 	}
 	c.FirstRound, c.Rounds = first, sp.rounds
-	if err := a.store.StartCycle(ctx, c); err != nil {
+	if c.ID != 0 {
+		if err := a.store.ClaimRounds(ctx, c); err != nil {
+			r.abort(ctx, ResultFailed, "store", err.Error())
+			return nil, c.Result
+		}
+	} else if err := a.store.StartCycle(ctx, c); err != nil {
 		r.log.Error("record cycle start", "mode", sp.mode, "err", err)
 		_ = lock.Unlock()
 		return nil, ResultFailed
 	}
+	a.setProgress(e, c.ID, "preparing")
 	r.first = first
 	return r, ""
+}
+
+// setProgress publishes that the engine's cycle id is in phase, with no
+// figures yet.
+func (a *Agent) setProgress(e *engineState, id int64, phase string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.progressID = id
+	e.progress = &api.CycleProgress{Phase: phase, UpdatedAt: a.now().UTC()}
+}
+
+// clearProgress ends the published progress of cycle id.
+func (a *Agent) clearProgress(e *engineState, id int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e.progressID == id {
+		e.progressID, e.progress = 0, nil
+	}
+}
+
+// progress publishes where the cycle's measurement stands, from the
+// probe's reports (probe.Progress): the job it is on, the rounds done,
+// the bytes written and the estimated end.
+func (r *cycleRun) progress(p probe.Progress) {
+	now := r.a.now().UTC()
+	done := max(p.Round-1, 0)
+	if p.Phase == "done" {
+		done = p.Round
+	}
+	cp := &api.CycleProgress{Phase: p.Phase, Workload: p.Workload, RoundsDone: done, BytesWritten: p.BytesWritten, UpdatedAt: now}
+	if p.ETA > 0 {
+		end := now.Add(p.ETA)
+		cp.EstimatedEnd = &end
+	}
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	if r.e.progressID == r.c.ID {
+		r.e.progress = cp
+	}
+}
+
+// dropPending records the cycles an API trigger recorded that no cycle
+// took (the agent stopped first) as interrupted.
+func (a *Agent) dropPending(ctx context.Context) {
+	for _, e := range a.engines {
+		c := a.pending[e.cfg.Name]
+		if c == nil {
+			continue
+		}
+		c.Result, c.Reason, c.Message, c.FinishedAt = ResultInterrupted, "interrupted", "the agent stopped before the cycle began", a.now().UTC()
+		if err := a.store.FinishCycle(context.WithoutCancel(ctx), c); err != nil {
+			a.logger.Error("record cycle", "engine", e.cfg.Name, "err", err)
+		}
+		a.clearProgress(e, c.ID)
+	}
+	a.pending = nil
 }
 
 // failReason is the recorded reason of an error that stopped a cycle: the
@@ -287,7 +360,7 @@ func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof 
 		r.log.Info("first fill: the window lacks rounds for an interval; this cycle goes on until every job has them",
 			"rounds", plan.Fill.Pairs, "max_bytes", plan.Fill.MaxBytes, "max_duration", plan.Fill.MaxDuration.String())
 	}
-	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, r.progress))
 	var suspects []measure.Target
 	if ctx.Err() == nil {
 		suspects = a.observe(ctx, e, c.Samples)
@@ -317,7 +390,7 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 		a.observe(ctx, e, round)
 		return !a.confirming(e)
 	}
-	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, r.progress))
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
@@ -395,6 +468,7 @@ func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 		log.Error("record cycle", "mode", c.Mode, "err", err)
 	}
 	a.account(r.e, c, r.layout)
+	a.clearProgress(r.e, c.ID)
 	a.publish()
 	lv := log.Info
 	if result == ResultFailed {

@@ -299,5 +299,23 @@ func statusCycleOf(c api.Cycle) statusCycle {
 	if c.Reason != "" {
 		sc.Outcome += ": " + c.Reason
 	}
+	if p := c.Running; p != nil {
+		sc.Outcome += ": " + progressText(*p)
+		sc.Bytes = fmt.Sprintf("%.0f MiB", float64(p.BytesWritten)/(1<<20))
+	}
 	return sc
+}
+
+// progressText says where a running cycle stands: "on fsync, 7 rounds
+// done, 320 MiB written, ends about 12:02 UTC".
+func progressText(p api.CycleProgress) string {
+	s := p.Phase
+	if p.Workload != "" {
+		s = "on " + string(p.Workload)
+	}
+	s += fmt.Sprintf(", %d rounds done, %.0f MiB written", p.RoundsDone, float64(p.BytesWritten)/(1<<20))
+	if p.EstimatedEnd != nil {
+		s += ", ends about " + clockText(*p.EstimatedEnd, p.UpdatedAt)
+	}
+	return s
 }

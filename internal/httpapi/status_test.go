@@ -83,6 +83,7 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("want container's fsync row marked withheld (5 of 6 rounds; the next cycle at 18:00 UTC), got %d rows", len(withheld))
 	}
 	for _, want := range []string{`data-target="container"`, `data-workload="fsync"`, "regressed", "learning", "p99 1.04×",
+		"running: on fsync, 7 rounds done, 320 MiB written, ends about 12:02 UTC",
 		"skipped: host_busy", "Engine btrfs-lab"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("status page lacks %q", want)

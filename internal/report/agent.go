@@ -186,6 +186,16 @@ func cycleText(c api.Cycle) string {
 	if c.BytesWritten > 0 {
 		s += ", " + formatBytes(c.BytesWritten) + " written"
 	}
+	if p := c.Running; p != nil {
+		s += "; now " + p.Phase
+		if p.Workload != "" {
+			s += " on " + string(p.Workload)
+		}
+		s += fmt.Sprintf(", %d rounds done, %s written", p.RoundsDone, formatBytes(p.BytesWritten))
+		if p.EstimatedEnd != nil {
+			s += ", ends about " + p.EstimatedEnd.UTC().Format("15:04:05 UTC")
+		}
+	}
 	return s
 }
 
