@@ -141,6 +141,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.close(ctx)
+	// Before anything is written, what will be: an operator's first
+	// question about a new agent on a production host.
+	out := NewOutlook(a.cfg, a.prof, a.coldProf, a.opts.FirstCycleDelay)
+	a.logger.Info("this agent writes "+out.String(), "first_hour_bytes", out.FirstHour, "first_day_bytes", out.FirstDay,
+		"per_day_bytes", out.PerDay, "first_cycle_bytes", out.FirstFill, "cycle_bytes", out.Steady,
+		"first_cold_cycle_bytes", out.FirstCold, "cold_cycle_bytes", out.Cold, "startup_image_bytes", out.Startup)
 	a.publish()
 
 	srvErr := make(chan error, 1)
