@@ -12,7 +12,7 @@ import (
 // configuration lets it write in its first hour, on its first day and on
 // each day after, from the first fill, the cycles' byte caps, the cold
 // cycles' estimate and the start-up images, each day's total within
-// agent.daily_byte_budget. A new agent of the host wrote 1.8 GiB in
+// agent.daily_byte_budget. A new agent once wrote 1.8 GiB in
 // its first two minutes without a word about it.
 type Outlook struct {
 	FirstFill   int64 // the first steady cycle (agent.first_fill, or a regular cycle)
