@@ -648,12 +648,20 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	if total > 0 {
 		return time.Duration(float64(elapsed) / float64(done) * float64(total-done))
 	}
-	est := time.Duration(math.MaxInt64)
-	if plan.MaxDuration > 0 {
-		est = max(plan.MaxDuration-elapsed, 0)
+	// The budgets of the rounds to come: a filling job's are the fill's
+	// (Plan.Fill).
+	maxBytes, maxDuration := plan.MaxBytes, plan.MaxDuration
+	for _, js := range jobs {
+		if plan.filling(js) {
+			maxBytes, maxDuration = plan.maxBytes(js), plan.maxDuration(js)
+		}
 	}
-	if plan.MaxBytes > 0 && spent > 0 {
-		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(plan.MaxBytes-spent, 0))))
+	est := time.Duration(math.MaxInt64)
+	if maxDuration > 0 {
+		est = max(maxDuration-elapsed, 0)
+	}
+	if maxBytes > 0 && spent > 0 {
+		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(maxBytes-spent, 0))))
 	}
 	var byPrecision time.Duration
 	for _, js := range jobs {
@@ -661,6 +669,11 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 		if js.rounds < plan.MinRounds {
 			byPrecision += time.Duration(plan.MinRounds-js.rounds) * js.lastTime
 			rounds = float64(plan.MinRounds)
+		}
+		if plan.filling(js) {
+			more := plan.Fill.Pairs - js.pairs() - max(plan.MinRounds-js.rounds, 0)
+			byPrecision += time.Duration(max(more, 0)) * js.lastTime
+			rounds = float64(max(int(rounds), plan.Fill.Pairs-js.priorRounds))
 		}
 		if math.IsInf(js.halfWidth, 1) {
 			byPrecision += js.lastTime // no interval yet: at least another round

@@ -1308,3 +1308,17 @@ func TestMeasureFillsAnEmptyWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestEtaOfAFill: a filling measurement past the regular byte budget
+// still has an end in sight: its rounds run under the fill's ceiling.
+func TestEtaOfAFill(t *testing.T) {
+	js := &jobState{rounds: 3, lastTime: time.Second, halfWidth: math.Inf(1)}
+	plan := Plan{MinRounds: 2, Precision: 0.03, MaxBytes: 512 << 20, Fill: Fill{Pairs: 6, MaxBytes: 1536 << 20}}
+	if d := eta([]*jobState{js}, plan, 600<<20, 0, 10, 30*time.Second); d < 3*time.Second {
+		t.Errorf("eta %s with 3 fill rounds of 1 s to go; want at least 3 s", d)
+	}
+	plan.Fill = Fill{}
+	if d := eta([]*jobState{js}, plan, 600<<20, 0, 10, 30*time.Second); d != 0 {
+		t.Errorf("eta %s past the byte budget without a fill; want 0", d)
+	}
+}
