@@ -132,7 +132,7 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Workloads, "workloads", nil, "run only these workloads of the profile, e.g. fsync,smallfiles (default: all; overrides workloads)")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
-	f.StringSliceVar(&o.StartupImages, "startup-images", []string{"10MiB", "100MiB", "500MiB"},
+	f.StringSliceVar(&o.StartupImages, "startup-images", []string{"10MiB", "100MiB"},
 		"cold mode: files in the images whose container start-up is timed (at least 1MiB each, at most 2GiB; empty: no start-up measurement)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr (by default a live bar on a terminal, one line per round otherwise)")
 	return cmd

@@ -79,13 +79,16 @@ type Agent struct {
 	// fakes).
 	newEngine func(config.Engine, *slog.Logger) (engine.Client, error)
 
-	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
-	triggerCh chan measure.Mode // API triggers, buffered 1
-	coldDue   time.Time         // the next regular cold cycle; the loop's alone
-	ready     atomic.Bool
-	snap      atomic.Pointer[metrics.Snapshot]
-	mu        sync.Mutex // guards the engines' published state
-	started   time.Time
+	running   atomic.Bool     // a cycle runs (or an API trigger is queued)
+	triggerCh chan apiTrigger // API triggers, buffered 1
+	// pending are the cycles an API trigger recorded, by engine, until
+	// begin takes them; the scheduler goroutine's alone.
+	pending map[string]*store.Cycle
+	coldDue time.Time // the next regular cold cycle; the loop's alone
+	ready   atomic.Bool
+	snap    atomic.Pointer[metrics.Snapshot]
+	mu      sync.Mutex // guards the engines' published state
+	started time.Time
 }
 
 // New checks the options; Run starts the agent.
@@ -124,7 +127,7 @@ func New(o Options) (*Agent, error) {
 		now:       time.Now,
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
-		triggerCh: make(chan measure.Mode, 1),
+		triggerCh: make(chan apiTrigger, 1),
 		newEngine: connect.Engine,
 	}
 	a.snap.Store(&metrics.Snapshot{})
@@ -139,6 +142,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.close(ctx)
+	// Before anything is written, what will be: an operator's first
+	// question about a new agent on a production host.
+	out := NewOutlook(a.cfg, a.prof, a.coldProf, a.opts.FirstCycleDelay)
+	a.logger.Info("this agent writes "+out.String(), "first_hour_bytes", out.FirstHour, "first_day_bytes", out.FirstDay,
+		"per_day_bytes", out.PerDay, "first_cycle_bytes", out.FirstFill, "cycle_bytes", out.Steady,
+		"first_cold_cycle_bytes", out.FirstCold, "cold_cycle_bytes", out.Cold, "startup_image_bytes", out.Startup)
 	a.publish()
 
 	srvErr := make(chan error, 1)
@@ -237,6 +246,7 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 		coldC = coldTimer.C
 	}
 	for {
+		a.publishNext()
 		select {
 		case <-ctx.Done():
 			a.logger.Info("stopping")
@@ -246,13 +256,15 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				return fmt.Errorf("http server: %w", err)
 			}
 			return nil
-		case mode := <-a.triggerCh:
-			// TriggerCycle set running already.
-			if mode == measure.ModeCold {
+		case tr := <-a.triggerCh:
+			// TriggerCycle set running already, and recorded the cycles.
+			a.pending = tr.started
+			if tr.mode == measure.ModeCold {
 				a.coldAll(ctx, triggerAPI)
 			} else {
 				a.cycleAll(ctx, triggerAPI)
 			}
+			a.dropPending(ctx)
 			a.running.Store(false)
 		case <-coldC:
 			if a.running.CompareAndSwap(false, true) {
@@ -278,6 +290,27 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				a.postponeDue()
 			}
 			timer.Reset(a.untilDue())
+		}
+	}
+}
+
+// publishNext publishes when each engine's next steady and cold cycles
+// are due, for the surfaces that say when an interval still missing
+// comes. It runs on the scheduler goroutine, which owns the due times.
+func (a *Agent) publishNext() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.engines {
+		e.nextSteady = e.due
+		if e.nextSteady.IsZero() {
+			e.nextSteady = a.started.Add(a.opts.FirstCycleDelay)
+		}
+		e.nextCold = time.Time{}
+		if a.cfg.Agent.ColdInterval > 0 {
+			e.nextCold = a.coldDue
+			if r := e.cold.retryAt; !r.IsZero() && r.Before(e.nextCold) {
+				e.nextCold = r
+			}
 		}
 	}
 }

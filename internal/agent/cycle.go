@@ -78,6 +78,13 @@ type engineState struct {
 	skips        map[string]float64
 	written      map[measure.Target]float64
 	containers   *api.EngineContainers // the last advisor pass; nil before one
+	// progress is where the engine's running cycle stands (progressID),
+	// nil when none runs.
+	progress   *api.CycleProgress
+	progressID int64
+	// nextSteady and nextCold are when the next cycle of each mode is due
+	// (zero: none scheduled), published by the scheduler (publishNext).
+	nextSteady, nextCold time.Time
 }
 
 func newEngineState(ec config.Engine, cli engine.Client) *engineState {
@@ -101,10 +108,14 @@ func (e *engineState) closeSession(ctx context.Context) {
 }
 
 // estimateBytes is what a cycle is expected to write, for the daily
-// budget: its byte cap when it has one; otherwise the last cycle's bytes,
+// budget: its byte cap when it has one (a filling cycle's, its fill
+// ceiling); otherwise the last cycle's bytes,
 // or before the first what the plan's rounds can write on every target
 // (fio.Profile.MaxBytes).
 func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
+	if plan.Fill.Pairs > 0 && plan.Fill.MaxBytes > 0 {
+		return max(plan.Fill.MaxBytes, plan.MaxBytes)
+	}
 	if plan.MaxBytes > 0 {
 		return plan.MaxBytes
 	}
@@ -187,6 +198,13 @@ type cycleRun struct {
 // calls end.
 func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cycleRun, ended string) {
 	c := &store.Cycle{Engine: e.cfg.Name, Mode: sp.mode, Profile: sp.profile, Trigger: sp.trigger, StartedAt: a.now().UTC()}
+	if pre := a.pending[e.cfg.Name]; pre != nil && sp.trigger == triggerAPI && pre.Mode == sp.mode {
+		// An API trigger recorded this cycle already, to answer with its
+		// id: it goes on as that one.
+		delete(a.pending, e.cfg.Name)
+		c = pre
+		a.setProgress(e, c.ID, "preparing")
+	}
 	r = &cycleRun{a: a, e: e, c: c, log: a.logger.With("engine", e.cfg.Name, "trigger", sp.trigger)}
 
 	lock, err := hostfs.TryLock(a.lockPath())
@@ -222,13 +240,75 @@ func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cyc
 		return nil, c.Result
 	}
 	c.FirstRound, c.Rounds = first, sp.rounds
-	if err := a.store.StartCycle(ctx, c); err != nil {
+	if c.ID != 0 {
+		if err := a.store.ClaimRounds(ctx, c); err != nil {
+			r.abort(ctx, ResultFailed, "store", err.Error())
+			return nil, c.Result
+		}
+	} else if err := a.store.StartCycle(ctx, c); err != nil {
 		r.log.Error("record cycle start", "mode", sp.mode, "err", err)
 		_ = lock.Unlock()
 		return nil, ResultFailed
 	}
+	a.setProgress(e, c.ID, "preparing")
 	r.first = first
 	return r, ""
+}
+
+// setProgress publishes that the engine's cycle id is in phase, with no
+// figures yet.
+func (a *Agent) setProgress(e *engineState, id int64, phase string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.progressID = id
+	e.progress = &api.CycleProgress{Phase: phase, UpdatedAt: a.now().UTC()}
+}
+
+// clearProgress ends the published progress of cycle id.
+func (a *Agent) clearProgress(e *engineState, id int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e.progressID == id {
+		e.progressID, e.progress = 0, nil
+	}
+}
+
+// progress publishes where the cycle's measurement stands, from the
+// probe's reports (probe.Progress): the job it is on, the rounds done,
+// the bytes written and the estimated end.
+func (r *cycleRun) progress(p probe.Progress) {
+	now := r.a.now().UTC()
+	done := max(p.Round-1, 0)
+	if p.Phase == "done" {
+		done = p.Round
+	}
+	cp := &api.CycleProgress{Phase: p.Phase, Workload: p.Workload, RoundsDone: done, BytesWritten: p.BytesWritten, UpdatedAt: now}
+	if p.ETA > 0 {
+		end := now.Add(p.ETA)
+		cp.EstimatedEnd = &end
+	}
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	if r.e.progressID == r.c.ID {
+		r.e.progress = cp
+	}
+}
+
+// dropPending records the cycles an API trigger recorded that no cycle
+// took (the agent stopped first) as interrupted.
+func (a *Agent) dropPending(ctx context.Context) {
+	for _, e := range a.engines {
+		c := a.pending[e.cfg.Name]
+		if c == nil {
+			continue
+		}
+		c.Result, c.Reason, c.Message, c.FinishedAt = ResultInterrupted, "interrupted", "the agent stopped before the cycle began", a.now().UTC()
+		if err := a.store.FinishCycle(context.WithoutCancel(ctx), c); err != nil {
+			a.logger.Error("record cycle", "engine", e.cfg.Name, "err", err)
+		}
+		a.clearProgress(e, c.ID)
+	}
+	a.pending = nil
 }
 
 // failReason is the recorded reason of an error that stopped a cycle: the
@@ -268,16 +348,22 @@ func (r *cycleRun) end(ctx context.Context, what string, failures []string) (res
 // confirmation rounds (after this cycle has released the host lock).
 func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile) (result string, confirm bool) {
 	plan := a.cyclePlan(prof)
+	// The window's rounds count towards the precision: a cycle stops as
+	// soon as the published interval is narrow enough. A window short of
+	// an interval's rounds is filled first (FillPlan).
+	plan.Prior, plan.Window = a.window(ctx, e)
+	plan = FillPlan(plan, a.cfg.Agent.FirstFill, prof, a.dayLeft(ctx, e))
 	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
 		rounds: plannedRounds(plan, prof), estimate: e.estimateBytes(prof, plan, len(a.cfg.Targets)+1)})
 	if r == nil {
 		return ended, false
 	}
 	c := r.c
-	// The window's rounds count towards the precision: a cycle stops as
-	// soon as the published interval is narrow enough.
-	plan.Prior, plan.Window = r.window(ctx)
-	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
+	if plan.Fill.Pairs > 0 {
+		r.log.Info("first fill: the window lacks rounds for an interval; this cycle goes on until every job has them",
+			"rounds", plan.Fill.Pairs, "max_bytes", plan.Fill.MaxBytes, "max_duration", plan.Fill.MaxDuration.String())
+	}
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, r.progress))
 	var suspects []measure.Target
 	if ctx.Err() == nil {
 		suspects = a.observe(ctx, e, c.Samples)
@@ -302,12 +388,12 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	if r == nil {
 		return
 	}
-	plan.Prior, plan.Window = r.window(ctx)
+	plan.Prior, plan.Window = a.window(ctx, e)
 	plan.After = func(round []measure.Sample) bool {
 		a.observe(ctx, e, round)
 		return !a.confirming(e)
 	}
-	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil))
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, r.progress))
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
@@ -321,13 +407,27 @@ func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
 // (agent.window_rounds) and its size: what a steady cycle's precision and
 // published overheads rest on beside its own rounds (probe.Plan.Prior,
 // Window). A store that cannot answer leaves the cycle its own rounds.
-func (r *cycleRun) window(ctx context.Context) ([]measure.Sample, int) {
-	n := r.a.cfg.Agent.WindowRounds
-	prior, err := r.a.store.RecentSamples(ctx, r.e.cfg.Name, measure.ModeSteady, n)
+func (a *Agent) window(ctx context.Context, e *engineState) ([]measure.Sample, int) {
+	n := a.cfg.Agent.WindowRounds
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, n)
 	if err != nil {
-		r.log.Warn("read recent rounds", "err", err)
+		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "err", err)
 	}
 	return prior, n
+}
+
+// dayLeft is what the daily byte budget leaves the engine now; -1 when
+// there is none, or the store cannot say (the guard decides then).
+func (a *Agent) dayLeft(ctx context.Context, e *engineState) int64 {
+	b := int64(a.cfg.Agent.DailyByteBudget)
+	if b <= 0 {
+		return -1
+	}
+	used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour))
+	if err != nil {
+		return -1
+	}
+	return max(b-used, 0)
 }
 
 // plannedRounds is the most rounds a plan can run: the round numbers a
@@ -371,6 +471,7 @@ func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 		log.Error("record cycle", "mode", c.Mode, "err", err)
 	}
 	a.account(r.e, c, r.layout)
+	a.clearProgress(r.e, c.ID)
 	a.publish()
 	lv := log.Info
 	if result == ResultFailed {

@@ -68,10 +68,55 @@ type Plan struct {
 	// MinRounds rounds keep a 95% interval each. 0 or 1: every target in
 	// every round. Fixed rounds (Rounds > 0) run every target always.
 	SideEvery int
+	// Fill, when its Pairs is above 0, fills an empty window: a job
+	// whose interval rests on fewer than Fill.Pairs rounds (Prior's and
+	// this measurement's) runs rounds, every target in each, until it has
+	// them, within Fill.MaxBytes and Fill.MaxDuration instead of MaxBytes
+	// and MaxDuration. The agent's first cycle asks the rounds an exact
+	// 95% interval needs (stats.MinN): the regular budget made 2-4 a job,
+	// and the page said "no interval yet" until the next cycle, 6 hours
+	// later.
+	Fill Fill
 	// After, when set, sees every completed round's samples; returning
 	// true ends the measurement (measure.StopDecided). Confirmation
 	// rounds use it to stop as soon as the detector has its verdict.
 	After func(round []measure.Sample) bool
+}
+
+// Fill is the first-fill rule of a Plan (Plan.Fill).
+type Fill struct {
+	Pairs       int
+	MaxBytes    int64
+	MaxDuration time.Duration
+}
+
+// filling reports whether the job's next round is a fill round: its
+// interval rests on fewer rounds than Fill.Pairs.
+func (p Plan) filling(js *jobState) bool {
+	return p.Fill.Pairs > 0 && js.pairs() < p.Fill.Pairs
+}
+
+// maxBytes is the byte budget the job's next round runs under: the fill
+// ceiling for a fill round (never below MaxBytes), MaxBytes otherwise.
+func (p Plan) maxBytes(js *jobState) int64 {
+	if p.filling(js) && p.MaxBytes > 0 {
+		if p.Fill.MaxBytes <= 0 {
+			return 0
+		}
+		return max(p.Fill.MaxBytes, p.MaxBytes)
+	}
+	return p.MaxBytes
+}
+
+// maxDuration is maxBytes' counterpart for time.
+func (p Plan) maxDuration(js *jobState) time.Duration {
+	if p.filling(js) && p.MaxDuration > 0 {
+		if p.Fill.MaxDuration <= 0 {
+			return 0
+		}
+		return max(p.Fill.MaxDuration, p.MaxDuration)
+	}
+	return p.MaxDuration
 }
 
 // ForProfile is the plan with what it leaves to the profile filled in: a
@@ -197,6 +242,9 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			}
 		}
 		js.priorRounds = len(priorRounds)
+		// Fill rounds run every target: bind and the volume need their
+		// intervals too.
+		js.sideFrom = max(js.sideFrom, plan.Fill.Pairs-js.priorRounds)
 		js.halfWidth = widestHalfWidth(js.samples, j.Workload, conf, side)
 		jobs[i] = js
 	}
@@ -234,9 +282,9 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			break
 		}
 		job := js.job
-		if plan.MaxBytes > 0 && how == fio.Steady {
+		if limit := plan.maxBytes(js); limit > 0 && how == fio.Steady {
 			var ok bool
-			if job, ok = s.roundJob(js, plan.MaxBytes-out.BytesWritten); !ok {
+			if job, ok = s.roundJob(js, limit-out.BytesWritten); !ok {
 				out.Stop = measure.StopBytes
 				break
 			}
@@ -299,10 +347,12 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 // next picks the job whose round comes next, or says why none does.
 func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, measure.StopReason) {
 	fits := func(js *jobState) bool {
-		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
+		limit := plan.maxBytes(js)
+		return limit <= 0 || spent+s.roundCost(js) <= limit
 	}
 	inTime := func(js *jobState) bool {
-		return plan.MaxDuration <= 0 || elapsed+js.lastTime <= plan.MaxDuration
+		limit := plan.maxDuration(js)
+		return limit <= 0 || elapsed+js.lastTime <= limit
 	}
 	// The fewest-rounds job first, so that the jobs' rounds alternate;
 	// ties in random order, so no job always runs first.
@@ -320,6 +370,25 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 				return nil, measure.StopBytes
 			}
 			return js, ""
+		}
+	}
+	if plan.Rounds == 0 && plan.Fill.Pairs > 0 {
+		// Fill: the job with the fewest rounds behind its interval, as
+		// long as the fill ceiling lets it (time first, as below).
+		var fill *jobState
+		for _, js := range order {
+			if plan.filling(js) && js.rounds < maxRounds && (fill == nil || js.pairs() < fill.pairs()) {
+				fill = js
+			}
+		}
+		if fill != nil {
+			switch {
+			case !inTime(fill):
+				return nil, measure.StopTime
+			case !fits(fill):
+				return nil, measure.StopBytes
+			}
+			return fill, ""
 		}
 	}
 	if plan.Rounds > 0 || plan.Precision <= 0 {
@@ -579,12 +648,20 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	if total > 0 {
 		return time.Duration(float64(elapsed) / float64(done) * float64(total-done))
 	}
-	est := time.Duration(math.MaxInt64)
-	if plan.MaxDuration > 0 {
-		est = max(plan.MaxDuration-elapsed, 0)
+	// The budgets of the rounds to come: a filling job's are the fill's
+	// (Plan.Fill).
+	maxBytes, maxDuration := plan.MaxBytes, plan.MaxDuration
+	for _, js := range jobs {
+		if plan.filling(js) {
+			maxBytes, maxDuration = plan.maxBytes(js), plan.maxDuration(js)
+		}
 	}
-	if plan.MaxBytes > 0 && spent > 0 {
-		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(plan.MaxBytes-spent, 0))))
+	est := time.Duration(math.MaxInt64)
+	if maxDuration > 0 {
+		est = max(maxDuration-elapsed, 0)
+	}
+	if maxBytes > 0 && spent > 0 {
+		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(maxBytes-spent, 0))))
 	}
 	var byPrecision time.Duration
 	for _, js := range jobs {
@@ -592,6 +669,11 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 		if js.rounds < plan.MinRounds {
 			byPrecision += time.Duration(plan.MinRounds-js.rounds) * js.lastTime
 			rounds = float64(plan.MinRounds)
+		}
+		if plan.filling(js) {
+			more := plan.Fill.Pairs - js.pairs() - max(plan.MinRounds-js.rounds, 0)
+			byPrecision += time.Duration(max(more, 0)) * js.lastTime
+			rounds = float64(max(int(rounds), plan.Fill.Pairs-js.priorRounds))
 		}
 		if math.IsInf(js.halfWidth, 1) {
 			byPrecision += js.lastTime // no interval yet: at least another round

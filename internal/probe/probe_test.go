@@ -1266,3 +1266,94 @@ func TestRoundCostCountsTheRoundsNewFiles(t *testing.T) {
 		t.Errorf("unlaid with a broken container: %v, want host alone", got)
 	}
 }
+
+// TestMeasureFillsAnEmptyWindow: with Plan.Fill, every job runs rounds, on
+// every target, until its interval rests on Fill.Pairs of them, beyond a
+// byte budget that stops the same plan without it short; the fill ceiling
+// stops it in turn; a prior window's rounds count.
+func TestMeasureFillsAnEmptyWindow(t *testing.T) {
+	prof := smoke(t)
+	// The fake jobs write 150 MiB of layout and about 200 MiB a round of
+	// each job: the budget holds the minimum rounds and no more.
+	base := Plan{MinRounds: 2, Precision: 1e-6, MaxBytes: 600 << 20, SideEvery: 3}
+	jobRounds := func(out Outcome) map[measure.Workload]map[int][]measure.Target {
+		m := map[measure.Workload]map[int][]measure.Target{}
+		for _, sm := range out.Samples {
+			if m[sm.Workload] == nil {
+				m[sm.Workload] = map[int][]measure.Target{}
+			}
+			m[sm.Workload][sm.Round] = append(m[sm.Workload][sm.Round], sm.Target)
+		}
+		return m
+	}
+	t.Run("without fill", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 11)
+		out := s.Measure(context.Background(), prof, base, 1, rand.New(rand.NewPCG(11, 11)), nil)
+		for w, rs := range jobRounds(out) {
+			if len(rs) >= 6 {
+				t.Errorf("%s: %d rounds under the regular budget; the test needs it to stop short of 6", w, len(rs))
+			}
+		}
+	})
+	t.Run("fills", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 12)
+		plan := base
+		plan.Fill = Fill{Pairs: 6, MaxBytes: 8 << 30, MaxDuration: time.Hour}
+		out := s.Measure(context.Background(), prof, plan, 1, rand.New(rand.NewPCG(12, 12)), nil)
+		for _, j := range prof.Jobs {
+			rs := jobRounds(out)[j.Workload]
+			full := 0
+			for _, ts := range rs {
+				if len(ts) == 4 {
+					full++
+				}
+			}
+			if full < 6 {
+				t.Errorf("%s: %d rounds on every target, want 6 (%d rounds in all)", j.Workload, full, len(rs))
+			}
+		}
+		if out.Stop != measure.StopBytes {
+			t.Errorf("stop %q after the fill; want bytes (the regular budget is spent)", out.Stop)
+		}
+	})
+	t.Run("ceiling", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 13)
+		plan := base
+		const ceiling = 1200 << 20
+		plan.Fill = Fill{Pairs: 6, MaxBytes: ceiling, MaxDuration: time.Hour}
+		out := s.Measure(context.Background(), prof, plan, 1, rand.New(rand.NewPCG(13, 13)), nil)
+		short := false
+		for _, rs := range jobRounds(out) {
+			short = short || len(rs) < 6
+		}
+		if out.Stop != measure.StopBytes || out.BytesWritten > ceiling || !short {
+			t.Errorf("stop %q after %d bytes, a job short of 6 rounds %v; want bytes, within %d, short", out.Stop, out.BytesWritten, short, ceiling)
+		}
+	})
+	t.Run("prior rounds count", func(t *testing.T) {
+		s, _ := prepare(t, testOptions(t))
+		prior := s.Measure(context.Background(), prof, Plan{Rounds: 4}, 1, rand.New(rand.NewPCG(14, 14)), nil).Samples
+		s2, _ := prepare(t, testOptions(t))
+		out := s2.Measure(context.Background(), prof, Plan{MinRounds: 1, Prior: prior, Fill: Fill{Pairs: 6, MaxBytes: 8 << 30}}, 100, rand.New(rand.NewPCG(15, 15)), nil)
+		if out.Rounds != 2*len(prof.Jobs) {
+			t.Errorf("%d rounds after a window of 4; want the 2 a job that 6 need", out.Rounds)
+		}
+	})
+}
+
+// TestEtaOfAFill: a filling measurement past the regular byte budget
+// still has an end in sight: its rounds run under the fill's ceiling.
+func TestEtaOfAFill(t *testing.T) {
+	js := &jobState{rounds: 3, lastTime: time.Second, halfWidth: math.Inf(1)}
+	plan := Plan{MinRounds: 2, Precision: 0.03, MaxBytes: 512 << 20, Fill: Fill{Pairs: 6, MaxBytes: 1536 << 20}}
+	if d := eta([]*jobState{js}, plan, 600<<20, 0, 10, 30*time.Second); d < 3*time.Second {
+		t.Errorf("eta %s with 3 fill rounds of 1 s to go; want at least 3 s", d)
+	}
+	plan.Fill = Fill{}
+	if d := eta([]*jobState{js}, plan, 600<<20, 0, 10, 30*time.Second); d != 0 {
+		t.Errorf("eta %s past the byte budget without a fill; want 0", d)
+	}
+}
