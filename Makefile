@@ -145,9 +145,11 @@ bench-smoke: deps-test build-testhooks
 	BENCH_SHORT=1 LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
 		$(GO) -C bench test -run 'TestBench$$' -timeout 60m $(BENCH_RUN)
 
+# The report replays the detector's trials: 5-10 minutes on a 2-core
+# machine shared with other work.
 bench-report: build-testhooks
 	BENCH_OUT=$(abspath $(BENCH_OUT)) LAYERPROBE_BIN=$(abspath $(HOOKS_BIN)) \
-		$(GO) -C bench test -run 'TestBenchReport$$' -timeout 5m $(BENCH_RUN)
+		$(GO) -C bench test -run 'TestBenchReport$$' -timeout 30m $(BENCH_RUN)
 
 # Release artifacts in dist/ (version from VERSION): static linux/amd64 and
 # linux/arm64 binaries in Prometheus-style archives, SHA256SUMS, a CycloneDX

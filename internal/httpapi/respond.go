@@ -80,8 +80,18 @@ func (s *server) sourceError(c *gin.Context, op string, err error) {
 		// say what was missing themselves, before calling sourceError.
 		abortError(c, http.StatusNotFound, codeNotFound, "not found")
 	case errors.Is(err, ErrBusy):
-		abortError(c, http.StatusConflict, codeConflict,
-			"a measurement cycle is already running; try again when it has finished (GET /api/v1/cycles lists it as running)")
+		var be *BusyError
+		var id int64
+		if errors.As(err, &be) {
+			id = be.CycleID
+		}
+		msg := "a measurement cycle is already running; try again when it has finished (GET /api/v1/cycles lists it as running)"
+		if id > 0 {
+			msg = fmt.Sprintf("measurement cycle %d is running; try again when it has finished (GET /api/v1/cycles/%d shows it)", id, id)
+		}
+		body, _ := encodeJSON(api.ErrorResponse{Error: api.ErrorBody{Code: codeConflict, Message: msg, CycleID: id}})
+		c.Data(http.StatusConflict, contentTypeJSON, body)
+		c.Abort()
 	case errors.Is(err, ErrNotReady):
 		abortError(c, http.StatusServiceUnavailable, codeNotReady, "the agent is not ready yet: "+err.Error())
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:

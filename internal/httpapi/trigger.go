@@ -19,7 +19,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 
-	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
@@ -75,14 +74,20 @@ func (s *server) trigger(c *gin.Context) {
 	if !s.allow(c) {
 		return
 	}
-	engines, err := start(c.Request.Context())
+	resp, err := start(c.Request.Context())
 	if err != nil {
 		s.sourceError(c, "starting a cycle", err)
 		return
 	}
 	s.limiter.Allow() // commit: allow saw a whole token, and only we take tokens
-	s.logger.Info("measurement cycle triggered over the API", "engines", engines, "mode", cmp.Or(mode, measure.ModeSteady), "remote_addr", c.ClientIP())
-	writeJSON(c, s.logger, http.StatusAccepted, api.TriggerResponse{Status: "accepted", Engines: nonNil(engines)})
+	s.logger.Info("measurement cycle triggered over the API", "engines", resp.Engines, "cycles", resp.CycleIDs,
+		"mode", cmp.Or(mode, measure.ModeSteady), "remote_addr", c.ClientIP())
+	resp.Status, resp.Engines, resp.CycleIDs = "accepted", nonNil(resp.Engines), nonNil(resp.CycleIDs)
+	if resp.CycleID > 0 {
+		// Poll here: the cycle is listed as running until it ends.
+		c.Header("Location", "/api/v1/cycles/"+strconv.FormatInt(resp.CycleID, 10))
+	}
+	writeJSON(c, s.logger, http.StatusAccepted, resp)
 }
 
 // authenticate checks "Authorization: Bearer <token>" in constant time. A

@@ -28,7 +28,7 @@ import (
 )
 
 // The tests in this file run each shipped deployment as it is shipped (the
-// systemd unit under a real systemd, the compose file with docker-compose,
+// systemd unit under a real systemd, the compose file with Docker Compose v2,
 // the DaemonSet's pod spec with `docker run`) on a private engine whose
 // CPUs are kept busy by other containers, and check what a user of that
 // deployment gets: the agent says its host arm joined the probe
@@ -367,7 +367,7 @@ exec /sbin/init
 `
 
 // boxShare is where the box sees the test's shared directory: the box's
-// engine socket for the test's docker CLI and docker-compose, and the
+// engine socket for the test's docker CLI and Docker Compose, and the
 // agents' configuration files.
 const boxShare = "/lpshare"
 
@@ -672,11 +672,14 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 //     (`systemctl enable --now`);
 //   - the .deb of `make release`, installed with `apt-get install`, its
 //     unit started by the package (the same unit file);
-//   - deploy/compose/docker-compose.yml with docker-compose, its agent
-//     service only, with an override that sets the test's configuration
-//     file, published on a free port (LAYERPROBE_PORT);
+//   - deploy/compose/docker-compose.yml with Docker Compose v2 (`docker
+//     compose`), its agent service only, with an override that sets the
+//     test's configuration file, published on a free port (LAYERPROBE_PORT);
 //   - the pod of deploy/kubernetes/20-daemonset.yaml with `docker run`,
-//     every flag derived from the manifest (dsRunFlags).
+//     every flag derived from the manifest (dsRunFlags), in a cgroup
+//     namespace of its own, as a kubelet's runtime gives a pod on cgroup
+//     v2: the host arm joins from there (cgroup.Of enters the probe's
+//     namespace with the pod's CAP_SYS_ADMIN).
 //
 // Each agent's first cycle must have its host arm in the probe container's
 // CPU cgroups, say so on /metrics, log no warning about it and read the
@@ -684,7 +687,7 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 func TestShippedDeploymentsUnderLoad(t *testing.T) {
 	needsSystem(t)
 	queue.Parallel(t)
-	dc := tool(t, "docker-compose")
+	dc := composeV2(t)
 	b := startBox(t)
 	loadBox(t, b)
 
@@ -803,11 +806,11 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		}
 		compose := func(timeout time.Duration, args ...string) cmdResult {
 			t.Helper()
-			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc,
-				append([]string{"--file", "docker-compose.yml", "--file", override}, args...)...)
+			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc[0],
+				append(append(dc[1:], "--file", "docker-compose.yml", "--file", override), args...)...)
 		}
 		if r := compose(3*time.Minute, "up", "-d", "--no-deps", "--no-build", "layerprobe"); r.err != nil {
-			t.Fatalf("docker-compose up:\n%s", r)
+			t.Fatalf("docker compose up:\n%s", r)
 		}
 		logs := func() string { return compose(time.Minute, "logs", "--no-color", "layerprobe").stdout }
 		t.Cleanup(func() {
@@ -839,7 +842,7 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		agentConfigFile(t, cfgDir, addr)
 		pod := daemonSetPod(t, "deploy/kubernetes/20-daemonset.yaml")
 		args := append([]string{"run", "-d", "--name", "lpops-daemonset", "--network", "host"},
-			dsRunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"})...)
+			dsRunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"}, nil)...)
 		if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
 			t.Fatalf("docker run (the DaemonSet's pod):\n%s", r)
 		}
@@ -861,6 +864,87 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		pid := func() int { return b.containerPID(t, "lpops-daemonset") }
 		checkLoadedAgent(t, b, addr, pid, alive, logs)
 	})
+
+	// A node labelled for an engine whose socket it does not have: each
+	// DaemonSet's pod, its socket's directory an empty one, must start,
+	// keep serving, and say what is missing in its log and on /metrics,
+	// where a hostPath of type Socket would keep it in ContainerCreating.
+	t.Run("daemonset-no-socket", func(t *testing.T) {
+		for _, tc := range []struct{ manifest, configMap, configFile, sockDir, sock, engine string }{
+			{"deploy/kubernetes/20-daemonset.yaml", "layerprobe-config", "deploy/kubernetes/10-configmap.yaml", "/run", "/var/run/docker.sock", "default"},
+			{"deploy/kubernetes/21-daemonset-containerd.yaml", "layerprobe-containerd-config", "deploy/kubernetes/11-configmap-containerd.yaml", "/run/containerd", "/run/containerd/containerd.sock", "node"},
+		} {
+			name := "lpops-nosock-" + tc.engine
+			addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
+			cfgDir := filepath.Join(b.share, name)
+			shippedConfig(t, tc.configFile, cfgDir, addr)
+			empty := "/tmp/" + name + "-run"
+			if r := b.exec(t, time.Minute, "mkdir", "-p", empty); r.err != nil {
+				t.Fatal(r)
+			}
+			pod := daemonSetPod(t, tc.manifest)
+			args := append([]string{"run", "-d", "--name", name, "--network", "host"},
+				dsRunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name}, map[string]string{tc.sockDir: empty})...)
+			if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
+				t.Fatalf("docker run (%s's pod, no socket):\n%s", tc.manifest, r)
+			}
+			logs := func() string { r := b.dockerIn(t, time.Minute, "logs", name); return r.stdout + r.stderr }
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("%s log:\n%s", name, testharness.Tail(logs(), 20))
+				}
+				b.dockerIn(t, 2*time.Minute, "rm", "-f", "-v", name)
+			})
+			get := agentAPI(addr)
+			want := fmt.Sprintf("layerprobe_engine_up{engine=%q} 0", tc.engine)
+			testharness.Eventually(t, 2*time.Minute, 2*time.Second, tc.manifest+"'s agent to say its engine is down", func() (bool, string) {
+				if st := strings.TrimSpace(b.dockerIn(t, time.Minute, "inspect", "-f", "{{.State.Status}}", name).stdout); st != "running" {
+					t.Fatalf("the pod's container is %s:\n%s", st, testharness.Tail(logs(), 20))
+				}
+				body, err := get("/metrics")
+				if err != nil {
+					return false, err.Error()
+				}
+				return strings.Contains(string(body), want), "no " + want
+			})
+			if body, err := get("/healthz"); err != nil {
+				t.Errorf("%s: /healthz: %v %s", tc.manifest, err, body)
+			}
+			if l := logs(); !strings.Contains(l, "socket "+tc.sock+" does not exist") {
+				t.Errorf("%s: the agent's log does not say that %s does not exist:\n%s", tc.manifest, tc.sock, testharness.Tail(l, 20))
+			}
+		}
+	})
+}
+
+// shippedConfig writes the config.yaml of the ConfigMap in file into
+// dir, listening on addr.
+func shippedConfig(t *testing.T, file, dir, addr string) {
+	t.Helper()
+	var cm k8sObject
+	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(file))), &cm); err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil || cfg == nil {
+		t.Fatalf("%s: config.yaml: %v", file, err)
+	}
+	agent, _ := cfg["agent"].(map[string]any)
+	if agent == nil {
+		agent = map[string]any{}
+	}
+	agent["listen_address"] = addr
+	cfg["agent"] = agent
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // dsPod is the part of a DaemonSet's pod template the reproduction reads,
@@ -923,11 +1007,14 @@ var (
 )
 
 // dsRunFlags translates a DaemonSet's pod into `docker run` flags as a
-// kubelet with Docker's runtime would set them on a cgroup v1 node (the
-// node's cgroup namespace), image and arguments last. hostPath volumes are
-// the node's paths, which in the box are a host's own; a ConfigMap is the
-// directory configMaps names; an emptyDir a fresh directory.
-func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string {
+// kubelet's runtime sets them on a cgroup v2 node: a cgroup namespace of
+// the pod's own (containerd's CRI and CRI-O give every container one
+// there, and no pod field asks for the node's), image and arguments last.
+// hostPath volumes are the node's paths, which in the box are a host's
+// own, or the box's path nodePaths gives for one (a node without it); a
+// ConfigMap is the directory configMaps names; an emptyDir a fresh
+// directory.
+func dsRunFlags(t *testing.T, pod dsPod, configMaps, nodePaths map[string]string) []string {
 	t.Helper()
 	for k := range pod.Rest {
 		if _, ok := dsPodIgnored[k]; !ok {
@@ -943,7 +1030,7 @@ func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string 
 			t.Fatalf("the DaemonSet's container sets %s, which this reproduction does not know: reproduce it in dsRunFlags", k)
 		}
 	}
-	flags := []string{"--cgroupns", "host"}
+	flags := []string{"--cgroupns", "private"}
 	if pod.HostPID {
 		flags = append(flags, "--pid", "host")
 	}
@@ -1016,7 +1103,8 @@ func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string 
 		switch {
 		case v.HostPath != nil:
 			// -v makes a missing source directory, as DirectoryOrCreate.
-			flags = append(flags, "-v", v.HostPath.Path+":"+m.MountPath+":"+mode)
+			src := cmp.Or(nodePaths[v.HostPath.Path], v.HostPath.Path)
+			flags = append(flags, "-v", src+":"+m.MountPath+":"+mode)
 		case v.ConfigMap != nil:
 			dir, ok := configMaps[v.ConfigMap.Name]
 			if !ok {
