@@ -227,7 +227,7 @@ func TestTrigger(t *testing.T) {
 		}
 		var er api.ErrorResponse
 		mustJSON(t, rec, &er)
-		if er.Error.Code != codeConflict || er.Error.CycleID != fakeRunningID || !strings.Contains(er.Error.Message, "cycle 43 is running") {
+		if er.Error.Code != codeConflict || er.Error.CycleID != fakeRunningID || !strings.Contains(er.Error.Message, "already running (cycle 43)") {
 			t.Errorf("409 body = %+v; want conflict naming cycle %d", er, fakeRunningID)
 		}
 	}

@@ -87,7 +87,7 @@ func (s *server) sourceError(c *gin.Context, op string, err error) {
 		}
 		msg := "a measurement cycle is already running; try again when it has finished (GET /api/v1/cycles lists it as running)"
 		if id > 0 {
-			msg = fmt.Sprintf("measurement cycle %d is running; try again when it has finished (GET /api/v1/cycles/%d shows it)", id, id)
+			msg = fmt.Sprintf("a measurement cycle is already running (cycle %d); try again when it has finished (GET /api/v1/cycles/%d shows it)", id, id)
 		}
 		body, _ := encodeJSON(api.ErrorResponse{Error: api.ErrorBody{Code: codeConflict, Message: msg, CycleID: id}})
 		c.Data(http.StatusConflict, contentTypeJSON, body)
