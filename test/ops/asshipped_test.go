@@ -878,8 +878,12 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
 			cfgDir := filepath.Join(b.share, name)
 			shippedConfig(t, tc.configFile, cfgDir, addr)
+			// The socket's directory without the socket. On a node, the
+			// pod's other hostPaths below it exist (DirectoryOrCreate
+			// makes /run/lock), and the runtime mounts them there: it
+			// cannot make their mount points in a read-only mount.
 			empty := "/tmp/" + name + "-run"
-			if r := b.exec(t, time.Minute, "mkdir", "-p", empty); r.err != nil {
+			if r := b.exec(t, time.Minute, "mkdir", "-p", empty+"/lock"); r.err != nil {
 				t.Fatal(r)
 			}
 			pod := daemonSetPod(t, tc.manifest)
