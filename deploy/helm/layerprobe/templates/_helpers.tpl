@@ -135,6 +135,7 @@ and the scratch directory.
 - name: engine-socket
   mountPath: {{ include "layerprobe.socketDir" . }}
   readOnly: true
+  mountPropagation: HostToContainer
 {{- end }}
 - name: engine-data-root
   mountPath: {{ include "layerprobe.dataRoot" . }}
