@@ -888,7 +888,9 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			}
 			pod := daemonSetPod(t, tc.manifest)
 			args := append([]string{"run", "-d", "--name", name, "--network", "host"},
-				dsRunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name}, map[string]string{tc.sockDir: empty})...)
+				dsRunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name},
+					// Each its own state directory: two agents never share one.
+					map[string]string{tc.sockDir: empty, "/var/lib/layerprobe": "/tmp/" + name + "-state"})...)
 			if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
 				t.Fatalf("docker run (%s's pod, no socket):\n%s", tc.manifest, r)
 			}
