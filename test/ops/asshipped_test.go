@@ -1106,13 +1106,6 @@ func dsRunFlags(t *testing.T, pod dsPod, configMaps, nodePaths map[string]string
 		if m.ReadOnly {
 			mode = "ro"
 		}
-		switch m.MountPropagation {
-		case "", "None":
-		case "HostToContainer":
-			mode += ",rslave"
-		default:
-			t.Fatalf("volumeMount %s: mountPropagation %s: reproduce it in dsRunFlags", m.Name, m.MountPropagation)
-		}
 		switch {
 		case v.HostPath != nil:
 			// -v makes a missing source directory, as DirectoryOrCreate.

@@ -135,7 +135,6 @@ and the scratch directory.
 - name: engine-socket
   mountPath: {{ include "layerprobe.socketDir" . }}
   readOnly: true
-  mountPropagation: HostToContainer
 {{- end }}
 - name: engine-data-root
   mountPath: {{ include "layerprobe.dataRoot" . }}
