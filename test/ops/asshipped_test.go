@@ -878,13 +878,19 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 			addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
 			cfgDir := filepath.Join(b.share, name)
 			shippedConfig(t, tc.configFile, cfgDir, addr)
+			// The socket's directory without the socket. On a node, the
+			// pod's other hostPaths below it exist (DirectoryOrCreate
+			// makes /run/lock), and the runtime mounts them there: it
+			// cannot make their mount points in a read-only mount.
 			empty := "/tmp/" + name + "-run"
-			if r := b.exec(t, time.Minute, "mkdir", "-p", empty); r.err != nil {
+			if r := b.exec(t, time.Minute, "mkdir", "-p", empty+"/lock"); r.err != nil {
 				t.Fatal(r)
 			}
 			pod := daemonSetPod(t, tc.manifest)
 			args := append([]string{"run", "-d", "--name", name, "--network", "host"},
-				dsRunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name}, map[string]string{tc.sockDir: empty})...)
+				dsRunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name},
+					// Each its own state directory: two agents never share one.
+					map[string]string{tc.sockDir: empty, "/var/lib/layerprobe": "/tmp/" + name + "-state"})...)
 			if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
 				t.Fatalf("docker run (%s's pod, no socket):\n%s", tc.manifest, r)
 			}
