@@ -2,8 +2,10 @@ package faults
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +24,7 @@ func availBytes(t *testing.T, path string) int64 {
 }
 
 // filler is a neighbour that fills the data root's file system the moment
-// a fio job of the agent starts: it allocates every free block to one file.
+// the agent starts laying out a fio job file.
 type filler struct {
 	path string
 	once sync.Once
@@ -30,28 +32,45 @@ type filler struct {
 	stop chan struct{}
 
 	mu     sync.Mutex
-	victim []string // command line of the fio job that was running
+	victim []string // command line of the fio layout that was running
 	err    error
 }
 
-// armFiller polls for the agent's fio jobs every millisecond and fills the
-// file system as soon as one appears: fio's startup (tens of milliseconds
-// for Debian's fio and its libraries) gives the filler time to take the
-// space before fio lays out its file, so the job itself runs into ENOSPC.
+// armFiller polls for the agent's fio layouts (the only fio runs that
+// allocate blocks: the measured jobs overwrite the file laid out before
+// them, which a full file system does not stop) every millisecond. It
+// stops the first one it sees (SIGSTOP), and if its file is not yet
+// whole, fills the file system and lets it go on into ENOSPC. A layout
+// that had written its whole file before it was seen (a loaded machine's
+// scheduler can allow that) is let go, and the next one is the victim:
+// so the outcome does not depend on how fast fio starts under load.
 func armFiller(t *testing.T, dataRoot string) *filler {
 	f := &filler{path: filepath.Join(dataRoot, "neighbour-filler"), done: make(chan struct{}), stop: make(chan struct{})}
 	go func() {
 		defer close(f.done)
+		seen := map[int]bool{}
 		for {
 			select {
 			case <-f.stop:
 				return
 			default:
 			}
-			if ps := fioJobsRunning(dataRoot); len(ps) > 0 {
+			for _, p := range fioJobsRunning(dataRoot) {
+				if seen[p.pid] || !isLayout(p.args) {
+					continue
+				}
+				seen[p.pid] = true
+				if unix.Kill(p.pid, unix.SIGSTOP) != nil {
+					continue // it ended
+				}
+				if layoutWhole(p) {
+					_ = unix.Kill(p.pid, unix.SIGCONT)
+					continue
+				}
 				err := fill(f.path)
+				_ = unix.Kill(p.pid, unix.SIGCONT)
 				f.mu.Lock()
-				f.victim, f.err = ps[0].args, err
+				f.victim, f.err = p.args, err
 				f.mu.Unlock()
 				return
 			}
@@ -60,6 +79,37 @@ func armFiller(t *testing.T, dataRoot string) *filler {
 	}()
 	t.Cleanup(func() { f.remove(t) })
 	return f
+}
+
+// isLayout: fio's layout of a job file (fio.Command with fio.Layout) is
+// named after the workload with "-layout".
+func isLayout(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "--name=") && strings.HasSuffix(a, "-layout") {
+			return true
+		}
+	}
+	return false
+}
+
+// layoutWhole says whether the file a stopped layout writes already has
+// its full size: seen through the process's own root, as a fio in the
+// probe container sees its directory.
+func layoutWhole(p fioProc) bool {
+	var dir, name string
+	var size int64
+	for _, a := range p.args {
+		switch {
+		case strings.HasPrefix(a, "--directory="):
+			dir = strings.ReplaceAll(strings.TrimPrefix(a, "--directory="), `\:`, ":")
+		case strings.HasPrefix(a, "--filename="):
+			name = strings.TrimPrefix(a, "--filename=")
+		case strings.HasPrefix(a, "--size="):
+			size, _ = strconv.ParseInt(strings.TrimPrefix(a, "--size="), 10, 64)
+		}
+	}
+	st, err := os.Stat(filepath.Join(fmt.Sprintf("/proc/%d/root", p.pid), dir, name))
+	return err == nil && size > 0 && st.Size() >= size
 }
 
 // fill allocates all free space of the file system to path.
@@ -95,8 +145,8 @@ func (f *filler) remove(t *testing.T) {
 }
 
 // The data root's file system (xfs on a 400 MiB loop file) fills up while a
-// cycle runs: another writer takes every free block just as a fio job
-// starts. The job fails with ENOSPC, recorded as no_space for its target,
+// cycle runs: another writer takes every free block just as the agent lays
+// out a job file. The layout fails with ENOSPC, recorded as no_space for its target,
 // the jobs after it are refused by the free-space check before they write
 // anything, every file of the cycle is removed, the free space after the
 // filler is gone is what it was before the cycle, the agent stays healthy
@@ -121,8 +171,8 @@ func TestDataRootFillsUp(t *testing.T) {
 	if f.err != nil || f.victim == nil {
 		t.Fatalf("the filler did not fill the file system: %v", f.err)
 	}
-	t.Logf("file system filled while fio ran %s; %d bytes free left",
-		strings.Join(f.victim[3:5], " "), availBytes(t, d.DataRoot))
+	t.Logf("file system filled while fio laid out %s; %d bytes free left",
+		strings.Join(f.victim[3:], " "), availBytes(t, d.DataRoot))
 	if full.Result != "failed" || full.Reason != "fio_failures" || !strings.Contains(full.Message, "no_space") {
 		t.Errorf("cycle on the full file system: %+v; want failed, fio_failures with no_space", full)
 	}
