@@ -2,27 +2,23 @@ package ops
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
+	"github.com/layerprobe/layerprobe/internal/testsupport/asshipped"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
@@ -121,68 +117,13 @@ func checkLoadedAA(t *testing.T, engines api.EnginesResponse, overhead api.Overh
 	}
 }
 
-// armProcess is a line of `lpworkload armcg`: a process of the agent's
-// arms as seen in the box's /proc (lpworkload's ArmProcess).
-type armProcess struct {
-	Role   string   `json:"role"` // agent, host or container
-	Pid    int      `json:"pid"`
-	PPid   int      `json:"ppid"`
-	Argv   []string `json:"argv"`
-	Cgroup string   `json:"cgroup"` // /proc/PID/cgroup
-}
-
-// cpuCgroups is the part of a /proc/PID/cgroup that the host arm's join
-// sets: the paths of the cpu, cpuacct and cpuset hierarchies on cgroup v1,
-// or the unified path on a cgroup v2 host, as one comparable string.
-func cpuCgroups(procCgroup string) string {
-	var v1 []string
-	unified := ""
-	for _, l := range strings.Split(strings.TrimSpace(procCgroup), "\n") {
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			unified = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "cpu" || c == "cpuacct" || c == "cpuset" {
-				v1 = append(v1, c+"="+parts[2])
-			}
-		}
-	}
-	if len(v1) == 0 {
-		return "unified=" + unified
-	}
-	slices.Sort(v1)
-	return strings.Join(v1, " ")
-}
-
-// hostArmWorkload names the workload a host process of the agent runs: fio
-// (a job; `fio --version` is not one) or the small-file helper after its
-// cgexec. Anything else the agent starts, such as `probe-helper cgexec`
-// before it execs, is not a host arm.
-func hostArmWorkload(argv []string) string {
-	switch {
-	case slices.Contains(argv, "cgexec"), slices.Contains(argv, "--version"):
-		return ""
-	case filepath.Base(argv[0]) == "fio":
-		return "fio"
-	case len(argv) > 2 && argv[1] == "probe-helper" && argv[2] == "smallfiles":
-		return "smallfiles"
-	}
-	return ""
-}
-
 // checkArmCgroups checks, from what `lpworkload armcg` saw while the cycle
 // ran, that every host-arm process (fio and its workers, the small-file
 // helper) ran in the CPU cgroups of a probe container's processes and not
-// in the agent's (armCgroupProblems). A lost join fails here whatever the
-// machine's load, where a timed A/A comparison cannot tell it from noise.
-func checkArmCgroups(t *testing.T, procs []armProcess) {
+// in the agent's (asshipped.ArmCgroupProblems).
+func checkArmCgroups(t *testing.T, procs []asshipped.ArmProcess) {
 	t.Helper()
-	seen, problems := armCgroupProblems(procs)
+	seen, problems := asshipped.ArmCgroupProblems(procs, "fio", "smallfiles")
 	t.Logf("host-arm processes checked: %d of fio, %d of the small-file helper (of %d processes seen)", seen["fio"], seen["smallfiles"], len(procs))
 	for i, p := range problems {
 		if i == 5 {
@@ -193,54 +134,9 @@ func checkArmCgroups(t *testing.T, procs []armProcess) {
 	}
 }
 
-// armCgroupProblems counts the host-arm processes in procs by what they
-// run (hostArmWorkload) and says what is wrong: a host arm outside every
-// probe container's CPU cgroups, no host arm of fio or of the small-file
-// helper seen at all (nothing checked), or no agent or probe container to
-// compare with.
-func armCgroupProblems(procs []armProcess) (seen map[string]int, problems []string) {
-	var agent string
-	probe := map[string]bool{}
-	for _, p := range procs {
-		switch p.Role {
-		case "agent":
-			agent = cpuCgroups(p.Cgroup)
-		case "container":
-			probe[cpuCgroups(p.Cgroup)] = true
-		}
-	}
-	if agent == "" || len(probe) == 0 {
-		return nil, []string{fmt.Sprintf("the watcher saw no agent (%q) or no probe container process (%d of %d processes)", agent, len(probe), len(procs))}
-	}
-	if probe[agent] {
-		return nil, []string{fmt.Sprintf("the agent's own CPU cgroups (%s) are a probe container's: a lost join would not show", agent)}
-	}
-	seen = map[string]int{}
-	for _, p := range procs {
-		w := ""
-		if p.Role == "host" {
-			w = hostArmWorkload(p.Argv)
-		}
-		if w == "" {
-			continue
-		}
-		seen[w]++
-		if cg := cpuCgroups(p.Cgroup); !probe[cg] {
-			problems = append(problems, fmt.Sprintf("host arm %d %q ran in %s, not in a probe container's CPU cgroups %v (the agent's: %s)",
-				p.Pid, strings.Join(p.Argv, " "), cg, slices.Sorted(maps.Keys(probe)), agent))
-		}
-	}
-	for _, w := range []string{"fio", "smallfiles"} {
-		if seen[w] == 0 {
-			problems = append(problems, fmt.Sprintf("the watcher saw no host-arm process of %s (%d processes seen): nothing was checked", w, len(procs)))
-		}
-	}
-	return seen, problems
-}
-
 // watchArms starts `lpworkload armcg` in the box for the agent whose PID
 // pid returns, and returns a function that stops it and returns what it saw.
-func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []armProcess {
+func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []asshipped.ArmProcess {
 	t.Helper()
 	var p int
 	testharness.Eventually(t, 2*time.Minute, time.Second, "the agent's PID", func() (bool, string) {
@@ -253,7 +149,7 @@ func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []a
 	go func() {
 		done <- b.exec(t, 30*time.Minute, b.workload, "armcg", strconv.Itoa(p), boxShare+"/"+out, boxShare+"/"+stop)
 	}()
-	return func() []armProcess {
+	return func() []asshipped.ArmProcess {
 		if err := os.WriteFile(filepath.Join(b.share, stop), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -263,10 +159,10 @@ func watchArms(t *testing.T, b *testBox, name string, pid func() int) func() []a
 		if now := pid(); now != p {
 			t.Errorf("the agent's PID changed while its arms were watched: %d, then %d (a restart)", p, now)
 		}
-		var procs []armProcess
+		var procs []asshipped.ArmProcess
 		dec := json.NewDecoder(strings.NewReader(readFile(t, filepath.Join(b.share, out))))
 		for dec.More() {
-			var a armProcess
+			var a asshipped.ArmProcess
 			if err := dec.Decode(&a); err != nil {
 				t.Fatalf("%s: %v", out, err)
 			}
@@ -676,7 +572,7 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 //     service only, with an override that sets the test's configuration
 //     file, published on a free port (LAYERPROBE_PORT);
 //   - the pod of deploy/kubernetes/20-daemonset.yaml with `docker run`,
-//     every flag derived from the manifest (dsRunFlags).
+//     every flag derived from the manifest (asshipped.RunFlags).
 //
 // Each agent's first cycle must have its host arm in the probe container's
 // CPU cgroups, say so on /metrics, log no warning about it and read the
@@ -837,9 +733,9 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		addr := fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t))
 		cfgDir := filepath.Join(b.share, "configmap")
 		agentConfigFile(t, cfgDir, addr)
-		pod := daemonSetPod(t, "deploy/kubernetes/20-daemonset.yaml")
-		args := append([]string{"run", "-d", "--name", "lpops-daemonset", "--network", "host"},
-			dsRunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"})...)
+		pod := asshipped.DaemonSetPod(t, repoPath("deploy/kubernetes/20-daemonset.yaml"))
+		flags, image, podArgs := asshipped.RunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"}, asshipped.CgroupNSv1)
+		args := append(append(append([]string{"run", "-d", "--name", "lpops-daemonset", "--network", "host"}, flags...), image), podArgs...)
 		if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
 			t.Fatalf("docker run (the DaemonSet's pod):\n%s", r)
 		}
@@ -861,174 +757,4 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		pid := func() int { return b.containerPID(t, "lpops-daemonset") }
 		checkLoadedAgent(t, b, addr, pid, alive, logs)
 	})
-}
-
-// dsPod is the part of a DaemonSet's pod template the reproduction reads,
-// with every other key kept so that dsRunFlags can refuse what it does not
-// know.
-type dsPod struct {
-	HostPID    bool           `yaml:"hostPID"`
-	Containers []dsContainer  `yaml:"containers"`
-	Volumes    []k8sVolume    `yaml:"volumes"`
-	Rest       map[string]any `yaml:",inline"`
-}
-
-type dsContainer struct {
-	Name            string           `yaml:"name"`
-	Image           string           `yaml:"image"`
-	Args            []string         `yaml:"args"`
-	Env             []map[string]any `yaml:"env"`
-	VolumeMounts    []k8sVolumeMount `yaml:"volumeMounts"`
-	SecurityContext map[string]any   `yaml:"securityContext"`
-	Resources       struct {
-		Limits   map[string]string `yaml:"limits"`
-		Requests map[string]string `yaml:"requests"`
-	} `yaml:"resources"`
-	Rest map[string]any `yaml:",inline"`
-}
-
-// daemonSetPod reads the pod template of the DaemonSet in file.
-func daemonSetPod(t *testing.T, file string) dsPod {
-	t.Helper()
-	var doc struct {
-		Kind string `yaml:"kind"`
-		Spec struct {
-			Template struct {
-				Spec dsPod `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(file))), &doc); err != nil || doc.Kind != "DaemonSet" {
-		t.Fatalf("%s: kind %q, %v", file, doc.Kind, err)
-	}
-	return doc.Spec.Template.Spec
-}
-
-// The pod and container keys the reproduction leaves out, and why. Any
-// other key of the manifest fails dsRunFlags: a new setting must be
-// reproduced here, or listed with its reason.
-var (
-	dsPodIgnored = map[string]string{
-		"nodeSelector":                  "placement",
-		"tolerations":                   "placement",
-		"automountServiceAccountToken":  "no API token is mounted either way",
-		"terminationGracePeriodSeconds": "`docker stop -t 60` in the test",
-	}
-	dsContainerIgnored = map[string]string{
-		"imagePullPolicy": "nothing is pulled here",
-		"ports":           "the host network: the port is the configured listen address",
-		"readinessProbe":  "kubelet's, not the agent's",
-		"livenessProbe":   "kubelet's, not the agent's",
-	}
-)
-
-// dsRunFlags translates a DaemonSet's pod into `docker run` flags as a
-// kubelet with Docker's runtime would set them on a cgroup v1 node (the
-// node's cgroup namespace), image and arguments last. hostPath volumes are
-// the node's paths, which in the box are a host's own; a ConfigMap is the
-// directory configMaps names; an emptyDir a fresh directory.
-func dsRunFlags(t *testing.T, pod dsPod, configMaps map[string]string) []string {
-	t.Helper()
-	for k := range pod.Rest {
-		if _, ok := dsPodIgnored[k]; !ok {
-			t.Fatalf("the DaemonSet's pod sets %s, which this reproduction does not know: reproduce it in dsRunFlags", k)
-		}
-	}
-	if len(pod.Containers) != 1 {
-		t.Fatalf("want one container, have %d", len(pod.Containers))
-	}
-	c := pod.Containers[0]
-	for k := range c.Rest {
-		if _, ok := dsContainerIgnored[k]; !ok {
-			t.Fatalf("the DaemonSet's container sets %s, which this reproduction does not know: reproduce it in dsRunFlags", k)
-		}
-	}
-	flags := []string{"--cgroupns", "host"}
-	if pod.HostPID {
-		flags = append(flags, "--pid", "host")
-	}
-	if len(c.Env) > 0 {
-		t.Fatalf("the container sets env %v: reproduce it in dsRunFlags", c.Env)
-	}
-	sc := c.SecurityContext
-	for k, v := range sc {
-		switch k {
-		case "runAsUser", "runAsGroup", "runAsNonRoot":
-		case "allowPrivilegeEscalation":
-			if v == false {
-				flags = append(flags, "--security-opt", "no-new-privileges")
-			}
-		case "readOnlyRootFilesystem":
-			if v == true {
-				flags = append(flags, "--read-only")
-			}
-		case "privileged":
-			if v == true {
-				flags = append(flags, "--privileged")
-			}
-		case "capabilities":
-			caps, _ := v.(map[string]any)
-			for kind, list := range caps {
-				items, _ := list.([]any)
-				for _, it := range items {
-					flags = append(flags, "--cap-"+strings.ToLower(kind), fmt.Sprint(it))
-				}
-			}
-		case "seccompProfile":
-			if p, _ := v.(map[string]any); p["type"] != "RuntimeDefault" {
-				t.Fatalf("seccompProfile %v: only RuntimeDefault (Docker's default profile) is reproduced", v)
-			}
-		default:
-			t.Fatalf("securityContext.%s: reproduce it in dsRunFlags", k)
-		}
-	}
-	if sc["runAsNonRoot"] == true {
-		t.Fatal("runAsNonRoot: the image runs as root")
-	}
-	flags = append(flags, "--user", fmt.Sprintf("%v:%v", cmp.Or(sc["runAsUser"], any(0)), cmp.Or(sc["runAsGroup"], any(0))))
-	if m := c.Resources.Limits["memory"]; m != "" {
-		flags = append(flags, "--memory", strings.TrimSuffix(strings.ToLower(m), "i"))
-	}
-	if cpu := c.Resources.Limits["cpu"]; cpu != "" {
-		t.Fatalf("a CPU limit (%s): reproduce it in dsRunFlags", cpu)
-	}
-	if cpu := c.Resources.Requests["cpu"]; cpu != "" {
-		// kubelet: cpu.shares = milli-CPUs × 1024 / 1000.
-		milli, err := strconv.Atoi(strings.TrimSuffix(cpu, "m"))
-		if err != nil || !strings.HasSuffix(cpu, "m") {
-			t.Fatalf("CPU request %q: want milli-CPUs", cpu)
-		}
-		flags = append(flags, "--cpu-shares", strconv.Itoa(max(2, milli*1024/1000)))
-	}
-	volumes := map[string]k8sVolume{}
-	for _, v := range pod.Volumes {
-		volumes[v.Name] = v
-	}
-	for _, m := range c.VolumeMounts {
-		v, ok := volumes[m.Name]
-		if !ok {
-			t.Fatalf("volumeMount %s names no volume", m.Name)
-		}
-		mode := "rw"
-		if m.ReadOnly {
-			mode = "ro"
-		}
-		switch {
-		case v.HostPath != nil:
-			// -v makes a missing source directory, as DirectoryOrCreate.
-			flags = append(flags, "-v", v.HostPath.Path+":"+m.MountPath+":"+mode)
-		case v.ConfigMap != nil:
-			dir, ok := configMaps[v.ConfigMap.Name]
-			if !ok {
-				t.Fatalf("ConfigMap %s: no directory given for it", v.ConfigMap.Name)
-			}
-			flags = append(flags, "-v", dir+":"+m.MountPath+":ro")
-		case v.EmptyDir != nil:
-			flags = append(flags, "--tmpfs", m.MountPath)
-		default:
-			t.Fatalf("volume %s: a kind dsRunFlags does not reproduce", v.Name)
-		}
-	}
-	flags = append(flags, c.Image)
-	return append(flags, c.Args...)
 }

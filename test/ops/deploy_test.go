@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/layerprobe/layerprobe/internal/testsupport/asshipped"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
@@ -373,23 +374,11 @@ type k8sObject struct {
 	} `yaml:"spec"`
 }
 
-type k8sVolumeMount struct {
-	Name      string `yaml:"name"`
-	MountPath string `yaml:"mountPath"`
-	ReadOnly  bool   `yaml:"readOnly"`
-}
-
-type k8sVolume struct {
-	Name     string `yaml:"name"`
-	HostPath *struct {
-		Path string `yaml:"path"`
-		Type string `yaml:"type"`
-	} `yaml:"hostPath"`
-	ConfigMap *struct {
-		Name string `yaml:"name"`
-	} `yaml:"configMap"`
-	EmptyDir *struct{} `yaml:"emptyDir"`
-}
+// The pod's volumes and their mounts, as asshipped.RunFlags reads them.
+type (
+	k8sVolumeMount = asshipped.VolumeMount
+	k8sVolume      = asshipped.Volume
+)
 
 // podMount is a container's volume mount with the pod volume it names.
 type podMount struct {

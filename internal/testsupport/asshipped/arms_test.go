@@ -1,4 +1,4 @@
-package ops
+package asshipped
 
 import (
 	"strings"
@@ -24,39 +24,39 @@ func TestCPUCgroups(t *testing.T) {
 		agentCgroup:            "cpu=/system.slice/layerprobe.service cpuacct=/system.slice/layerprobe.service cpuset=/",
 		"0::/system.slice/x\n": "unified=/system.slice/x",
 	} {
-		if got := cpuCgroups(in); got != want {
-			t.Errorf("cpuCgroups(%q) = %q, want %q", in, got, want)
+		if got := CPUCgroups(in); got != want {
+			t.Errorf("CPUCgroups(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
 func TestArmCgroupProblems(t *testing.T) {
-	agent := armProcess{Role: "agent", Pid: 10, Argv: []string{"/usr/bin/layerprobe", "agent"}, Cgroup: agentCgroup}
-	probe := armProcess{Role: "container", Pid: 20, Argv: []string{"/lp/bin/layerprobe", "probe-helper", "idle"}, Cgroup: probeCgroup}
-	fio := func(cg string) armProcess {
-		return armProcess{Role: "host", Pid: 30, PPid: 10, Argv: []string{"/usr/bin/fio", "--output-format=json", "job.fio"}, Cgroup: cg}
+	agent := ArmProcess{Role: "agent", Pid: 10, Argv: []string{"/usr/bin/layerprobe", "agent"}, Cgroup: agentCgroup}
+	probe := ArmProcess{Role: "container", Pid: 20, Argv: []string{"/lp/bin/layerprobe", "probe-helper", "idle"}, Cgroup: probeCgroup}
+	fio := func(cg string) ArmProcess {
+		return ArmProcess{Role: "host", Pid: 30, PPid: 10, Argv: []string{"/usr/bin/fio", "--output-format=json", "job.fio"}, Cgroup: cg}
 	}
-	small := func(cg string) armProcess {
-		return armProcess{Role: "host", Pid: 31, PPid: 10, Argv: []string{"/usr/bin/layerprobe", "probe-helper", "smallfiles", "--name=smallfiles"}, Cgroup: cg}
+	small := func(cg string) ArmProcess {
+		return ArmProcess{Role: "host", Pid: 31, PPid: 10, Argv: []string{"/usr/bin/layerprobe", "probe-helper", "smallfiles", "--name=smallfiles"}, Cgroup: cg}
 	}
 	// cgexec before its exec is in the agent's cgroups, by design.
-	cgexec := armProcess{Role: "host", Pid: 32, PPid: 10, Argv: []string{"/usr/bin/layerprobe", "probe-helper", "cgexec", "/sys/fs/cgroup/cpu", "--", "/usr/bin/fio"}, Cgroup: agentCgroup}
-	version := armProcess{Role: "host", Pid: 33, PPid: 10, Argv: []string{"/usr/bin/fio", "--version"}, Cgroup: agentCgroup}
+	cgexec := ArmProcess{Role: "host", Pid: 32, PPid: 10, Argv: []string{"/usr/bin/layerprobe", "probe-helper", "cgexec", "/sys/fs/cgroup/cpu", "--", "/usr/bin/fio"}, Cgroup: agentCgroup}
+	version := ArmProcess{Role: "host", Pid: 33, PPid: 10, Argv: []string{"/usr/bin/fio", "--version"}, Cgroup: agentCgroup}
 
-	seen, problems := armCgroupProblems([]armProcess{agent, probe, cgexec, version, fio(joinedCgroup), small(joinedCgroup)})
+	seen, problems := ArmCgroupProblems([]ArmProcess{agent, probe, cgexec, version, fio(joinedCgroup), small(joinedCgroup)}, "fio", "smallfiles")
 	if len(problems) != 0 || seen["fio"] != 1 || seen["smallfiles"] != 1 {
 		t.Errorf("joined: seen %v, problems %q", seen, problems)
 	}
 	for name, tc := range map[string]struct {
-		procs []armProcess
+		procs []ArmProcess
 		want  string
 	}{
-		"lost join of fio":        {[]armProcess{agent, probe, fio(agentCgroup), small(joinedCgroup)}, "ran in cpu=/system.slice/layerprobe.service"},
-		"lost join of smallfiles": {[]armProcess{agent, probe, fio(joinedCgroup), small(agentCgroup)}, "probe-helper smallfiles"},
-		"no fio seen":             {[]armProcess{agent, probe, cgexec, small(joinedCgroup)}, "no host-arm process of fio"},
-		"no probe container":      {[]armProcess{agent, fio(joinedCgroup), small(joinedCgroup)}, "no probe container process"},
+		"lost join of fio":        {[]ArmProcess{agent, probe, fio(agentCgroup), small(joinedCgroup)}, "ran in cpu=/system.slice/layerprobe.service"},
+		"lost join of smallfiles": {[]ArmProcess{agent, probe, fio(joinedCgroup), small(agentCgroup)}, "probe-helper smallfiles"},
+		"no fio seen":             {[]ArmProcess{agent, probe, cgexec, small(joinedCgroup)}, "no host-arm process of fio"},
+		"no probe container":      {[]ArmProcess{agent, fio(joinedCgroup), small(joinedCgroup)}, "no probe container process"},
 	} {
-		_, problems := armCgroupProblems(tc.procs)
+		_, problems := ArmCgroupProblems(tc.procs, "fio", "smallfiles")
 		if !strings.Contains(strings.Join(problems, "\n"), tc.want) {
 			t.Errorf("%s: problems %q, want one saying %q", name, problems, tc.want)
 		}
