@@ -107,6 +107,19 @@ type ProbeSpec struct {
 	// slowdown for detection tests.
 	DeviceWriteIOPS uint64
 	DevicePath      string // block device for DeviceWriteIOPS
+	// HostCgroupNamespace starts the container in the host's cgroup
+	// namespace (the engines' default on cgroup v1; Docker's on v2 is a
+	// private one): an agent that runs in a private cgroup namespace
+	// enters the probe's to join its CPU cgroups (package cgroup), which
+	// needs no more than CAP_SYS_ADMIN, where entering PID 1's needs
+	// CAP_SYS_PTRACE too.
+	HostCgroupNamespace bool
+	// AppArmorProfile, when set, confines the container with that
+	// AppArmor profile: the agent's own, for the same reason. Opening
+	// another process's namespace file is a ptrace read, which Docker's
+	// and containerd's default profiles allow only towards a process of
+	// the same profile.
+	AppArmorProfile string
 }
 
 // Validate reports a spec no engine can start a probe from.

@@ -15,7 +15,7 @@
 //
 // One verb runs on the host instead, for the host arm of a measurement:
 //
-//	layerprobe probe-helper cgexec DIR... -- PROGRAM ARG...  # join the cgroups, then exec PROGRAM
+//	layerprobe probe-helper cgexec [--cgroupns=NS] DIR... -- PROGRAM ARG...  # join the cgroups, then exec PROGRAM
 package helper
 
 import (
@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,10 +241,32 @@ func copyUp(w io.Writer, files []string) error {
 // cgroups (moving a running fio would leave the workers it already forked
 // behind). The process group and parent-death signal of the caller's
 // exec.Cmd carry over the exec.
+//
+// --cgroupns=NS (a /proc/<pid>/ns/cgroup file) enters that cgroup
+// namespace first: an agent in a private cgroup namespace cannot move a
+// process into a cgroup outside it on cgroup v2 (cgroup.Of says which one
+// holds both). The namespace is the calling thread's, so the goroutine
+// stays on that thread from the setns through the exec, and the program
+// starts in the namespace too.
 func cgexec(args []string) error {
+	ns := ""
+	if len(args) > 0 && strings.HasPrefix(args[0], "--cgroupns=") {
+		ns, args = strings.TrimPrefix(args[0], "--cgroupns="), args[1:]
+		if ns == "" {
+			return errors.New("probe-helper cgexec: --cgroupns wants a namespace file")
+		}
+	}
 	i := slices.Index(args, "--")
 	if i < 0 || i == len(args)-1 {
-		return errors.New("probe-helper cgexec: want DIR... -- PROGRAM [ARG...]")
+		return errors.New("probe-helper cgexec: want [--cgroupns=NS] DIR... -- PROGRAM [ARG...]")
+	}
+	if ns != "" {
+		// Never unlocked: the thread's namespace is no longer this
+		// process's own, and the exec or the exit follows.
+		runtime.LockOSThread()
+		if err := cgroup.Enter(ns); err != nil {
+			return fmt.Errorf("probe-helper cgexec: %w", err)
+		}
 	}
 	if err := cgroup.Join(args[:i]); err != nil {
 		return fmt.Errorf("probe-helper cgexec: %w", err)

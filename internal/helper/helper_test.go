@@ -154,6 +154,14 @@ func TestCgexecNeedsAProgram(t *testing.T) {
 	if err := Run(context.Background(), []string{"cgexec", t.TempDir(), "--", "/bin/false"}); err == nil || !strings.Contains(err.Error(), "not on a cgroup file system") {
 		t.Errorf("a directory that is no cgroup: err = %v", err)
 	}
+	// A cgroup namespace is entered before the join: one that cannot be
+	// is an error, and nothing is exec'd.
+	for _, ns := range []string{"--cgroupns=", "--cgroupns=" + filepath.Join(t.TempDir(), "none")} {
+		err := Run(context.Background(), []string{"cgexec", ns, "/sys/fs/cgroup/cpu", "--", "/bin/false"})
+		if err == nil || !strings.Contains(err.Error(), "cgroupns") && !strings.Contains(err.Error(), "cgroup namespace") {
+			t.Errorf("%s: err = %v, want one about the namespace", ns, err)
+		}
+	}
 }
 
 // TestSmallFilesVerb: the verb prints one fio-shaped JSON document of its

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/cgroup"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
@@ -108,8 +109,9 @@ type Session struct {
 
 	fioPath string // resolved host fio
 	// hostCgroups are the probe container's CPU cgroups, which the host
-	// arm's fio joins (package cgroup says why); empty when it cannot.
-	hostCgroups []string
+	// arm's fio joins (package cgroup says why), and the cgroup namespace
+	// it enters to do so; empty when it cannot.
+	hostCgroups cgroup.Target
 	self        string // this binary, which joins them: probe-helper cgexec
 	scratch     string // scratch root
 	ownerDir    string // <scratch>/<owner>: this process's, removed at Close
@@ -209,6 +211,9 @@ func Prepare(ctx context.Context, eng Engine, opts Options, logger *slog.Logger)
 			return nil, fail("probe", err, "find the data root's device for throttling: %v", err)
 		}
 		spec.DeviceWriteIOPS, spec.DevicePath = opts.DeviceWriteIOPS, dev
+	}
+	if s.topo.Kind != topology.VM {
+		s.cgroupNamespace(&spec)
 	}
 	p, err := eng.StartProbe(ctx, spec)
 	if err != nil {

@@ -956,11 +956,30 @@ func TestHostArgvJoinsTheProbesCgroups(t *testing.T) {
 	if got := s.hostArgv(argv); !slices.Equal(got, argv) {
 		t.Errorf("no cgroups: %q, want fio as is", got)
 	}
-	s.hostCgroups, s.self = []string{"/sys/fs/cgroup/cpu/docker/abc", "/sys/fs/cgroup/cpuset/docker/abc"}, "/usr/bin/layerprobe"
+	s.hostCgroups.Dirs, s.self = []string{"/sys/fs/cgroup/cpu/docker/abc", "/sys/fs/cgroup/cpuset/docker/abc"}, "/usr/bin/layerprobe"
 	want := []string{"/usr/bin/layerprobe", "probe-helper", "cgexec", "/sys/fs/cgroup/cpu/docker/abc", "/sys/fs/cgroup/cpuset/docker/abc",
 		"--", "/usr/bin/fio", "--output-format=json", "job.fio"}
 	if got := s.hostArgv(argv); !slices.Equal(got, want) {
 		t.Errorf("hostArgv = %q, want %q", got, want)
+	}
+	// From a private cgroup namespace: the namespace to enter first.
+	s.hostCgroups.Namespace = "/proc/42/ns/cgroup"
+	want = slices.Insert(want, 3, "--cgroupns=/proc/42/ns/cgroup")
+	if got := s.hostArgv(argv); !slices.Equal(got, want) {
+		t.Errorf("hostArgv = %q, want %q", got, want)
+	}
+}
+
+func TestAppArmorProfile(t *testing.T) {
+	for label, want := range map[string]string{
+		"docker-default (enforce)\n":             "docker-default",
+		"cri-containerd.apparmor.d (complain)\n": "cri-containerd.apparmor.d",
+		"unconfined\n":                           "",
+		"":                                       "",
+	} {
+		if got := appArmorProfile(label); got != want {
+			t.Errorf("appArmorProfile(%q) = %q, want %q", label, got, want)
+		}
 	}
 }
 

@@ -49,7 +49,7 @@ func TestPrepareEngineInVM(t *testing.T) {
 	if f.Topology != "vm" || f.VM != "docker-desktop" || f.Baseline != "native host disk" {
 		t.Errorf("facts: %+v", f.TopologyFacts)
 	}
-	if s.HostArmCgroup != HostArmNotApplicable || len(s.hostCgroups) != 0 {
+	if s.HostArmCgroup != HostArmNotApplicable || len(s.hostCgroups.Dirs) != 0 {
 		t.Errorf("host arm cgroup %q, cgroups %v; want not_applicable and none", s.HostArmCgroup, s.hostCgroups)
 	}
 	if !strings.HasPrefix(s.hostDir, opts.ScratchDir) {

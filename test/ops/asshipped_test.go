@@ -568,11 +568,14 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 //     (`systemctl enable --now`);
 //   - the .deb of `make release`, installed with `apt-get install`, its
 //     unit started by the package (the same unit file);
-//   - deploy/compose/docker-compose.yml with docker-compose, its agent
-//     service only, with an override that sets the test's configuration
-//     file, published on a free port (LAYERPROBE_PORT);
+//   - deploy/compose/docker-compose.yml with Docker Compose v2 (`docker
+//     compose`), its agent service only, with an override that sets the
+//     test's configuration file, published on a free port (LAYERPROBE_PORT);
 //   - the pod of deploy/kubernetes/20-daemonset.yaml with `docker run`,
-//     every flag derived from the manifest (asshipped.RunFlags).
+//     every flag derived from the manifest (asshipped.RunFlags), in a
+//     cgroup namespace of its own, as a kubelet's runtime gives a pod on
+//     cgroup v2: the host arm joins from there (cgroup.Of enters the
+//     probe's namespace with the pod's CAP_SYS_ADMIN).
 //
 // Each agent's first cycle must have its host arm in the probe container's
 // CPU cgroups, say so on /metrics, log no warning about it and read the
@@ -580,7 +583,7 @@ func checkLoadedAgent(t *testing.T, b *testBox, addr string, pid func() int, ali
 func TestShippedDeploymentsUnderLoad(t *testing.T) {
 	needsSystem(t)
 	queue.Parallel(t)
-	dc := tool(t, "docker-compose")
+	dc := composeV2(t)
 	b := startBox(t)
 	loadBox(t, b)
 
@@ -699,11 +702,11 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		}
 		compose := func(timeout time.Duration, args ...string) cmdResult {
 			t.Helper()
-			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc,
-				append([]string{"--file", "docker-compose.yml", "--file", override}, args...)...)
+			return run(t, timeout, repoPath("deploy/compose"), append(b.inner, "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), dc[0],
+				append(append(dc[1:], "--file", "docker-compose.yml", "--file", override), args...)...)
 		}
 		if r := compose(3*time.Minute, "up", "-d", "--no-deps", "--no-build", "layerprobe"); r.err != nil {
-			t.Fatalf("docker-compose up:\n%s", r)
+			t.Fatalf("docker compose up:\n%s", r)
 		}
 		logs := func() string { return compose(time.Minute, "logs", "--no-color", "layerprobe").stdout }
 		t.Cleanup(func() {
@@ -734,7 +737,7 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 		cfgDir := filepath.Join(b.share, "configmap")
 		agentConfigFile(t, cfgDir, addr)
 		pod := asshipped.DaemonSetPod(t, repoPath("deploy/kubernetes/20-daemonset.yaml"))
-		flags, image, podArgs := asshipped.RunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"}, asshipped.CgroupNSv1)
+		flags, image, podArgs := asshipped.RunFlags(t, pod, map[string]string{"layerprobe-config": boxShare + "/configmap"}, asshipped.CgroupNSPrivate)
 		args := append(append(append([]string{"run", "-d", "--name", "lpops-daemonset", "--network", "host"}, flags...), image), podArgs...)
 		if r := b.dockerIn(t, 2*time.Minute, args...); r.err != nil {
 			t.Fatalf("docker run (the DaemonSet's pod):\n%s", r)

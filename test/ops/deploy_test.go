@@ -19,7 +19,8 @@ import (
 
 const composeFile = "deploy/compose/docker-compose.yml"
 
-// composeService is the part of a compose service these tests read.
+// composeService is the part of a compose service these tests read, as
+// `docker compose config` (Compose v2) prints it.
 type composeService struct {
 	Image       string            `yaml:"image"`
 	User        string            `yaml:"user"`
@@ -29,9 +30,10 @@ type composeService struct {
 	ReadOnly    bool              `yaml:"read_only"`
 	Tmpfs       []string          `yaml:"tmpfs"`
 	Pid         string            `yaml:"pid"`
+	Cgroup      string            `yaml:"cgroup"`
 	Privileged  bool              `yaml:"privileged"`
-	Volumes     []string          `yaml:"volumes"`
-	Ports       []string          `yaml:"ports"`
+	Volumes     []composeVolume   `yaml:"volumes"`
+	Ports       []composePort     `yaml:"ports"`
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	Build       *struct {
@@ -41,26 +43,60 @@ type composeService struct {
 	} `yaml:"build"`
 }
 
+// composeVolume is a mount of a service in the long syntax Compose v2's
+// config prints.
+type composeVolume struct {
+	Type     string `yaml:"type"` // bind, volume
+	Source   string `yaml:"source"`
+	Target   string `yaml:"target"`
+	ReadOnly bool   `yaml:"read_only"`
+}
+
+// String is the mount in the short syntax, source:target:mode.
+func (v composeVolume) String() string {
+	mode := "rw"
+	if v.ReadOnly {
+		mode = "ro"
+	}
+	return v.Source + ":" + v.Target + ":" + mode
+}
+
+// composePort is a published port in the long syntax.
+type composePort struct {
+	HostIP    string `yaml:"host_ip"`
+	Published string `yaml:"published"`
+	Target    int    `yaml:"target"`
+}
+
+// volumes are the service's mounts in the short syntax.
+func (s composeService) volumes() []string {
+	var out []string
+	for _, v := range s.Volumes {
+		out = append(out, v.String())
+	}
+	return out
+}
+
 type composeDoc struct {
 	Services map[string]composeService `yaml:"services"`
 	Volumes  map[string]any            `yaml:"volumes"`
 }
 
-// composeConfig runs `docker-compose config`: Docker Compose's own parser
+// composeConfig runs `docker compose config`: Docker Compose's own parser
 // and schema validation (services, keys and value types; unknown keys are
 // errors), with the variables interpolated and the paths made absolute. It
 // returns the normalized file.
 func composeConfig(t testing.TB, env ...string) composeDoc {
 	t.Helper()
-	dc := tool(t, "docker-compose")
-	r := run(t, time.Minute, repoPath("deploy/compose"), append([]string{"DOCKER_DATA_ROOT=", "LAYERPROBE_BASE_IMAGE="}, env...),
-		dc, "--file", "docker-compose.yml", "config")
+	dc := composeV2(t)
+	r := run(t, time.Minute, repoPath("deploy/compose"), append([]string{"DOCKER_DATA_ROOT=", "LAYERPROBE_BASE_IMAGE=", "LAYERPROBE_PORT="}, env...),
+		dc[0], append(dc[1:], "--file", "docker-compose.yml", "config")...)
 	if r.err != nil {
-		t.Fatalf("docker-compose config:\n%s", r)
+		t.Fatalf("docker compose config:\n%s", r)
 	}
 	var d composeDoc
 	if err := yaml.Unmarshal([]byte(r.stdout), &d); err != nil {
-		t.Fatalf("decode docker-compose config output: %v\n%s", err, r.stdout)
+		t.Fatalf("decode docker compose config output: %v\n%s", err, r.stdout)
 	}
 	return d
 }
@@ -79,7 +115,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	for name, s := range d.Services {
 		for _, v := range s.Volumes {
-			src := strings.Split(v, ":")[0]
+			src := v.Source
 			if strings.HasPrefix(src, repoRoot+"/") {
 				if _, err := os.Stat(src); err != nil {
 					t.Errorf("service %s mounts %s: %v", name, src, err)
@@ -87,8 +123,8 @@ func TestComposeFile(t *testing.T) {
 			}
 		}
 		for _, p := range s.Ports {
-			if !strings.HasPrefix(p, "127.0.0.1:") {
-				t.Errorf("service %s publishes %s on every address; want 127.0.0.1", name, p)
+			if p.HostIP != "127.0.0.1" {
+				t.Errorf("service %s publishes %+v on every address; want 127.0.0.1", name, p)
 			}
 		}
 	}
@@ -107,23 +143,23 @@ func TestComposeFile(t *testing.T) {
 		"/sys/fs/cgroup:/sys/fs/cgroup:rw",
 		repoPath("deploy/compose/layerprobe/config.yaml") + ":/etc/layerprobe/config.yaml:ro",
 	} {
-		if !slices.Contains(lp.Volumes, want) {
-			t.Errorf("layerprobe volumes %v lack %s", lp.Volumes, want)
+		if !slices.Contains(lp.volumes(), want) {
+			t.Errorf("layerprobe volumes %v lack %s", lp.volumes(), want)
 		}
 	}
 	// DOCKER_DATA_ROOT moves the data root and the scratch directory together.
-	moved := composeConfig(t, "DOCKER_DATA_ROOT=/srv/docker").Services["layerprobe"].Volumes
+	moved := composeConfig(t, "DOCKER_DATA_ROOT=/srv/docker").Services["layerprobe"].volumes()
 	for _, want := range []string{"/srv/docker:/srv/docker:ro", "/srv/docker/layerprobe-scratch:/srv/docker/layerprobe-scratch:rw"} {
 		if !slices.Contains(moved, want) {
 			t.Errorf("with DOCKER_DATA_ROOT=/srv/docker the volumes %v lack %s", moved, want)
 		}
 	}
-	if p := d.Services["prometheus"]; !slices.Contains(p.Volumes, repoPath(rulesFile)+":/etc/prometheus/rules/layerprobe-rules.yml:ro") {
-		t.Errorf("prometheus does not mount the shipped rules: %v", p.Volumes)
+	if p := d.Services["prometheus"]; !slices.Contains(p.volumes(), repoPath(rulesFile)+":/etc/prometheus/rules/layerprobe-rules.yml:ro") {
+		t.Errorf("prometheus does not mount the shipped rules: %v", p.volumes())
 	}
-	if g := d.Services["grafana"]; !slices.Contains(g.Volumes, repoPath("dashboards")+":/var/lib/grafana/dashboards/layerprobe:ro") ||
-		!slices.Contains(g.Volumes, repoPath("deploy/compose/grafana/provisioning")+":/etc/grafana/provisioning:ro") {
-		t.Errorf("grafana does not mount the dashboards and the provisioning: %v", g.Volumes)
+	if g := d.Services["grafana"]; !slices.Contains(g.volumes(), repoPath("dashboards")+":/var/lib/grafana/dashboards/layerprobe:ro") ||
+		!slices.Contains(g.volumes(), repoPath("deploy/compose/grafana/provisioning")+":/etc/grafana/provisioning:ro") {
+		t.Errorf("grafana does not mount the dashboards and the provisioning: %v", g.volumes())
 	}
 
 	// The stack's Prometheus reads the rules where compose mounts them and
@@ -190,15 +226,16 @@ func TestComposeFile(t *testing.T) {
 }
 
 // checkAgentHardening: the agent's container keeps uid 0 but no capability,
-// cannot gain privileges, has a read-only root file system and the host's
-// pid namespace (owner tokens), and is not privileged.
+// cannot gain privileges, has a read-only root file system, the host's
+// pid namespace (owner tokens) and the host's cgroup namespace (the host
+// arm's join on cgroup v2, without CAP_SYS_ADMIN), and is not privileged.
 func checkAgentHardening(t *testing.T, s composeService) {
 	t.Helper()
 	if s.User != "0:0" || !slices.Equal(s.CapDrop, []string{"ALL"}) || len(s.CapAdd) > 0 || s.Privileged ||
-		!slices.Contains(s.SecurityOpt, "no-new-privileges:true") || !s.ReadOnly || s.Pid != "host" ||
+		!slices.Contains(s.SecurityOpt, "no-new-privileges:true") || !s.ReadOnly || s.Pid != "host" || s.Cgroup != "host" ||
 		!slices.Equal(s.Tmpfs, []string{"/tmp"}) {
-		t.Errorf("layerprobe service hardening: user %q cap_drop %v cap_add %v privileged %v security_opt %v read_only %v pid %q tmpfs %v",
-			s.User, s.CapDrop, s.CapAdd, s.Privileged, s.SecurityOpt, s.ReadOnly, s.Pid, s.Tmpfs)
+		t.Errorf("layerprobe service hardening: user %q cap_drop %v cap_add %v privileged %v security_opt %v read_only %v pid %q cgroup %q tmpfs %v",
+			s.User, s.CapDrop, s.CapAdd, s.Privileged, s.SecurityOpt, s.ReadOnly, s.Pid, s.Cgroup, s.Tmpfs)
 	}
 }
 
@@ -206,7 +243,7 @@ func checkAgentHardening(t *testing.T, s composeService) {
 // what it should (an unknown key, a wrong type), so that its passing means
 // something.
 func TestComposeRejectsMistakes(t *testing.T) {
-	dc := tool(t, "docker-compose")
+	dc := composeV2(t)
 	b, err := os.ReadFile(repoPath(composeFile))
 	if err != nil {
 		t.Fatal(err)
@@ -225,8 +262,8 @@ func TestComposeRejectsMistakes(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if r := run(t, time.Minute, dir, nil, dc, "--file", "docker-compose.yml", "config", "--quiet"); r.err == nil {
-			t.Errorf("docker-compose config accepted a compose file with a %s", name)
+		if r := run(t, time.Minute, dir, nil, dc[0], append(dc[1:], "--file", "docker-compose.yml", "config", "--quiet")...); r.err == nil {
+			t.Errorf("docker compose config accepted a compose file with a %s", name)
 		}
 	}
 }
@@ -356,22 +393,24 @@ type k8sObject struct {
 						Limits   map[string]string `yaml:"limits"`
 						Requests map[string]string `yaml:"requests"`
 					} `yaml:"resources"`
-					SecurityContext struct {
-						RunAsUser                *int  `yaml:"runAsUser"`
-						AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-						ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
-						Privileged               bool  `yaml:"privileged"`
-						Capabilities             struct {
-							Drop []string `yaml:"drop"`
-							Add  []string `yaml:"add"`
-						} `yaml:"capabilities"`
-					} `yaml:"securityContext"`
-					VolumeMounts []k8sVolumeMount `yaml:"volumeMounts"`
+					SecurityContext k8sSecurityContext `yaml:"securityContext"`
+					VolumeMounts    []k8sVolumeMount   `yaml:"volumeMounts"`
 				} `yaml:"containers"`
 				Volumes []k8sVolume `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
+}
+
+type k8sSecurityContext struct {
+	RunAsUser                *int  `yaml:"runAsUser"`
+	AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+	ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+	Privileged               bool  `yaml:"privileged"`
+	Capabilities             struct {
+		Drop []string `yaml:"drop"`
+		Add  []string `yaml:"add"`
+	} `yaml:"capabilities"`
 }
 
 // The pod's volumes and their mounts, as asshipped.RunFlags reads them.
@@ -505,11 +544,7 @@ func TestKubernetesConsistency(t *testing.T) {
 	if c.Resources.Limits["memory"] == "" || c.Resources.Requests["cpu"] == "" || c.Resources.Requests["memory"] == "" {
 		t.Errorf("resources: %+v", c.Resources)
 	}
-	sc := c.SecurityContext
-	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-		!sc.ReadOnlyRootFilesystem || sc.Privileged || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-		t.Errorf("securityContext: %+v", sc)
-	}
+	checkPodSecurityContext(t, c.SecurityContext)
 	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9811 {
 		t.Errorf("ports: %+v", c.Ports)
 	}
@@ -522,9 +557,19 @@ func TestKubernetesConsistency(t *testing.T) {
 			t.Errorf("volume %s names ConfigMap %s, which is not shipped", v.Name, v.ConfigMap.Name)
 		}
 	}
-	for _, p := range []string{"/var/run/docker.sock", "/var/lib/docker", "/var/lib/docker/layerprobe-scratch", "/var/lib/layerprobe", "/run/lock", "/etc/layerprobe", "/tmp", "/sys/fs/cgroup"} {
+	for _, p := range []string{"/run", "/var/lib/docker", "/var/lib/docker/layerprobe-scratch", "/var/lib/layerprobe", "/run/lock", "/etc/layerprobe", "/tmp", "/sys/fs/cgroup"} {
 		if _, ok := mounts[p]; !ok {
 			t.Errorf("nothing mounted at %s (mounts %v)", p, slices.Sorted(maps.Keys(mounts)))
+		}
+	}
+	// The socket's directory, read-only, and of a type any node has: a
+	// node without the socket starts the pod, whose agent says so.
+	if m := mounts["/run"]; !m.ReadOnly || m.Volume.HostPath == nil || m.Volume.HostPath.Type != "Directory" {
+		t.Errorf("the node's /run (the Docker socket's directory): %+v, want a read-only hostPath of type Directory", m)
+	}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil && (v.HostPath.Type == "Socket" || v.HostPath.Type == "File") {
+			t.Errorf("hostPath %s of type %s: a node without it keeps the pod from starting", v.HostPath.Path, v.HostPath.Type)
 		}
 	}
 	if m := mounts["/sys/fs/cgroup"]; m.ReadOnly || m.Volume.HostPath == nil {
@@ -532,6 +577,19 @@ func TestKubernetesConsistency(t *testing.T) {
 	}
 	if !slices.Equal(c.Args, []string{"agent", "--config", "/etc/layerprobe/config.yaml"}) || cm.Data["config.yaml"] == "" {
 		t.Errorf("args %v, config map keys %v: want the agent reading config.yaml from the ConfigMap", c.Args, cm.Data)
+	}
+}
+
+// checkPodSecurityContext: the agent's container runs as uid 0 with one
+// capability, CAP_SYS_ADMIN (the host arm enters the probe's cgroup
+// namespace on cgroup v2 nodes), cannot gain privileges, has a read-only
+// root file system, and is not privileged.
+func checkPodSecurityContext(t *testing.T, sc k8sSecurityContext) {
+	t.Helper()
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		!sc.ReadOnlyRootFilesystem || sc.Privileged || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) ||
+		!slices.Equal(sc.Capabilities.Add, []string{"SYS_ADMIN"}) {
+		t.Errorf("securityContext: %+v", sc)
 	}
 }
 

@@ -153,6 +153,9 @@ func TestAgentImage(t *testing.T) {
 func composeRunFlags(t *testing.T, s composeService, d *testdaemon.Daemon, tmp string) []string {
 	t.Helper()
 	flags := []string{"--user", s.User, "--pid", s.Pid}
+	if s.Cgroup != "" {
+		flags = append(flags, "--cgroupns", s.Cgroup)
+	}
 	for _, c := range s.CapDrop {
 		flags = append(flags, "--cap-drop", c)
 	}
@@ -193,19 +196,19 @@ func composeRunFlags(t *testing.T, s composeService, d *testdaemon.Daemon, tmp s
 		t.Fatal(err)
 	}
 	for _, v := range s.Volumes {
-		parts := strings.Split(v, ":")
-		if len(parts) != 3 {
-			t.Fatalf("compose volume %q: want source:target:mode", v)
-		}
-		src, ok := sources[parts[0]]
+		src, ok := sources[v.Source]
 		if !ok {
-			t.Fatalf("compose volume %q: this test does not know how to provide %s", v, parts[0])
+			t.Fatalf("compose volume %s: this test does not know how to provide %s", v, v.Source)
 		}
-		dst := parts[1]
+		dst := v.Target
 		if tg, ok := targets[dst]; ok {
 			dst = tg
 		}
-		flags = append(flags, "-v", src+":"+dst+":"+parts[2])
+		mode := "rw"
+		if v.ReadOnly {
+			mode = "ro"
+		}
+		flags = append(flags, "-v", src+":"+dst+":"+mode)
 	}
 	return flags
 }

@@ -211,9 +211,24 @@ func TestHelmChart(t *testing.T) {
 	if got := kinds(decodeObjects(t, def)); !slices.Equal(got, []string{"ConfigMap", "DaemonSet", "Service"}) {
 		t.Errorf("defaults render %v", got)
 	}
+	// Kubernetes' own engine by default: containerd's agent, with
+	// CAP_SYS_ADMIN for the host arm's join on cgroup v2 nodes, or with
+	// no capability when the operator turns that off.
+	for _, o := range decodeObjects(t, def) {
+		if o.Kind == "DaemonSet" && !strings.Contains(def, `layerprobe.io/containerd: "true"`) {
+			t.Errorf("the default DaemonSet is not containerd's:\n%s", def)
+		}
+	}
+	for _, o := range decodeObjects(t, helmTemplate(t, helm, false, "cgroupNamespaceJoin=false")) {
+		if o.Kind == "DaemonSet" {
+			if caps := o.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities; !slices.Equal(caps.Drop, []string{"ALL"}) || len(caps.Add) != 0 {
+				t.Errorf("cgroupNamespaceJoin=false: capabilities %+v, want none", caps)
+			}
+		}
+	}
 
 	all := helmTemplate(t, helm, false, "monitor.enabled=true", "prometheusRule.enabled=true", "dashboards.enabled=true",
-		"engine.socket=/run/docker-alt.sock", "engine.dataRoot=/srv/docker", "stateDir=/srv/layerprobe")
+		"engine.type=docker", "engine.socket=/run/docker-alt.sock", "engine.dataRoot=/srv/docker", "stateDir=/srv/layerprobe")
 	validate("all", all, 5) // and the two dashboard ConfigMaps
 	objs := decodeObjects(t, all)
 	if got := kinds(objs); !slices.Equal(got, []string{"ConfigMap", "ConfigMap", "ConfigMap", "DaemonSet", "PodMonitor", "PrometheusRule", "Service"}) {
@@ -237,7 +252,9 @@ func TestHelmChart(t *testing.T) {
 			hostPaths[v.HostPath.Path] = v.HostPath.Type
 		}
 	}
-	for path, typ := range map[string]string{"/run/docker-alt.sock": "Socket", "/srv/docker": "Directory", "/srv/docker/layerprobe-scratch": "DirectoryOrCreate", "/srv/layerprobe": "DirectoryOrCreate"} {
+	// The socket's directory, which any node has: a node without the
+	// socket runs the agent, which says so.
+	for path, typ := range map[string]string{"/run": "Directory", "/srv/docker": "Directory", "/srv/docker/layerprobe-scratch": "DirectoryOrCreate", "/srv/layerprobe": "DirectoryOrCreate"} {
 		if hostPaths[path] != typ {
 			t.Errorf("hostPath %s: type %q, want %s (have %v)", path, hostPaths[path], typ, hostPaths)
 		}
@@ -247,7 +264,7 @@ func TestHelmChart(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = true
 	}
-	for _, p := range []string{"/run/docker-alt.sock", "/srv/docker", "/srv/docker/layerprobe-scratch", "/srv/layerprobe", "/etc/layerprobe"} {
+	for _, p := range []string{"/run", "/srv/docker", "/srv/docker/layerprobe-scratch", "/srv/layerprobe", "/etc/layerprobe"} {
 		if !mounts[p] {
 			t.Errorf("nothing mounted at %s: the agent needs the node's paths", p)
 		}

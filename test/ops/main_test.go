@@ -4,8 +4,8 @@
 //
 // Tests that only read files run everywhere (also with -short). Tests that
 // need root, private Docker daemons or the tools scripts/install-deps.sh
-// installs (promtool, prometheus, amtool, debootstrap, docker-compose,
-// yamllint, systemd-analyze, kubernetes-validate) skip without them, and
+// installs (promtool, prometheus, amtool, debootstrap, the Docker Compose
+// v2 plugin, yamllint, systemd-analyze, kubernetes-validate) skip without them, and
 // fail instead when the environment variable CI is set: a CI machine
 // without them is broken.
 package ops
@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,21 @@ type cmdResult struct {
 
 func (r cmdResult) String() string {
 	return fmt.Sprintf("err: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.stdout, r.stderr)
+}
+
+// composeV2 returns the command line of Docker Compose v2, the docker CLI
+// plugin (`docker compose`) that users run: Compose 1.x, Debian 12's
+// docker-compose, is out of support and rejects keys the shipped compose
+// file uses (`cgroup`). scripts/install-deps.sh builds the plugin.
+func composeV2(t testing.TB) []string {
+	t.Helper()
+	docker := tool(t, "docker")
+	r := run(t, time.Minute, "", nil, docker, "compose", "version", "--short")
+	if r.err != nil || !strings.HasPrefix(strings.TrimPrefix(strings.TrimSpace(r.stdout), "v"), "2.") {
+		testharness.SkipOrFail(t, "Docker Compose v2 (the docker CLI plugin) not found (scripts/install-deps.sh builds it): %s", r)
+		return nil
+	}
+	return []string{docker, "compose"}
 }
 
 // run runs a command to completion within timeout, in dir ("" = the

@@ -3,6 +3,8 @@ package containerd
 import (
 	"testing"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
@@ -38,5 +40,25 @@ func TestLabels(t *testing.T) {
 	}
 	if f := labelFilter(engine.LabelManaged, "true"); f != `labels."io.layerprobe.managed"==true` {
 		t.Errorf("labelFilter = %s", f)
+	}
+}
+
+// An agent in a private cgroup namespace asks for the probe in the host's
+// and under its own AppArmor profile: the task never gets a cgroup
+// namespace of its own, and carries the profile.
+func TestProbeSpecCgroupNamespaceAndAppArmor(t *testing.T) {
+	for _, ps := range []engine.ProbeSpec{
+		{BindSource: "/lp"},
+		{BindSource: "/lp", HostCgroupNamespace: true, AppArmorProfile: "cri-containerd.apparmor.d"},
+	} {
+		s := probeSpec("k8s.io", "abc", ps)
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.CgroupNamespace {
+				t.Errorf("%+v: the task has a cgroup namespace of its own", ps)
+			}
+		}
+		if s.Process.ApparmorProfile != ps.AppArmorProfile {
+			t.Errorf("%+v: AppArmor profile %q", ps, s.Process.ApparmorProfile)
+		}
 	}
 }

@@ -121,11 +121,11 @@ func TestProbeLifecycle(t *testing.T) {
 	}
 	// The host arm joins the probe's CPU cgroups: its PID must be the
 	// task's on this host, and its cgroup path must name the container.
-	dirs, err := cgroup.Of(p.Pid, p.ContainerID)
-	if err != nil || len(dirs) == 0 {
-		t.Errorf("cgroup.Of(%d, %s) = %v, %v; want the probe task's CPU cgroups", p.Pid, p.ContainerID, dirs, err)
+	tg, err := cgroup.Of(p.Pid, p.ContainerID)
+	if err != nil || len(tg.Dirs) == 0 || tg.Namespace != "" {
+		t.Errorf("cgroup.Of(%d, %s) = %+v, %v; want the probe task's CPU cgroups, in this process's cgroup namespace", p.Pid, p.ContainerID, tg, err)
 	}
-	for _, dir := range dirs {
+	for _, dir := range tg.Dirs {
 		if !strings.HasSuffix(dir, "/"+c.Namespace()+"/"+p.ContainerID) {
 			t.Errorf("cgroup %s: want containerd's default /<namespace>/<id>", dir)
 		}
@@ -350,10 +350,11 @@ func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
 
 	// runc has started the process before the shim opens the FIFOs: once
 	// the exec is in the probe's cgroup, the shim is at (or near) the open.
-	dirs, err := cgroup.Of(p.Pid, p.ContainerID)
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("the probe's cgroups: %v, %v", dirs, err)
+	tg, err := cgroup.Of(p.Pid, p.ContainerID)
+	if err != nil || len(tg.Dirs) == 0 {
+		t.Fatalf("the probe's cgroups: %+v, %v", tg, err)
 	}
+	dirs := tg.Dirs
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join(dirs[0], "cgroup.procs"))
 		if err == nil && len(strings.Fields(string(b))) >= 2 {

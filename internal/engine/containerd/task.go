@@ -61,6 +61,9 @@ func probeSpec(namespace, id string, ps engine.ProbeSpec) *specs.Spec {
 				{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace}},
 		},
 	}
+	// No cgroup namespace in Namespaces: the task shares containerd's,
+	// the host's, whatever ps.HostCgroupNamespace says.
+	s.Process.ApparmorProfile = ps.AppArmorProfile
 	if !ps.WritableLayerOnly {
 		s.Mounts = append(s.Mounts, specs.Mount{Type: "bind", Source: ps.BindSource, Destination: engine.ContainerBind,
 			Options: []string{"rbind", "rw"}})

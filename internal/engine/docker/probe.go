@@ -133,6 +133,12 @@ func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engi
 			{Type: mount.TypeVolume, Source: name, Target: engine.ContainerVolume},
 		}
 	}
+	if spec.HostCgroupNamespace {
+		hc.CgroupnsMode = container.CgroupnsModeHost
+	}
+	if spec.AppArmorProfile != "" {
+		hc.SecurityOpt = append(hc.SecurityOpt, "apparmor="+spec.AppArmorProfile)
+	}
 	if spec.DeviceWriteIOPS > 0 {
 		hc.BlkioDeviceWriteIOps = []*blkiodev.ThrottleDevice{{Path: spec.DevicePath, Rate: spec.DeviceWriteIOPS}}
 	}

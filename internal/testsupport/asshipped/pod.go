@@ -95,18 +95,19 @@ var (
 	}
 )
 
-// The cgroup namespaces a kubelet's runtime gives a pod's container:
-// the node's on a cgroup v1 node, a private one on a cgroup v2 node
-// (containerd and CRI-O create one there, and Kubernetes has no field to
-// ask for the node's).
+// The cgroup namespaces of `docker run --cgroupns`: a kubelet's runtime
+// gives a pod's container the node's on a cgroup v1 node, and one of its
+// own on a cgroup v2 node (containerd's CRI and CRI-O create one there,
+// and no pod field asks for the node's). Docker accepts a private one on
+// cgroup v1 too, where the agent must join the same way.
 const (
-	CgroupNSv1 = "host"
-	CgroupNSv2 = "private"
+	CgroupNSNode    = "host"
+	CgroupNSPrivate = "private"
 )
 
 // RunFlags translates a DaemonSet's pod into `docker run` flags as a
 // kubelet would have its runtime start the container, in the cgroup
-// namespace cgroupNS (CgroupNSv1 or CgroupNSv2), and returns the
+// namespace cgroupNS (CgroupNSNode or CgroupNSPrivate), and returns the
 // container's image and arguments apart, for the caller to put last or
 // replace. hostPath volumes are the node's paths, which in a test's host
 // are its own; a ConfigMap is the directory configMaps names; an emptyDir

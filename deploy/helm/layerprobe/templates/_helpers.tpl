@@ -72,6 +72,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+The directory of a Docker socket, which the pod mounts rather than the
+socket itself: /run for /var/run (a symlink to it on every current
+distribution, and the image's /var/run is one too).
+*/}}
+{{- define "layerprobe.socketDir" -}}
+{{- $d := dir (include "layerprobe.socket" .) -}}
+{{- if eq $d "/var/run" -}}/run{{- else -}}{{ $d }}{{- end -}}
+{{- end -}}
+
 {{- define "layerprobe.dataRoot" -}}
 {{- if .Values.engine.dataRoot -}}{{ .Values.engine.dataRoot }}
 {{- else if eq (include "layerprobe.engineType" .) "containerd" -}}/var/lib/containerd
@@ -104,8 +114,9 @@ layerprobe.io/docker-engine: "true"
 {{- end -}}
 
 {{/*
-The engine's volumes and mounts. docker: its API socket, its data root
-(read-only) and the scratch directory, at the node's paths. containerd: the
+The engine's volumes and mounts. docker: its API socket's directory
+(read-only), its data root (read-only) and the scratch directory, at the
+node's paths. containerd: the
 socket's directory, which holds the FIFOs of exec output that containerd's
 shims open by path when it is /run/containerd (the agent's FIFO directory is
 /run/containerd/fifo, mounted on its own otherwise), the root (read-only)
@@ -122,7 +133,8 @@ and the scratch directory.
 {{- end }}
 {{- else }}
 - name: engine-socket
-  mountPath: {{ $sock }}
+  mountPath: {{ include "layerprobe.socketDir" . }}
+  readOnly: true
 {{- end }}
 - name: engine-data-root
   mountPath: {{ include "layerprobe.dataRoot" . }}
@@ -136,11 +148,15 @@ and the scratch directory.
 # The engine's API: the agent creates, execs in and removes only its own
 # labelled probe container, volume (docker) or snapshot and lease
 # (containerd) and image, and never pulls.
+# The socket's directory, not the socket: a node without the engine's
+# socket starts the pod, whose agent says what is missing in its log and on
+# /metrics (layerprobe_engine_up 0), where a hostPath of type Socket would
+# keep the pod in ContainerCreating.
 {{- if eq (include "layerprobe.engineType" .) "containerd" }}
 - name: engine-run
   hostPath:
     path: {{ dir $sock }}
-    type: Directory
+    type: DirectoryOrCreate
 {{- if ne (dir $sock) "/run/containerd" }}
 - name: engine-fifo
   hostPath:
@@ -148,10 +164,11 @@ and the scratch directory.
     type: DirectoryOrCreate
 {{- end }}
 {{- else }}
+{{- $dir := include "layerprobe.socketDir" . }}
 - name: engine-socket
   hostPath:
-    path: {{ $sock }}
-    type: Socket
+    path: {{ $dir }}
+    type: {{ if eq $dir "/run" }}Directory{{ else }}DirectoryOrCreate{{ end }}
 {{- end }}
 - name: engine-data-root
   hostPath:
