@@ -623,30 +623,9 @@ func TestShippedAgentConfigs(t *testing.T) {
 }
 
 // unitDirectives parses a systemd unit: key to values, per section.
-func unitDirectives(t testing.TB, path string) map[string][]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	section := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if strings.HasPrefix(line, "[") {
-			section = strings.Trim(line, "[]")
-			continue
-		}
-		k, v, _ := strings.Cut(line, "=")
-		out[section+"."+k] = append(out[section+"."+k], v)
-	}
-	return out
-}
+var unitDirectives = asshipped.UnitDirectives
 
-const unitFile = "deploy/systemd/layerprobe.service"
+const unitFile = asshipped.UnitFile
 
 // TestSystemdUnit checks the unit with systemd itself: `systemd-analyze
 // verify` (syntax, unknown directives, executables; ExecStart is pointed at
