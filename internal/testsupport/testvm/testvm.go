@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,7 +239,7 @@ func accel() string {
 // execution mitigations cost emulated instructions on every system call
 // and protect nothing in a throwaway test guest. The blacklisted modules
 // drive devices the guest has not got (-nodefaults) or nested KVM; the
-// masked units are a login manager, a getty, a clock sync and a scrub
+// masked units are a login manager, two gettys, a clock sync and a scrub
 // that nothing here needs. no_timer_check: at boot the kernel waits a
 // few busy-loop iterations for the emulated timer's first interrupt
 // through the IO-APIC, and an emulator that the rest of the suite keeps
@@ -248,7 +249,7 @@ func accel() string {
 const guestCmdline = "apparmor=0 quiet mitigations=off no_timer_check" +
 	" modprobe.blacklist=kvm,kvm_amd,kvm_intel,bochs,drm,parport_pc,pcspkr,floppy,sr_mod,sg" +
 	" systemd.mask=systemd-logind.service systemd.mask=getty@tty1.service" +
-	" systemd.mask=systemd-timesyncd.service systemd.mask=e2scrub_reap.service"
+	" systemd.mask=systemd-timesyncd.service systemd.mask=e2scrub_reap.service systemd.mask=serial-getty@ttyS0.service"
 
 // Options is how a guest boots.
 type Options struct {
@@ -329,7 +330,7 @@ func Boot(t testing.TB, img Image, o Options) *Guest {
 	})
 	start := time.Now()
 	g.sshArgs = []string{"-i", img.Key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-		"-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15", "-p", strconv.Itoa(port)}
+		"-o", "ConnectTimeout=30", "-o", "ServerAliveInterval=15", "-p", strconv.Itoa(port)}
 	// Idle, the guest is up in about 30 s under TCG; the wait is for a
 	// machine that the whole suite loads.
 	testharness.Eventually(t, cmp.Or(o.Wait, 12*time.Minute), 3*time.Second, "the guest's sshd and dockerd", func() (bool, string) {
@@ -392,17 +393,56 @@ func Quote(s string) string {
 // until t ends.
 func (g *Guest) Forward(t testing.TB, local, remote string) {
 	t.Helper()
+	g.forward(t, local+":"+remote, func() bool { return fileExists(local) })
+}
+
+// ForwardPort forwards a free port of this machine's loopback to port on
+// the guest's loopback over ssh, until t ends, and returns it.
+func (g *Guest) ForwardPort(t testing.TB, port int) int {
+	t.Helper()
+	local := testharness.MustFreePort(t)
+	g.forward(t, fmt.Sprintf("127.0.0.1:%d:127.0.0.1:%d", local, port), func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", local), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return local
+}
+
+// forward runs `ssh -L spec` until t ends, once listening says its local
+// end listens.
+func (g *Guest) forward(t testing.TB, spec string, listening func() bool) {
+	t.Helper()
 	fwd := exec.Command(g.ssh, append(append([]string{}, g.sshArgs...), "-nNT", "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5",
-		"-L", local+":"+remote, "root@127.0.0.1")...)
+		"-L", spec, "root@127.0.0.1")...)
 	fp, err := testharness.Start(fwd)
 	if err != nil {
 		t.Fatalf("ssh -L: %v", err)
 	}
 	t.Cleanup(func() { fp.Stop(5 * time.Second) })
-	testharness.Eventually(t, time.Minute, time.Second, "the forwarded socket "+local, func() (bool, string) {
+	testharness.Eventually(t, 2*time.Minute, time.Second, "the forwarding "+spec, func() (bool, string) {
 		if !fp.Running() {
-			t.Fatalf("ssh -L exited: %s", fp.Log.String())
+			t.Fatalf("ssh -L %s exited: %s", spec, fp.Log.String())
 		}
-		return fileExists(local), "no socket yet"
+		return listening(), "not listening yet"
 	})
 }
+
+// CgroupV2 checks that the guest runs on the unified hierarchy (cgroup v2)
+// with the cpu controller, and its Docker on it with systemd's cgroup
+// driver, as Debian 12 and every current distribution run them.
+func (g *Guest) CgroupV2() error {
+	r := g.Run(time.Minute, "stat -f -c %T /sys/fs/cgroup; cat /sys/fs/cgroup/cgroup.controllers; docker info --format '{{.CgroupVersion}} {{.CgroupDriver}}'")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if r.Err != nil || len(lines) != 3 || lines[0] != "cgroup2fs" || !strings.Contains(" "+lines[1]+" ", " cpu ") || lines[2] != "2 systemd" {
+		return fmt.Errorf("the guest is not on cgroup v2 with the cpu controller and Docker on it (want cgroup2fs, the controllers, Docker's \"2 systemd\"):\n%s", r)
+	}
+	return nil
+}
+
+// V2Cmdline boots the guest's systemd on the unified hierarchy (Options'
+// Cmdline). Debian 12's systemd does so by default; a test says so rather
+// than rely on it.
+const V2Cmdline = "systemd.unified_cgroup_hierarchy=1"
