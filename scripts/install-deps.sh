@@ -34,7 +34,6 @@ command -v debootstrap >/dev/null || [[ -x /usr/sbin/debootstrap ]] || need+=(de
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v ssh >/dev/null || need+=(openssh-client)
 command -v mkfs.ext4 >/dev/null || [[ -x /usr/sbin/mkfs.ext4 ]] || need+=(e2fsprogs)
-command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v yamllint >/dev/null || need+=(yamllint)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v setpriv >/dev/null || need+=(util-linux)
@@ -83,6 +82,34 @@ if [[ ! -x $tools/bin/helm ]] || ! go version -m "$tools/bin/helm" 2>/dev/null |
   echo "install-deps: building helm $helm_version into $tools/bin" >&2
   mkdir -p "$tools/bin"
   GOBIN=$tools/bin go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+fi
+
+# Docker Compose v2, the docker CLI plugin (`docker compose`) that test/ops
+# runs the compose stack with: Debian 12 has only docker-compose 1.29, out
+# of support, which rejects the shipped file's `cgroup: host`. Built from
+# its Go module in a module of its own (compose's go.mod has exclude
+# directives, which `go install pkg@version` refuses; the wrapper repeats
+# them), outside the product's go.mod, and linked where every docker CLI
+# looks for plugins. The first build takes several minutes.
+compose_version=v2.40.3
+plugins=/usr/local/lib/docker/cli-plugins
+if ! go version -m "$tools/bin/docker-compose" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+github\.com/docker/compose/v2[[:space:]]+$compose_version[[:space:]]" ||
+  [[ $(readlink "$plugins/docker-compose") != "$tools/bin/docker-compose" ]]; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: missing $tools/bin/docker-compose (Compose $compose_version) or its plugin link; run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: building Docker Compose $compose_version into $tools/bin" >&2
+  mod=$(mktemp -d)
+  trap 'rm -rf "$mod"' EXIT
+  printf '%s\n' "module layerprobe.test/compose" "" "go 1.24.9" "" "exclude (" \
+    "	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc" \
+    "	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2" ")" >"$mod/go.mod"
+  mkdir -p "$tools/bin" "$plugins"
+  (cd "$mod" && go get "github.com/docker/compose/v2/cmd@$compose_version" &&
+    go build -trimpath -ldflags "-s -w -X github.com/docker/compose/v2/internal.Version=$compose_version" \
+      -o "$tools/bin/docker-compose" github.com/docker/compose/v2/cmd)
+  ln -sfn "$tools/bin/docker-compose" "$plugins/docker-compose"
 fi
 
 # `make release` builds goreleaser and cyclonedx-gomod from the Go module

@@ -14,12 +14,14 @@ repo=$(cd "$here/../.." && pwd)
 if [[ ! -x $repo/bin/layerprobe ]]; then
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o bin/layerprobe ./cmd/layerprobe)
 fi
+# Compose v2: the file asks for the host's cgroup namespace (`cgroup:
+# host`), which Compose 1.x rejects.
 if docker compose version >/dev/null 2>&1; then
   compose=(docker compose)
-elif command -v docker-compose >/dev/null; then
+elif command -v docker-compose >/dev/null && [[ $(docker-compose version --short 2>/dev/null) != 1.* ]]; then
   compose=(docker-compose)
 else
-  echo "up.sh: needs the Docker Compose plugin (docker compose) or docker-compose" >&2
+  echo "up.sh: needs Docker Compose v2 (the docker compose plugin, or its standalone docker-compose)" >&2
   exit 1
 fi
 DOCKER_DATA_ROOT=${DOCKER_DATA_ROOT:-$(docker info --format '{{.DockerRootDir}}')}

@@ -9,11 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,7 +150,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// A first look at every engine, so /readyz and /api/v1/engines answer
 	// before the first cycle.
 	for _, e := range a.engines {
-		a.refreshInfo(ctx, e)
+		if _, err := a.refreshInfo(ctx, e); err != nil {
+			a.logger.Error("the engine does not answer; the agent keeps serving and looks again at every cycle", "engine", e.cfg.Name, "err", err)
+		}
 	}
 	a.ready.Store(true)
 	a.publish()
@@ -424,8 +429,12 @@ func (a *Agent) refreshInfo(ctx context.Context, e *engineState) (engine.Info, e
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	info, err := e.cli.Info(ictx)
+	if err != nil {
+		err = explainUnreachable(e.cli.Endpoint(), err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	e.looked = true
 	if err != nil {
 		e.reachable = false
 		e.infoErr = err.Error()
@@ -433,6 +442,21 @@ func (a *Agent) refreshInfo(ctx context.Context, e *engineState) (engine.Info, e
 	}
 	e.reachable, e.infoErr, e.info = true, "", info
 	return info, nil
+}
+
+// explainUnreachable says what is missing when the engine's endpoint is a
+// Unix socket that does not exist: the engine is not running on this host,
+// or its socket is elsewhere, or not mounted into the agent's container
+// (a DaemonSet labelled for the wrong engine).
+func explainUnreachable(endpoint string, err error) error {
+	sock, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok {
+		return err
+	}
+	if _, serr := os.Stat(sock); !errors.Is(serr, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("the engine's socket %s does not exist: is the engine running on this host, with its socket there (and, in a container, is the socket's directory mounted)? %w", sock, err)
 }
 
 // probeOptions are the session options for an engine.

@@ -299,6 +299,9 @@ func TestFailedCycles(t *testing.T) {
 	if es, _ := a.Engines(ctx); es[0].Reachable || len(es[0].Warnings) == 0 {
 		t.Errorf("engines while unreachable: %+v", es[0])
 	}
+	if up := a.Snapshot().Engines[0].Up; up == nil || *up {
+		t.Errorf("layerprobe_engine_up while unreachable: %v, want 0", up)
+	}
 	a.eng.SetInfoErr(nil)
 
 	a.eng.SetStartErr(errors.New("no such image"))
@@ -779,5 +782,20 @@ func TestNewLogsDeprecatedKeys(t *testing.T) {
 	}
 	if n := strings.Count(buf.String(), "key=agent.target_precision write=agent.budget.precision line=3"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, buf.String())
+	}
+}
+
+// A missing socket is named as such: the engine is not on this host, or
+// its socket is not mounted into the agent's container.
+func TestExplainUnreachable(t *testing.T) {
+	cause := errors.New("dial unix: connect: no such file or directory")
+	missing := "unix://" + filepath.Join(t.TempDir(), "containerd.sock")
+	if err := explainUnreachable(missing, cause); !errors.Is(err, cause) || !strings.Contains(err.Error(), "socket "+strings.TrimPrefix(missing, "unix://")+" does not exist") {
+		t.Errorf("missing socket: %v", err)
+	}
+	for _, ep := range []string{"unix://" + t.TempDir(), "tcp://127.0.0.1:2375", "ssh://host"} {
+		if err := explainUnreachable(ep, cause); err != cause {
+			t.Errorf("%s: %v, want the cause as it is", ep, err)
+		}
 	}
 }

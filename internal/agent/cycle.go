@@ -54,7 +54,10 @@ type engineState struct {
 	backoff time.Duration
 
 	// published
-	info       engine.Info
+	info engine.Info
+	// looked: the engine was asked at least once; reachable: it answered
+	// the last time (infoErr says why not).
+	looked     bool
 	reachable  bool
 	infoErr    string
 	fioVersion string

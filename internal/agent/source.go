@@ -47,6 +47,10 @@ func (a *Agent) publish() {
 			LastSuccess:       e.lastSuccess,
 			BudgetBytes:       float64(a.cfg.Agent.DailyByteBudget),
 		}
+		if e.looked {
+			up := e.reachable
+			me.Up = &up
+		}
 		for _, t := range measure.Targets {
 			if _, ok := me.WrittenBytesTotal[t]; !ok {
 				me.WrittenBytesTotal[t] = 0

@@ -64,7 +64,8 @@ type Target struct {
 // the writer's namespace does not hold both of (nsdelegate). Of then
 // enters a namespace that holds both (PID 1's, else pid's own, which is
 // the host's when the engine started the probe there), reads the paths
-// from there, and names it in Target.Namespace for Join.
+// from there, and names it in Target.Namespace: the process that joins
+// enters it (Enter) before it calls Join.
 func Of(pid int, id string) (Target, error) {
 	member, err := membership(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {

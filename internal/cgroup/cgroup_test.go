@@ -259,16 +259,30 @@ func TestOfFromAPrivateNamespace(t *testing.T) {
 	if private := PrivateNamespace(); private {
 		t.Skip("this test runs in a private cgroup namespace itself")
 	}
-	// Two sibling cgroups below this process's own, in every hierarchy
-	// Of joins: the agent's and the probe's.
+	// Two sibling cgroups, two levels below this process's own, in every
+	// hierarchy Of joins: the agent's and the probe's. Two levels: the
+	// namespace's root then lies deeper than the probe's parent, as a
+	// pod's does, and a path relative to it ("/../<probe>") cannot be
+	// read as one relative to the hierarchy's root by accident.
 	name := "lp-test-" + strconv.Itoa(os.Getpid())
-	mk := func(role string) []string {
+	var made []string
+	t.Cleanup(func() {
+		// A cgroup goes once its processes have: they are killed and
+		// waited for by then, but the kernel lets go a moment later.
+		for _, d := range slices.Backward(made) {
+			for i := 0; i < 50 && os.Remove(d) != nil; i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	})
+	mk := func(parents []string, leaf string) []string {
 		var dirs []string
-		for _, d := range self.Dirs {
-			n := filepath.Join(d, name+"-"+role)
+		for _, d := range parents {
+			n := filepath.Join(d, leaf)
 			if err := os.Mkdir(n, 0o755); err != nil {
 				t.Fatal(err)
 			}
+			made = append(made, n)
 			if strings.Contains(d, "cpuset") {
 				for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 					if b, err := os.ReadFile(filepath.Join(d, f)); err == nil {
@@ -280,16 +294,8 @@ func TestOfFromAPrivateNamespace(t *testing.T) {
 		}
 		return dirs
 	}
-	probeDirs, agentDirs := mk("probe"), mk("agent")
-	t.Cleanup(func() {
-		// A cgroup goes once its processes have: they are killed and
-		// waited for by then, but the kernel lets go a moment later.
-		for _, d := range append(probeDirs, agentDirs...) {
-			for i := 0; i < 50 && os.Remove(d) != nil; i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	})
+	parents := mk(self.Dirs, name)
+	probeDirs, agentDirs := mk(parents, name+"-probe"), mk(parents, name+"-agent")
 	// The probe: no capability at all, in the host's cgroup namespace,
 	// moved into its cgroup by a shell before it execs sleep.
 	probe := exec.Command("/bin/sh", append([]string{"-c", `for d; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec "$0" --bounding-set=-all --inh-caps=-all sleep 600`,

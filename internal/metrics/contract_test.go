@@ -28,6 +28,7 @@ var contract = []contractEntry{
 	{"layerprobe_written_bytes_total", dto.MetricType_COUNTER, "engine,target"},
 	{"layerprobe_engine_info", dto.MetricType_GAUGE, "backing_fs,data_root,driver,engine,engine_version,fio_version,runtime"},
 	{"layerprobe_host_arm_cgroup_joined", dto.MetricType_GAUGE, "engine"},
+	{"layerprobe_engine_up", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_daily_budget_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_budget_used_bytes", dto.MetricType_GAUGE, "engine"},
 	{"layerprobe_build_info", dto.MetricType_GAUGE, "branch,goarch,goos,goversion,revision,tags,version"},

@@ -38,6 +38,9 @@ type Engine struct {
 	// EngineFacts label layerprobe_engine_info; a HostArmCgroup of ""
 	// omits layerprobe_host_arm_cgroup_joined.
 	measure.EngineFacts
+	// Up is whether the engine answered at the agent's last look (nil:
+	// not asked yet, which omits layerprobe_engine_up).
+	Up *bool
 
 	// Overheads are the paired median overheads versus the host. A NaN
 	// field omits only that series.
@@ -254,11 +257,14 @@ var (
 		"Upper bound of the 95% exact interval of layerprobe_lookup_extra_seconds; absent while the rounds are too few for it."+cached,
 		[]string{"engine", "driver", "lookup"}, nil)
 
+	descUp = prometheus.NewDesc(namespace+"_engine_up",
+		"1 if the engine answered at the agent's last look, 0 if it did not (no socket, engine down: the agent's log and GET /api/v1/engines say why); absent before the first look."+cached,
+		[]string{"engine"}, nil)
 	descHostArm = prometheus.NewDesc(namespace+"_host_arm_cgroup_joined",
 		"1 if the host arm's fio runs in the probe container's CPU cgroups, 0 if it cannot join them (then CPU contention on a busy host reads as storage overhead: see the agent's warnings); absent before the probe container has started."+cached,
 		[]string{"engine"}, nil)
 
-	allDescs = []*prometheus.Desc{descHostArm, descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
+	allDescs = []*prometheus.Desc{descUp, descHostArm, descOverhead, descCILow, descCIHigh, descIOPS, descBandwidth, descLatency,
 		descRegression, descCycles, descSkips, descDuration, descLastSuccess, descWritten, descInfo,
 		descBudget, descBudgetUsed, descCopyUp, descCopyUpCost, descReflink,
 		descStartup, descStartupBytes, descStartupSlope, descStartupBytesSlope,
@@ -308,6 +314,13 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	}
 
 	gauge(descInfo, 1, e.Name, e.Driver, e.BackingFS, e.EngineVersion, e.DataRoot, e.FioVersion, e.Runtime)
+	if e.Up != nil {
+		up := 0.0
+		if *e.Up {
+			up = 1
+		}
+		gauge(descUp, up, e.Name)
+	}
 	switch e.HostArmCgroup {
 	case "joined":
 		gauge(descHostArm, 1, e.Name)

@@ -52,6 +52,7 @@ func fullSnapshot() *Snapshot {
 	healthy := Engine{
 		Name: "default", EngineFacts: measure.EngineFacts{Runtime: "docker", Driver: "overlay2", BackingFS: "extfs",
 			EngineVersion: "29.1.3", DataRoot: "/var/lib/docker", FioVersion: "fio-3.33", HostArmCgroup: "joined"},
+		Up: ptr(true),
 		Overheads: []Overhead{
 			{Target: "bind", Workload: "fsync", Metric: "bandwidth", Ratio: 0.004, CILow: -0.011, CIHigh: 0.019},
 			{Target: "bind", Workload: "fsync", Metric: "fsync_p99", Ratio: -0.012, CILow: -0.05, CIHigh: 0.031},
@@ -154,6 +155,7 @@ func fullSnapshot() *Snapshot {
 			Runtime: "containerd", DataRoot: "/var/lib/containerd/io.containerd.snapshotter.v1.btrfs"},
 		CyclesTotal:       map[string]float64{"failed": 3},
 		LastCycleDuration: nan,
+		Up:                new(bool), // its socket is missing
 	}
 	return &Snapshot{Engines: []Engine{healthy, failed}}
 }
@@ -213,6 +215,7 @@ func TestCollectOmitsNaN(t *testing.T) {
 		"layerprobe_cycle_skips_total":              11,
 		"layerprobe_engine_info":                    2,
 		"layerprobe_host_arm_cgroup_joined":         1, // the failed engine never started its probe container
+		"layerprobe_engine_up":                      2,
 		"layerprobe_daily_budget_bytes":             1,
 		"layerprobe_budget_used_bytes":              1,
 	} {
@@ -314,3 +317,5 @@ func TestCollectInvalidLabelValue(t *testing.T) {
 		t.Fatalf("layerprobe_cycles_total has %d series after one bad label, want all 12", cycles)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

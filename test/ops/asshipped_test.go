@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/layerprobe/layerprobe/internal/testsupport/asshipped"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
@@ -280,4 +282,89 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 	t.Run("daemonset", func(t *testing.T) {
 		check(t, asshipped.RunPod(t, b, src, asshipped.CgroupNSPrivate))
 	})
+
+	// A node labelled for an engine whose socket it does not have: each
+	// DaemonSet's pod, its socket's directory an empty one, must start,
+	// keep serving, and say what is missing in its log and on /metrics,
+	// where a hostPath of type Socket would keep it in ContainerCreating.
+	t.Run("daemonset-no-socket", func(t *testing.T) {
+		for _, tc := range []struct{ manifest, configMap, configFile, sockDir, sock, engine string }{
+			{"deploy/kubernetes/20-daemonset.yaml", "layerprobe-config", "deploy/kubernetes/10-configmap.yaml", "/run", "/var/run/docker.sock", "default"},
+			{"deploy/kubernetes/21-daemonset-containerd.yaml", "layerprobe-containerd-config", "deploy/kubernetes/11-configmap-containerd.yaml", "/run/containerd", "/run/containerd/containerd.sock", "node"},
+		} {
+			name := "lpops-nosock-" + tc.engine
+			port := testharness.MustFreePort(t)
+			cfgDir := filepath.Join(b.share, name)
+			shippedConfig(t, tc.configFile, cfgDir, fmt.Sprintf("127.0.0.1:%d", port))
+			// The socket's directory without the socket. On a node, the
+			// pod's other hostPaths below it exist (DirectoryOrCreate
+			// makes /run/lock), and the runtime mounts them there: it
+			// cannot make their mount points in a read-only mount.
+			empty := "/tmp/" + name + "-run"
+			if r := b.Exec(t, time.Minute, "mkdir", "-p", empty+"/lock"); r.Err != nil {
+				t.Fatal(r)
+			}
+			pod := asshipped.DaemonSetPod(t, repoPath(tc.manifest))
+			flags, image, podArgs := asshipped.RunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name}, map[string]string{tc.sockDir: empty}, asshipped.CgroupNSPrivate)
+			args := append(append(append([]string{"run", "-d", "--name", name, "--network", "host"}, flags...), image), podArgs...)
+			if r := asshipped.Docker(b, 2*time.Minute, args...); r.Err != nil {
+				t.Fatalf("docker run (%s's pod, no socket):\n%s", tc.manifest, r)
+			}
+			logs := func() string { r := asshipped.Docker(b, time.Minute, "logs", name); return r.Stdout + r.Stderr }
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("%s log:\n%s", name, testharness.Tail(logs(), 20))
+				}
+				asshipped.Docker(b, 2*time.Minute, "rm", "-f", "-v", name)
+			})
+			get := asshipped.Agent{Port: port}.API(t, b)
+			want := fmt.Sprintf("layerprobe_engine_up{engine=%q} 0", tc.engine)
+			testharness.Eventually(t, 2*time.Minute, 2*time.Second, tc.manifest+"'s agent to say its engine is down", func() (bool, string) {
+				if st := strings.TrimSpace(asshipped.Docker(b, time.Minute, "inspect", "-f", "{{.State.Status}}", name).Stdout); st != "running" {
+					t.Fatalf("the pod's container is %s:\n%s", st, testharness.Tail(logs(), 20))
+				}
+				body, err := get("/metrics")
+				if err != nil {
+					return false, err.Error()
+				}
+				return strings.Contains(string(body), want), "no " + want
+			})
+			if body, err := get("/healthz"); err != nil {
+				t.Errorf("%s: /healthz: %v %s", tc.manifest, err, body)
+			}
+			if l := logs(); !strings.Contains(l, "socket "+tc.sock+" does not exist") {
+				t.Errorf("%s: the agent's log does not say that %s does not exist:\n%s", tc.manifest, tc.sock, testharness.Tail(l, 20))
+			}
+		}
+	})
+}
+
+// shippedConfig writes the config.yaml of the ConfigMap in file into
+// dir, listening on addr.
+func shippedConfig(t *testing.T, file, dir, addr string) {
+	t.Helper()
+	var cm k8sObject
+	if err := yaml.Unmarshal([]byte(readFile(t, repoPath(file))), &cm); err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil || cfg == nil {
+		t.Fatalf("%s: config.yaml: %v", file, err)
+	}
+	agent, _ := cfg["agent"].(map[string]any)
+	if agent == nil {
+		agent = map[string]any{}
+	}
+	agent["listen_address"] = addr
+	cfg["agent"] = agent
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -66,7 +66,7 @@ func TestJoinOnCgroupV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := asshipped.DaemonSetPod(t, repoPath(t, "deploy/kubernetes/20-daemonset.yaml"))
-	flags, _, _ := asshipped.RunFlags(t, pod, map[string]string{"layerprobe-config": cfgDir}, asshipped.CgroupNSPrivate)
+	flags, _, _ := asshipped.RunFlags(t, pod, map[string]string{"layerprobe-config": cfgDir}, nil, asshipped.CgroupNSPrivate)
 	argv := append(append([]string{"docker", "run", "-d", "--name", "lpjoin", "--network", "host"}, flags...),
 		image, "run", "--config", "/etc/layerprobe/config.yaml", "--rounds", "2", "--output", "json")
 	t.Logf("the pod: %s", strings.Join(argv, " "))

@@ -243,7 +243,7 @@ func RunPod(t testing.TB, h Host, src Source, cgroupNS string) Agent {
 	port := testharness.MustFreePort(t)
 	cfg := AgentConfigFile(t, h, "configmap", fmt.Sprintf("127.0.0.1:%d", port))
 	pod := DaemonSetPod(t, src.Path("deploy/kubernetes/20-daemonset.yaml"))
-	flags, image, args := RunFlags(t, pod, map[string]string{"layerprobe-config": filepath.Dir(cfg)}, cgroupNS)
+	flags, image, args := RunFlags(t, pod, map[string]string{"layerprobe-config": filepath.Dir(cfg)}, nil, cgroupNS)
 	const name = "lpops-daemonset"
 	argv := append(append(append([]string{"run", "-d", "--name", name, "--network", "host"}, flags...), image), args...)
 	t.Logf("the pod: docker %s", strings.Join(argv, " "))

@@ -110,9 +110,10 @@ const (
 // namespace cgroupNS (CgroupNSNode or CgroupNSPrivate), and returns the
 // container's image and arguments apart, for the caller to put last or
 // replace. hostPath volumes are the node's paths, which in a test's host
-// are its own; a ConfigMap is the directory configMaps names; an emptyDir
-// a fresh directory.
-func RunFlags(t testing.TB, pod Pod, configMaps map[string]string, cgroupNS string) (flags []string, image string, args []string) {
+// are its own, or the host's path nodePaths gives for one (a node without
+// it); a ConfigMap is the directory configMaps names; an emptyDir a fresh
+// directory.
+func RunFlags(t testing.TB, pod Pod, configMaps, nodePaths map[string]string, cgroupNS string) (flags []string, image string, args []string) {
 	t.Helper()
 	for k := range pod.Rest {
 		if _, ok := podIgnored[k]; !ok {
@@ -208,7 +209,8 @@ func RunFlags(t testing.TB, pod Pod, configMaps map[string]string, cgroupNS stri
 		switch {
 		case v.HostPath != nil:
 			// -v makes a missing source directory, as DirectoryOrCreate.
-			flags = append(flags, "-v", v.HostPath.Path+":"+m.MountPath+":"+mode)
+			src := cmp.Or(nodePaths[v.HostPath.Path], v.HostPath.Path)
+			flags = append(flags, "-v", src+":"+m.MountPath+":"+mode)
 		case v.ConfigMap != nil:
 			dir, ok := configMaps[v.ConfigMap.Name]
 			if !ok {
