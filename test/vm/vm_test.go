@@ -53,10 +53,9 @@ type vmEngine struct {
 	dir    string
 }
 
-// bootGuest boots the guest (testvm) and forwards its engine's socket.
-func bootGuest(t *testing.T) *vmEngine {
+// forwardEngine forwards the guest's engine socket to this host.
+func forwardEngine(t *testing.T, g *testvm.Guest) *vmEngine {
 	t.Helper()
-	g := testvm.Boot(t, testvm.BuildImage(t), testvm.Options{})
 	v := &vmEngine{share: g.Share, socket: filepath.Join(g.Dir, "docker.sock"), dir: g.Dir}
 	// The socket's forwarding, as Lima and Colima forward theirs.
 	g.Forward(t, v.socket, "/run/docker.sock")
@@ -66,6 +65,30 @@ func bootGuest(t *testing.T) *vmEngine {
 		return err == nil && strings.TrimSpace(out) == "lpvm", out
 	})
 	return v
+}
+
+// TestGuest boots one Debian 12 guest (testvm) on the unified cgroup
+// hierarchy and runs the tests that need it one after the other: a boot
+// under TCG is minutes of this machine's CPU, which the rest of the suite
+// shares.
+func TestGuest(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		testharness.SkipOrFail(t, "needs root (debootstrap, QEMU's 9p share as root)")
+	}
+	start := time.Now()
+	g := testvm.Boot(t, testvm.BuildImage(t), testvm.Options{Cmdline: testvm.V2Cmdline})
+	t.Run("EngineInVM", func(t *testing.T) {
+		start := time.Now()
+		testEngineInVM(t, forwardEngine(t, g))
+		t.Logf("EngineInVM: %s", time.Since(start).Round(time.Second))
+	})
+	t.Run("JoinOnCgroupV2", func(t *testing.T) {
+		start := time.Now()
+		testJoinOnCgroupV2(t, g)
+		t.Logf("JoinOnCgroupV2: %s", time.Since(start).Round(time.Second))
+	})
+	t.Logf("the guest booted in %s; its tests took %s in all", g.Booted.Round(time.Second), time.Since(start).Round(time.Second))
 }
 
 // run runs a command with a timeout and returns its combined output.
@@ -79,18 +102,12 @@ func run(t *testing.T, timeout time.Duration, env []string, name string, args ..
 	return string(out), err
 }
 
-// TestEngineInVM boots the guest, runs `layerprobe run` and an agent
-// cycle against its engine from this host, and checks the topology: every
+// testEngineInVM runs `layerprobe run` and an agent cycle against the
+// guest's engine from this host, and checks the topology: every
 // target measured, host on this host's disk (native), bind through the
 // 9p share, the host arm's cgroup not applicable, and every ratio labelled
 // as against the native host disk.
-func TestEngineInVM(t *testing.T) {
-	t.Parallel()
-	if os.Geteuid() != 0 {
-		testharness.SkipOrFail(t, "needs root (debootstrap, QEMU's 9p share as root)")
-	}
-	v := bootGuest(t)
-
+func testEngineInVM(t *testing.T, v *vmEngine) {
 	scratch := filepath.Join(v.share, "layerprobe")
 	cfg := filepath.Join(v.dir, "config.yaml")
 	// No topology key: layerprobe must find the VM itself (the data root
