@@ -113,7 +113,7 @@ func runAgent(ctx context.Context, cfg *config.Config, o agentOptions, logger *s
 		}
 	}
 	if os.Geteuid() == 0 {
-		logger.Info("running as root; the agent needs no capability, only the Docker socket and its directories (see docs/security.md for running without root)")
+		logger.Info("running as root; the agent needs no capability, only the Docker socket and its directories, and CAP_SYS_ADMIN in a private cgroup namespace (see docs/security.md, also for running without root)")
 	}
 	mem := agentMemoryTuning(os.Getenv)
 	mem.apply(logger)

@@ -305,7 +305,9 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 				t.Fatal(r)
 			}
 			pod := asshipped.DaemonSetPod(t, repoPath(tc.manifest))
-			flags, image, podArgs := asshipped.RunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name}, map[string]string{tc.sockDir: empty}, asshipped.CgroupNSPrivate)
+			flags, image, podArgs := asshipped.RunFlags(t, pod, map[string]string{tc.configMap: boxShare + "/" + name},
+				// Each its own state directory: two agents never share one.
+				map[string]string{tc.sockDir: empty, "/var/lib/layerprobe": "/tmp/" + name + "-state"}, asshipped.CgroupNSPrivate)
 			args := append(append(append([]string{"run", "-d", "--name", name, "--network", "host"}, flags...), image), podArgs...)
 			if r := asshipped.Docker(b, 2*time.Minute, args...); r.Err != nil {
 				t.Fatalf("docker run (%s's pod, no socket):\n%s", tc.manifest, r)
