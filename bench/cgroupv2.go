@@ -220,9 +220,10 @@ func baseImage(t *testing.T, g *testvm.Guest) {
 	}
 	tc := testharness.TarCommand(testharness.DebianRoot(t), "boot", "usr/lib/modules", "usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info",
 		"usr/sbin/dockerd", "usr/sbin/docker-proxy", "usr/sbin/runc", "usr/bin/docker", "usr/bin/docker-init", "usr/bin/containerd*", "usr/bin/ctr", "var/lib/apt/lists")
-	tc.Stdout = f
-	if out, err := tc.CombinedOutput(); err != nil {
-		t.Fatalf("tar the Debian root: %v\n%s", err, out)
+	var stderr strings.Builder
+	tc.Stdout, tc.Stderr = f, &stderr
+	if err := tc.Run(); err != nil {
+		t.Fatalf("tar the Debian root: %v\n%s", err, stderr.String())
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
