@@ -70,6 +70,9 @@ type ErrorResponse struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// CycleID is, in a 409 of POST /api/v1/cycles, the cycle that runs;
+	// absent when it is still being prepared (not recorded yet).
+	CycleID int64 `json:"cycle_id,omitempty"`
 }
 
 // OverheadResponse is GET /api/v1/overhead: the latest overhead per engine,
@@ -89,7 +92,13 @@ type EngineOverhead struct {
 	LastCycleID int64      `json:"last_cycle_id"` // 0 when none yet (of this mode)
 	LastSuccess *time.Time `json:"last_success"`  // null before the first successful cycle (of this mode)
 	Window      int        `json:"window_rounds"` // rounds the estimates are computed over
-	Results     []Result   `json:"results"`       // as in `layerprobe run --output json`
+	// IntervalRounds is the rounds of a job an interval needs (6 at 95%):
+	// a result on fewer has its estimate without the interval.
+	IntervalRounds int `json:"interval_rounds"`
+	// NextCycleAt is when the next cycle of this mode is due; null when
+	// none is scheduled (the cold probe off).
+	NextCycleAt *time.Time `json:"next_cycle_at"`
+	Results     []Result   `json:"results"` // as in `layerprobe run --output json`
 	// CopyUp is the cold entry's copy-up summary over the window (its
 	// samples list is empty here; GET /api/v1/cycles/{id} has them).
 	CopyUp *CopyUp `json:"copy_up,omitempty"`
@@ -115,10 +124,28 @@ type Cycle struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	Rounds          int       `json:"rounds"`
 	BytesWritten    int64     `json:"bytes_written"`
-	// StopReason says what ended the cycle's rounds: precision, bytes,
-	// time, rounds, decided (confirmation rounds) or canceled; omitted for
-	// cycles that never measured.
-	StopReason string `json:"stop_reason,omitempty"`
+	// StopReason says what ended the cycle's rounds; omitted for cycles
+	// that never measured.
+	StopReason measure.StopReason `json:"stop_reason,omitempty"`
+	// Running is where a running cycle the agent is measuring stands;
+	// absent otherwise.
+	Running *CycleProgress `json:"running,omitempty"`
+}
+
+// CycleProgress is where a running cycle stands (Cycle.Running).
+type CycleProgress struct {
+	// Phase is waiting (a triggered cycle behind another engine's),
+	// preparing (guard, probe container), layout, measure or cold.
+	Phase string `json:"phase"`
+	// Workload is the job it is on; empty before the first.
+	Workload Workload `json:"workload,omitempty"`
+	// RoundsDone counts the cycle's completed rounds.
+	RoundsDone   int   `json:"rounds_done"`
+	BytesWritten int64 `json:"bytes_written"`
+	// EstimatedEnd is when the cycle is expected to end; null while
+	// there is no estimate (before the first round ends).
+	EstimatedEnd *time.Time `json:"estimated_end"`
+	UpdatedAt    time.Time  `json:"updated_at"`
 }
 
 // CyclesResponse is GET /api/v1/cycles.
@@ -176,10 +203,16 @@ type EnginesResponse struct {
 	Engines []Engine `json:"engines"`
 }
 
-// TriggerResponse is the 202 answer of POST /api/v1/cycles.
+// TriggerResponse is the 202 answer of POST /api/v1/cycles: the cycles
+// it started, one per engine (they run one after another), each listed
+// as running until it ends; its Location header names the first.
 type TriggerResponse struct {
 	Status  string   `json:"status"` // accepted
 	Engines []string `json:"engines"`
+	// CycleID is the first engine's cycle (GET /api/v1/cycles/{id}).
+	CycleID int64 `json:"cycle_id"`
+	// CycleIDs are every engine's cycle, in the order of Engines.
+	CycleIDs []int64 `json:"cycle_ids"`
 }
 
 // Health is GET /healthz and /readyz.

@@ -311,7 +311,7 @@ func (r seriesRun) one(ctx context.Context, s *agentSeries, index int) (*cycleOu
 	}
 	for i, c := range o.cycles {
 		co := cycleObs{ID: c.ID, Trigger: c.Trigger, Index: index, Phase: r.phase, Result: c.Result, Reason: c.Reason,
-			StopReason: c.StopReason, StartedAt: c.StartedAt.UTC().Format(time.RFC3339), DurationSeconds: c.DurationSeconds,
+			StopReason: string(c.StopReason), StartedAt: c.StartedAt.UTC().Format(time.RFC3339), DurationSeconds: c.DurationSeconds,
 			Rounds: c.Rounds, BytesWritten: c.BytesWritten}
 		if i == 0 {
 			co.Regression = o.regression

@@ -335,12 +335,21 @@ func (s *share) add(ok bool) {
 	}
 }
 
+// median is the median of xs, the mean of the two middle values when
+// their number is even (stats.Median, as the product computes it): every
+// median of the report is this one, so that the same runs never show two.
+func median(xs []float64) float64 { return stats.Median(xs) }
+
 // quantile is gonum's linearly interpolated quantile of xs (q in [0,1]):
 // the empirical distribution function interpolated between the sorted
-// values (Hyndman and Fan's type 4).
+// values (Hyndman and Fan's type 4). Its q = 0.5 would be the lower middle
+// value of an even sample, not the median: that one is median's.
 func quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
+	}
+	if q == 0.5 {
+		return median(xs)
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -358,7 +367,7 @@ func spreadOf(xs []float64) spread {
 		nan := math.NaN()
 		return spread{Median: nan, Q1: nan, Q3: nan, Lo: nan, Hi: nan}
 	}
-	return spread{N: len(xs), Median: stats.Median(xs), Q1: quantile(xs, 0.25), Q3: quantile(xs, 0.75),
+	return spread{N: len(xs), Median: median(xs), Q1: quantile(xs, 0.25), Q3: quantile(xs, 0.75),
 		Lo: slices.Min(xs), Hi: slices.Max(xs)}
 }
 
@@ -421,7 +430,7 @@ func slowdownVs(m0 float64, xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}
-	return math.Exp(stats.Median(xs) - m0)
+	return math.Exp(median(xs) - m0)
 }
 
 // calibCurve is the calibration's slowdown per IOPS limit, made monotone

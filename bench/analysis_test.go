@@ -541,3 +541,19 @@ func TestUnitResultsVersion2Reference(t *testing.T) {
 		}
 	}
 }
+
+// The report has one median: of an even sample, the mean of the two middle
+// values, whether asked as median or as quantile 0.5 (gonum's LinInterp
+// would give the lower middle value, the 10th of 20).
+func TestUnitOneMedian(t *testing.T) {
+	xs := []float64{4, 1, 3, 2}
+	if got := median(xs); got != 2.5 {
+		t.Errorf("median(%v) = %v, want 2.5", xs, got)
+	}
+	if got := quantile(xs, 0.5); got != 2.5 {
+		t.Errorf("quantile(%v, 0.5) = %v, want 2.5 (the median)", xs, got)
+	}
+	if got := quantile(xs, 0.25); got != 1 {
+		t.Errorf("quantile(%v, 0.25) = %v, want 1 (type 4)", xs, got)
+	}
+}

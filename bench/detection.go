@@ -121,7 +121,7 @@ func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, wor
 			note = fmt.Sprintf(", confirmation cycle of %d rounds", o.cycles[1].Rounds)
 		}
 		p.logf("  unperturbed %d (%s%s): %s in %.1f s, %d rounds, %s, stop %s, %s%s", i, sr.phase, countedOf(sr.phase, counted, plan.counted),
-			c.Result, c.DurationSeconds, c.Rounds, gib(c.BytesWritten), orDash(c.StopReason), fmtRegression(o.regression), note)
+			c.Result, c.DurationSeconds, c.Rounds, gib(c.BytesWritten), orDash(string(c.StopReason)), fmtRegression(o.regression), note)
 	}
 	a.stop()
 	res.Unperturbed.Events = a.events()

@@ -81,7 +81,7 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 			out = append(out, c)
 			continue
 		}
-		med := quantile(hw, 0.5)
+		med := median(hw)
 		within := 0
 		for _, h := range hw {
 			if h <= goalPP {
@@ -94,12 +94,12 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 			f := math.Pow(med/goalPP, 2)
 			c.why = fmt.Sprintf("The interval narrows as 1/√(bytes measured); at the noise measured here ±%.0f pp needs "+
 				"(%.1f/%.0f)² = %.1f× the median run, about %s and %s per run instead of %s and %s (runs stopped on: %s).",
-				goalPP, med, goalPP, f, gib(int64(f*stats.Median(bytes))), dur(f*stats.Median(secs)),
-				gib(int64(stats.Median(bytes))), dur(stats.Median(secs)), stopReasons(stops))
+				goalPP, med, goalPP, f, gib(int64(f*median(bytes))), dur(f*median(secs)),
+				gib(int64(median(bytes))), dur(median(secs)), stopReasons(stops))
 			if mostly(stops) == "time" {
 				c.why += " Most runs ended on the time budget (`--max-duration`), before the byte budget: on this disk time, not bytes, binds first."
 			}
-			if share := stats.Median(headlineShares(dr.Defaults)); share > 0 && share < 1 {
+			if share := median(headlineShares(dr.Defaults)); share > 0 && share < 1 {
 				bound := med * math.Sqrt(share)
 				verdict := "no split of the budget meets the goal; only less noise per round, cheaper rounds or more bytes can"
 				if bound <= goalPP {
@@ -117,7 +117,7 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 		c.status, c.figure = statusNotMeasured, "–"
 	} else {
 		mx := quantile(bytes, 1)
-		c.figure = fmt.Sprintf("median %s, max %s over %d runs", gib(int64(stats.Median(bytes))), gib(int64(mx)), n)
+		c.figure = fmt.Sprintf("median %s, max %s over %d runs", gib(int64(median(bytes))), gib(int64(mx)), n)
 		c.status = judge(mx <= goalRunBytes)
 		if c.status == statusMissed {
 			c.why = "These runs kept `--max-bytes` by estimate: a round started when the workload's last round would fit again, and one that wrote more than its predecessor overshot by part of a round. The probe now lowers a round's byte caps to what is left when its worst case would not fit (a hard cap)."
@@ -138,7 +138,7 @@ func agentPrecisionGoals(d *detectionResult) []goalCheck {
 			out = append(out, c)
 			continue
 		}
-		med := quantile(hw, 0.5)
+		med := median(hw)
 		c.figure = fmt.Sprintf("median %s, p90 %s after %d counted cycles", pp(med), pp(quantile(hw, 0.9)), len(hw))
 		c.status = judge(med <= goalHalfWidthPP)
 		if c.status == statusMissed {
@@ -155,7 +155,7 @@ func agentPrecisionGoals(d *detectionResult) []goalCheck {
 		c.status, c.figure = statusNotMeasured, "–"
 	} else {
 		mx := quantile(bytes, 1)
-		c.figure = fmt.Sprintf("median %s, max %s over %d counted cycles (stops: %s)", gib(int64(stats.Median(bytes))), gib(int64(mx)), len(bytes), stopReasons(stops))
+		c.figure = fmt.Sprintf("median %s, max %s over %d counted cycles (stops: %s)", gib(int64(median(bytes))), gib(int64(mx)), len(bytes), stopReasons(stops))
 		cb, _, _, _ := cycleFigures(d, "confirm")
 		if len(cb) > 0 {
 			c.figure += fmt.Sprintf("; %d confirmation cycles, max %s", len(cb), gib(int64(quantile(cb, 1))))
@@ -238,7 +238,7 @@ func biasGoals(dr driverResult) []goalCheck {
 			out = append(out, c)
 			continue
 		}
-		med := stats.Median(ratios(cont))
+		med := median(ratios(cont))
 		inside := 0
 		for _, e := range cont {
 			if ref.covers(e.Ratio) {
@@ -478,7 +478,7 @@ func armToArmWhy(dr driverResult, workload string, med float64) string {
 	if len(diffs) == 0 {
 		return ""
 	}
-	runs := stats.Median(diffs)
+	runs := median(diffs)
 	ref := signedLog(refC.Ratio, workload) - signedLog(refB.Ratio, workload)
 	apart, againstHost := math.Abs(runs-ref), math.Abs(signedLog(med, workload)-signedLog(refC.Ratio, workload))
 	out := fmt.Sprintf(" The reference's own A/A control reads bind at %s [%s, %s]. Measured against bind instead of host (both "+

@@ -487,7 +487,7 @@ func writeInstall(w *mdWriter, r *results) {
 		}
 		var ps []pos
 		for _, target := range installTargets {
-			med := stats.Median(floats(ir.Seconds[target]))
+			med := median(floats(ir.Seconds[target]))
 			cell, small := "baseline", "baseline"
 			if target != "host" {
 				o := ir.overhead(target)

@@ -226,7 +226,7 @@ func cycleBlock(d *detectionResult) int {
 	if len(ns) == 0 {
 		return 0
 	}
-	return max(1, int(math.Round(stats.Median(ns))))
+	return max(1, int(math.Round(median(ns))))
 }
 
 // aaSourcesOf gathers a driver's measured A/A fsync rounds: the agent's

@@ -176,7 +176,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		var perCycle, published []float64
 		for _, c := range d.Unperturbed.Cycles {
 			if xs := perRound[c.ID]; len(xs) > 0 {
-				perCycle = append(perCycle, stats.Median(xs))
+				perCycle = append(perCycle, median(xs))
 			}
 			if c.Trigger == "api" {
 				if o, ok := c.Published["bind/"+workload]; ok {
@@ -263,7 +263,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		ms := slowdownVs(m0, xs)
 		abs := math.NaN()
 		if cp := containerP99s(lv.Series.Rounds); len(cp) > 0 && len(contBase) > 0 {
-			abs = stats.Median(cp) / stats.Median(contBase)
+			abs = median(cp) / median(contBase)
 		}
 		confirms, rounds := 0, 0
 		bindFlag := false
@@ -345,11 +345,11 @@ func writeAgentCycles(w *mdWriter, d *detectionResult) {
 		w.p("No counted cycle.")
 		return
 	}
-	rows := [][]string{{"measurement", fmt.Sprint(len(bytes)), gib(int64(stats.Median(bytes))), gib(int64(quantile(bytes, 1))),
-		dur(stats.Median(secs)), dur(quantile(secs, 1)), fmt.Sprintf("%.0f", stats.Median(rounds)), stopReasons(stops)}}
+	rows := [][]string{{"measurement", fmt.Sprint(len(bytes)), gib(int64(median(bytes))), gib(int64(quantile(bytes, 1))),
+		dur(median(secs)), dur(quantile(secs, 1)), fmt.Sprintf("%.0f", median(rounds)), stopReasons(stops)}}
 	if cb, cs, cr, cst := cycleFigures(d, "confirm"); len(cb) > 0 {
-		rows = append(rows, []string{"confirmation", fmt.Sprint(len(cb)), gib(int64(stats.Median(cb))), gib(int64(quantile(cb, 1))),
-			dur(stats.Median(cs)), dur(quantile(cs, 1)), fmt.Sprintf("%.0f", stats.Median(cr)), stopReasons(cst)})
+		rows = append(rows, []string{"confirmation", fmt.Sprint(len(cb)), gib(int64(median(cb))), gib(int64(quantile(cb, 1))),
+			dur(median(cs)), dur(quantile(cs, 1)), fmt.Sprintf("%.0f", median(cr)), stopReasons(cst)})
 	}
 	w.p("The counted unperturbed cycles (host, container and bind; the goal: at most 573 MiB, what a cycle wrote before):")
 	w.table([]string{"cycles", "n", "written (median)", "max", "time (median)", "max", "rounds (median)", "stopped on"}, rows)
@@ -366,7 +366,7 @@ func writeAgentCycles(w *mdWriter, d *detectionResult) {
 					within++
 				}
 			}
-			prows = append(prows, []string{t, workload + " (" + headlineOf(workload) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
+			prows = append(prows, []string{t, workload + " (" + headlineOf(workload) + ")", pp(median(hw)), pp(quantile(hw, 0.9)),
 				fmt.Sprintf("%d of %d", within, len(hw))})
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat"
-
-	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
 // runsCommand is a run's command line as a user would type it.
@@ -143,8 +141,8 @@ func writeDefaults(w *mdWriter, s settings, r *results) {
 			continue
 		}
 		b, sec, rd := runBytes(dr.Defaults), runSeconds(dr.Defaults), runRounds(dr.Defaults)
-		costRows = append(costRows, []string{dr.Driver, fmt.Sprint(n), gib(int64(stats.Median(b))), gib(int64(quantile(b, 1))),
-			dur(stats.Median(sec)), dur(quantile(sec, 1)), fmt.Sprintf("%.0f", stats.Median(rd)), stopReasons(runStops(dr.Defaults))})
+		costRows = append(costRows, []string{dr.Driver, fmt.Sprint(n), gib(int64(median(b))), gib(int64(quantile(b, 1))),
+			dur(median(sec)), dur(quantile(sec, 1)), fmt.Sprintf("%.0f", median(rd)), stopReasons(runStops(dr.Defaults))})
 	}
 	w.p("**Cost** per run:")
 	w.table([]string{"driver", "runs", "written (median)", "max", "time (median)", "max", "rounds (median)", "stopped on"}, costRows)
@@ -166,13 +164,13 @@ func writeDefaults(w *mdWriter, s settings, r *results) {
 			}
 			old := "–"
 			if len(oh) > 0 {
-				old = fmt.Sprintf("%s (%s – %s, %d runs)", pp(quantile(oh, 0.5)), pp(quantile(oh, 0)), pp(quantile(oh, 1)), len(oh))
+				old = fmt.Sprintf("%s (%s – %s, %d runs)", pp(median(oh)), pp(quantile(oh, 0)), pp(quantile(oh, 1)), len(oh))
 			}
 			var bindHW []float64
 			for _, t := range []string{"bind", "volume"} {
-				bindHW = append(bindHW, quantile(halfWidths(estimates(dr.Defaults, t, workload)), 0.5))
+				bindHW = append(bindHW, median(halfWidths(estimates(dr.Defaults, t, workload))))
 			}
-			rows = append(rows, []string{dr.Driver, workload + " (" + headlineOf(workload) + ")", pp(quantile(hw, 0.5)), pp(quantile(hw, 0.9)),
+			rows = append(rows, []string{dr.Driver, workload + " (" + headlineOf(workload) + ")", pp(median(hw)), pp(quantile(hw, 0.9)),
 				fmt.Sprintf("%d of %d", within, len(hw)), pp(bindHW[0]), pp(bindHW[1]), old})
 			groups = append(groups, dr.Driver+"\n"+workload)
 			oldHW, newHW = append(oldHW, oh), append(newHW, hw)
@@ -224,11 +222,11 @@ func writeBias(w *mdWriter, r *results) {
 				}
 			}
 			if len(cont) > 0 {
-				med = stats.Median(ratios(cont))
+				med = median(ratios(cont))
 			}
 			oldMed := "–"
 			if len(oldCont) > 0 {
-				om := stats.Median(ratios(oldCont))
+				om := median(ratios(oldCont))
 				oldMed = fmt.Sprintf("%s (%s)", pct(om), insideWord(ref.covers(om)))
 			}
 			refBind := "–"
@@ -350,7 +348,7 @@ func writeReferenceRuns(w *mdWriter, r *results) {
 					}
 				}
 				rows = append(rows, []string{dr.Driver, target, workload, strings.Join(each, ", "), fmt.Sprintf("%.1f pp", 100*c.SD),
-					fmt.Sprintf("±%.1f pp", quantile(hw, 0.5)), estCell(c.est)})
+					fmt.Sprintf("±%.1f pp", median(hw)), estCell(c.est)})
 			}
 		}
 	}
@@ -512,9 +510,9 @@ func runSpreadOf(es []est) runSpread {
 	if len(ok) < 2 {
 		return out
 	}
-	out.median = stats.Median(ratios(ok))
+	out.median = median(ratios(ok))
 	out.sd = 100 * stat.StdDev(ratios(ok), nil)
-	out.medianHalfWidth = stats.Median(mapOf(ok, est.halfWidthPP))
+	out.medianHalfWidth = median(mapOf(ok, est.halfWidthPP))
 	for _, e := range ok {
 		if e.covers(out.median) {
 			out.covering++

@@ -103,7 +103,7 @@ func docOf(binary string, args []string, config string, env []string, run *repor
 		return d
 	}
 	e := run.Engines[0]
-	d.LayoutBytes, d.StopReason = e.LayoutBytes, e.StopReason
+	d.LayoutBytes, d.StopReason = e.LayoutBytes, string(e.StopReason)
 	if e.Rounds > 0 {
 		d.Rounds = e.Rounds
 	}

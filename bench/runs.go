@@ -265,7 +265,7 @@ func medianHalfWidths(runs []runDoc) string {
 			}
 		}
 		if len(hw) > 0 {
-			parts = append(parts, fmt.Sprintf("%s ±%.1f pp", workload, quantile(hw, 0.5)))
+			parts = append(parts, fmt.Sprintf("%s ±%.1f pp", workload, median(hw)))
 		}
 	}
 	if len(parts) == 0 {

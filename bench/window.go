@@ -92,15 +92,15 @@ func replayDriverWindow(dr driverResult, workload string, window int, cycleBytes
 		return windowReplay{}, false
 	}
 	wr := windowReplay{Driver: dr.Driver, Workload: workload, Runs: len(src), Rounds: src.rounds(), Window: window,
-		PerCycle: max(minRounds, int(math.Round(stats.Median(perCycle)))), NeedHW: math.NaN()}
+		PerCycle: max(minRounds, int(math.Round(median(perCycle)))), NeedHW: math.NaN()}
 	dir := measure.MetricDirection(headlineOf(workload))
 	hw := replayWindow(src, wr.PerCycle, window, windowDraws, dir, windowSeed)
-	wr.HW, wr.HW90 = quantile(hw, 0.5), quantile(hw, 0.9)
+	wr.HW, wr.HW90 = median(hw), quantile(hw, 0.9)
 	wr.Need = int(math.Ceil(float64(window) * math.Pow(wr.HW/goalHalfWidthPP, 2)))
 	if wr.Need > window {
 		// Replayed at the extrapolated window as well: a window that long
 		// mixes more runs, and the runs' own errors do not shrink with it.
-		wr.NeedHW = quantile(replayWindow(src, wr.PerCycle, wr.Need, windowDraws, dir, windowSeed+1), 0.5)
+		wr.NeedHW = median(replayWindow(src, wr.PerCycle, wr.Need, windowDraws, dir, windowSeed+1))
 	} else {
 		wr.Need, wr.NeedHW = window, wr.HW
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/layerprobe/layerprobe/internal/config"
 )
 
@@ -125,5 +127,55 @@ func TestConfigCheckWarnsOfDeprecatedKeys(t *testing.T) {
 	want := "line 2: agent.cycle_max_bytes is deprecated, write agent.budget.max_bytes"
 	if !strings.Contains(errOut.String(), want) {
 		t.Errorf("stderr %q, want it to contain %q", errOut.String(), want)
+	}
+}
+
+// TestConfigCheckWithoutFile: with no file at the default path, config
+// check says the built-in defaults apply, prints them as a file that loads
+// back to the defaults, and succeeds; a named file that is missing is a
+// usage error.
+func TestConfigCheckWithoutFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "config.yaml")
+	exec := func(args ...string) (string, error) {
+		cmd := newRootCommand()
+		var out, errOut bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&errOut)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	old := defaultConfigPath
+	defaultConfigPath = missing
+	defer func() { defaultConfigPath = old }()
+
+	out, err := exec("config", "check")
+	if err != nil {
+		t.Fatalf("config check with no file at the default path: %v, want success", err)
+	}
+	if !strings.Contains(out, missing+": no such file; the built-in defaults apply") {
+		t.Errorf("stdout does not say that the built-in defaults apply:\n%s", out)
+	}
+	printed := filepath.Join(t.TempDir(), "printed.yaml")
+	if err := os.WriteFile(printed, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Load(printed)
+	if err != nil {
+		t.Fatalf("the printed defaults do not load: %v\n%s", err, out)
+	}
+	// Compared as documents: an empty list and no list load alike.
+	gotDoc, _ := yaml.Marshal(got)
+	wantDoc, _ := yaml.Marshal(config.Default())
+	if string(gotDoc) != string(wantDoc) {
+		t.Errorf("the printed defaults load as\n%s\nwant\n%s", gotDoc, wantDoc)
+	}
+
+	for _, args := range [][]string{{"config", "check", missing}, {"--config", missing, "config", "check"}} {
+		_, err := exec(args...)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error (exit 2)", args, err)
+		}
 	}
 }

@@ -6,20 +6,21 @@ import (
 )
 
 // agentGCPercent is the agent's garbage collection target (GOGC) unless the
-// operator sets GOGC. The agent's live heap is about 2 MiB; at Go's default
-// of 100 the heap may grow to 4 MiB between collections (the runtime's
-// minimum heap goal), at 50 to about 2-3 MiB. The extra collections cost
-// well under a millisecond each on a heap that small, and the agent is idle
-// nearly all the time. Measured in docs/benchmarks.md (footprint).
+// operator sets GOGC. The agent's live heap is small, and at Go's default
+// of 100 the heap may grow to the runtime's minimum heap goal between
+// collections, about twice that; at 50 it stays nearer the live heap. The
+// extra collections are cheap on a heap that small, and the agent is idle
+// nearly all the time (docs/configuration.md, "The agent's memory", has
+// the figures).
 const agentGCPercent = 50
 
-// memoryTuning is how the agent keeps its resident memory small.
+// memoryTuning is how the agent keeps its anonymous memory small.
 type memoryTuning struct {
 	// gcPercent, when positive, is set with debug.SetGCPercent.
 	gcPercent int
-	// releaseAfterCycle returns the memory a cycle freed, and the binary's
-	// pages the agent mapped, to the operating system after start-up and
-	// after every cycle (agent.Agent.releaseMemory).
+	// releaseAfterCycle returns the memory a cycle freed to the operating
+	// system after start-up and after every cycle
+	// (agent.Agent.releaseMemory).
 	releaseAfterCycle bool
 }
 

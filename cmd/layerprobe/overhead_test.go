@@ -20,6 +20,12 @@ import (
 // to clients that authenticate as auth says.
 func fakeAgent(t *testing.T, auth func(*http.Request) bool, edit ...func(*api.Engine)) (*httptest.Server, string) {
 	t.Helper()
+	return fakeAgentWith(t, auth, nil, edit...)
+}
+
+// fakeAgentWith is fakeAgent with the overhead answer edited first.
+func fakeAgentWith(t *testing.T, auth func(*http.Request) bool, overhead func(*api.OverheadResponse), edit ...func(*api.Engine)) (*httptest.Server, string) {
+	t.Helper()
 	finished := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
 	result := func(target measure.Target, w measure.Workload) measure.Result {
 		r := measure.Result{Target: target, Workload: w, RoundsOK: 6,
@@ -49,6 +55,11 @@ func fakeAgent(t *testing.T, auth func(*http.Request) bool, edit ...func(*api.En
 	}
 	for _, f := range edit {
 		f(&answers["/api/v1/engines"].(api.EnginesResponse).Engines[0])
+	}
+	if overhead != nil {
+		ov := answers["/api/v1/overhead"].(api.OverheadResponse)
+		overhead(&ov)
+		answers["/api/v1/overhead"] = ov
 	}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -183,6 +194,29 @@ func TestOverheadHostArmOutside(t *testing.T) {
 	}
 	if !strings.Contains(out, "!!! HOST ARM NOT IN THE PROBE CONTAINER'S CPU CGROUPS: join cgroup /sys/fs/cgroup/cpu/docker/x: read-only file system") {
 		t.Errorf("no host-arm alarm:\n%s", out)
+	}
+}
+
+// TestOverheadSaysWhenTheIntervalComes: a mode whose results have fewer
+// rounds than an interval needs gets one line with the fewest and the
+// next cycle's time; a mode with every interval gets none.
+func TestOverheadSaysWhenTheIntervalComes(t *testing.T) {
+	srv, ca := fakeAgentWith(t, func(*http.Request) bool { return true }, func(ov *api.OverheadResponse) {
+		next := ov.GeneratedAt.Add(5 * time.Hour)
+		for i := range ov.Engines {
+			ov.Engines[i].IntervalRounds, ov.Engines[i].NextCycleAt = 6, &next
+		}
+		r := &ov.Engines[0].Results[1]
+		o := r.Overhead[measure.MetricFsyncP99]
+		o.N, o.Withheld = 4, true
+		r.Overhead[measure.MetricFsyncP99] = o
+	})
+	out, err := runCLI(t, "overhead", "--url", srv.URL, "--tls.ca-file", ca)
+	if err != nil {
+		t.Fatalf("overhead: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "steady: no interval yet: 4 of 6 rounds; the next cycle at 06:00 UTC") || strings.Contains(out, "cold: no interval yet") {
+		t.Errorf("want one line for the steady mode only:\n%s", out)
 	}
 }
 

@@ -16,9 +16,10 @@ import (
 	"github.com/layerprobe/layerprobe/internal/version"
 )
 
-// DefaultConfigPath is read when --config is not given; if it does not
-// exist the built-in defaults serve.
-const DefaultConfigPath = "/etc/layerprobe/config.yaml"
+// defaultConfigPath is read when --config is not given; if it does not
+// exist the built-in defaults serve. A variable only so that tests can
+// point it at a missing file.
+var defaultConfigPath = "/etc/layerprobe/config.yaml"
 
 type globalOptions struct {
 	ConfigPath string
@@ -29,7 +30,7 @@ type globalOptions struct {
 }
 
 func (g *globalOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&g.ConfigPath, "config", DefaultConfigPath, "configuration file (with no file at the default path, built-in defaults serve)")
+	fs.StringVar(&g.ConfigPath, "config", defaultConfigPath, "configuration file (with no file at the default path, built-in defaults serve)")
 	fs.StringVar(&g.LogLevel, "log.level", "info", "log level: "+strings.Join(promslog.LevelFlagOptions, ", "))
 	fs.StringVar(&g.LogFormat, "log.format", "logfmt", "log format: "+strings.Join(promslog.FormatFlagOptions, " or "))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/layerprobe/layerprobe/internal/agent"
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine/connect"
 	"github.com/layerprobe/layerprobe/internal/fio"
@@ -131,7 +132,7 @@ Progress goes to stderr: a live bar on a terminal, one line per round otherwise
 	f.StringVar(&o.Mode, "mode", string(measure.ModeSteady), "steady (long-lived probe container), cold (a fresh container per round: first writes and copy-up) or both")
 	f.StringSliceVar(&o.Workloads, "workloads", nil, "run only these workloads of the profile, e.g. fsync,smallfiles (default: all; overrides workloads)")
 	f.StringSliceVar(&o.Engines, "engine", nil, "measure only these configured engines (default: all)")
-	f.StringSliceVar(&o.StartupImages, "startup-images", []string{"10MiB", "100MiB", "500MiB"},
+	f.StringSliceVar(&o.StartupImages, "startup-images", []string{"10MiB", "100MiB"},
 		"cold mode: files in the images whose container start-up is timed (at least 1MiB each, at most 2GiB; empty: no start-up measurement)")
 	f.BoolVarP(&o.Quiet, "quiet", "q", false, "no progress on stderr (by default a live bar on a terminal, one line per round otherwise)")
 	return cmd
@@ -146,7 +147,7 @@ func runRun(ctx context.Context, cfg *config.Config, o runOptions, logger *slog.
 	if err != nil {
 		return usageError{err}
 	}
-	plan := probe.NewPlan(cfg.Budget, prof, true)
+	plan := agent.NewPlan(cfg.Budget, prof, true)
 	engines, err := selectEngines(cfg.EffectiveEngines(), o.Engines)
 	if err != nil {
 		return err
@@ -219,17 +220,11 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	defer cli.Close()
 	er.Endpoint = cli.Endpoint()
 
-	sess, err := probe.Prepare(ctx, cli, probe.Options{
-		EngineName: ec.Name, FioBinary: cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Topology: ec.Topology, Targets: cfg.Targets, Mode: measure.ModeSteady,
-		MinFreeBytes: int64(cfg.FreeSpace.MinFreeBytes), MinFreeRatio: cfg.FreeSpace.MinFreeRatio,
-		DeviceWriteIOPS: testThrottleIOPS(),
-	}, logger)
-	var perr *probe.Error
-	if errors.As(err, &perr) {
-		er.Error = &report.Error{Code: perr.Code, Message: perr.Message}
-	} else if err != nil {
-		er.Error = &report.Error{Code: "prepare", Message: err.Error()}
+	opts := agent.ProbeOptions(cfg, ec)
+	opts.DeviceWriteIOPS = testThrottleIOPS()
+	sess, err := probe.Prepare(ctx, cli, opts, logger)
+	if err != nil {
+		er.Error = engineError(err, "prepare")
 	}
 	if sess == nil {
 		return er
@@ -244,12 +239,11 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 	}
 	if mode != measure.ModeCold {
 		out := sess.Measure(ctx, prof, plan, 1, rng, progress)
-		er.Samples, er.Rounds, er.StopReason = out.Samples, out.Rounds, string(out.Stop)
+		er.Samples, er.Results, er.Rounds, er.StopReason = out.Samples, out.Results, out.Rounds, out.Stop
 		er.BytesWritten = out.BytesWritten
 		for _, n := range out.LayoutBytes {
 			er.LayoutBytes += n
 		}
-		er.Results = measure.Summarize(er.Samples, measure.DefaultConfidence)
 	}
 	if mode != measure.ModeSteady && ctx.Err() == nil {
 		// Cold rounds are a fixed number: each one starts a container.
@@ -259,18 +253,10 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 		}
 		cr, err := sess.RunCold(ctx, coldProf, 1, cold, rng, progress)
 		if err != nil {
-			var perr *probe.Error
-			if errors.As(err, &perr) {
-				er.Error = &report.Error{Code: perr.Code, Message: perr.Message}
-			} else {
-				er.Error = &report.Error{Code: "cold", Message: err.Error()}
-			}
+			er.Error = engineError(err, "cold")
 		}
-		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, measure.DefaultConfidence).WithLookup(cr.Lookup, measure.DefaultConfidence)
-		er.BytesWritten += cr.CopyUpBytes
-		for _, s := range cr.Samples {
-			er.BytesWritten += s.BytesWritten
-		}
+		er.Cold = report.NewCold(cr.Samples, cr.CopyUp, cr.Reflink, cr.Lookup, measure.DefaultConfidence)
+		er.BytesWritten += cr.BytesWritten()
 		if len(startupSizes) > 0 && ctx.Err() == nil {
 			// What the run's byte budget leaves; a spent budget skips
 			// every start (1 byte fits none).
@@ -294,6 +280,13 @@ func measureEngine(ctx context.Context, cfg *config.Config, ec config.Engine, pr
 		}
 	}
 	return er
+}
+
+// engineError is an engine's failure in the report: the probe's code and
+// message (probe.AsError), or code and err's text.
+func engineError(err error, code string) *report.Error {
+	pe := probe.AsError(err, code)
+	return &report.Error{Code: pe.Code, Message: pe.Message}
 }
 
 func fillEngine(er *report.Engine, s *probe.Session) {

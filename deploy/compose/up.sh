@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 if [[ ! -x $repo/bin/layerprobe ]]; then
-  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o bin/layerprobe ./cmd/layerprobe)
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -tags nomsgpack -o bin/layerprobe ./cmd/layerprobe)
 fi
 # Compose v2: the file asks for the host's cgroup namespace (`cgroup:
 # host`), which Compose 1.x rejects.

@@ -33,7 +33,6 @@ import (
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
 	"github.com/layerprobe/layerprobe/internal/probe"
-	"github.com/layerprobe/layerprobe/internal/resident"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -56,10 +55,9 @@ type Options struct {
 	// JobTimeout, when positive, replaces the timeout of every fio job of
 	// the profile (tests: a hung fio times out in seconds).
 	JobTimeout time.Duration
-	// KeepFreedMemory skips returning the memory a cycle freed, and the
-	// binary's pages, to the operating system after start-up and after
-	// every cycle (benchmarks: the figure without the agent's memory
-	// tuning).
+	// KeepFreedMemory skips returning the memory a cycle freed to the
+	// operating system after start-up and after every cycle (benchmarks:
+	// the figure without the agent's memory tuning).
 	KeepFreedMemory bool
 }
 
@@ -81,13 +79,16 @@ type Agent struct {
 	// fakes).
 	newEngine func(config.Engine, *slog.Logger) (engine.Client, error)
 
-	running   atomic.Bool       // a cycle runs (or an API trigger is queued)
-	triggerCh chan measure.Mode // API triggers, buffered 1
-	coldDue   time.Time         // the next regular cold cycle; the loop's alone
-	ready     atomic.Bool
-	snap      atomic.Pointer[metrics.Snapshot]
-	mu        sync.Mutex // guards the engines' published state
-	started   time.Time
+	running   atomic.Bool     // a cycle runs (or an API trigger is queued)
+	triggerCh chan apiTrigger // API triggers, buffered 1
+	// pending are the cycles an API trigger recorded, by engine, until
+	// begin takes them; the scheduler goroutine's alone.
+	pending map[string]*store.Cycle
+	coldDue time.Time // the next regular cold cycle; the loop's alone
+	ready   atomic.Bool
+	snap    atomic.Pointer[metrics.Snapshot]
+	mu      sync.Mutex // guards the engines' published state
+	started time.Time
 }
 
 // New checks the options; Run starts the agent.
@@ -126,7 +127,7 @@ func New(o Options) (*Agent, error) {
 		now:       time.Now,
 		procRoot:  "/proc",
 		sysRoot:   "/sys",
-		triggerCh: make(chan measure.Mode, 1),
+		triggerCh: make(chan apiTrigger, 1),
 		newEngine: connect.Engine,
 	}
 	a.snap.Store(&metrics.Snapshot{})
@@ -141,6 +142,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer a.close(ctx)
+	// Before anything is written, what will be: an operator's first
+	// question about a new agent on a production host.
+	out := NewOutlook(a.cfg, a.prof, a.coldProf, a.opts.FirstCycleDelay)
+	a.logger.Info("this agent writes "+out.String(), "first_hour_bytes", out.FirstHour, "first_day_bytes", out.FirstDay,
+		"per_day_bytes", out.PerDay, "first_cycle_bytes", out.FirstFill, "cycle_bytes", out.Steady,
+		"first_cold_cycle_bytes", out.FirstCold, "cold_cycle_bytes", out.Cold, "startup_image_bytes", out.Startup)
 	a.publish()
 
 	srvErr := make(chan error, 1)
@@ -239,6 +246,7 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 		coldC = coldTimer.C
 	}
 	for {
+		a.publishNext()
 		select {
 		case <-ctx.Done():
 			a.logger.Info("stopping")
@@ -248,13 +256,15 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				return fmt.Errorf("http server: %w", err)
 			}
 			return nil
-		case mode := <-a.triggerCh:
-			// TriggerCycle set running already.
-			if mode == measure.ModeCold {
+		case tr := <-a.triggerCh:
+			// TriggerCycle set running already, and recorded the cycles.
+			a.pending = tr.started
+			if tr.mode == measure.ModeCold {
 				a.coldAll(ctx, triggerAPI)
 			} else {
 				a.cycleAll(ctx, triggerAPI)
 			}
+			a.dropPending(ctx)
 			a.running.Store(false)
 		case <-coldC:
 			if a.running.CompareAndSwap(false, true) {
@@ -280,6 +290,27 @@ func (a *Agent) loop(ctx context.Context, srvErr <-chan error) error {
 				a.postponeDue()
 			}
 			timer.Reset(a.untilDue())
+		}
+	}
+}
+
+// publishNext publishes when each engine's next steady and cold cycles
+// are due, for the surfaces that say when an interval still missing
+// comes. It runs on the scheduler goroutine, which owns the due times.
+func (a *Agent) publishNext() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.engines {
+		e.nextSteady = e.due
+		if e.nextSteady.IsZero() {
+			e.nextSteady = a.started.Add(a.opts.FirstCycleDelay)
+		}
+		e.nextCold = time.Time{}
+		if a.cfg.Agent.ColdInterval > 0 {
+			e.nextCold = a.coldDue
+			if r := e.cold.retryAt; !r.IsZero() && r.Before(e.nextCold) {
+				e.nextCold = r
+			}
 		}
 	}
 }
@@ -394,34 +425,23 @@ func (a *Agent) steadyCycles(ctx context.Context, engines []*engineState, trigge
 	a.releaseMemory()
 }
 
-// releaseMemory returns the heap a cycle freed, and the binary's pages the
-// agent mapped, to the operating system: after start-up and after every
-// cycle.
+// releaseMemory returns the heap a cycle freed to the operating system:
+// after start-up and after every cycle.
 //
 // A cycle allocates several times the idle heap (the probe image's files
 // are read and hashed, fio's JSON decoded), and the Go runtime otherwise
 // gives those pages back only gradually: the agent would idle for an hour
-// with a resident set several MiB above what it uses. One forced
+// with anonymous memory several MiB above what it uses. One forced
 // collection per cycle costs a few milliseconds of CPU.
 //
-// The binary's code and read-only data were most of the resident set (20
-// of 28 MiB after a cycle): the kernel maps the executable's large page
-// cache folios whole (package resident). Handing them back costs the pages
-// the agent touches next a fault each.
+// The binary's own mapped pages are left alone: they are clean, shared
+// copies of the file that the kernel reclaims when it needs the memory
+// (docs/configuration.md, "The agent's memory").
 func (a *Agent) releaseMemory() {
 	if a.opts.KeepFreedMemory {
 		return
 	}
 	debug.FreeOSMemory()
-	t, err := resident.TrimExecutable()
-	if err != nil {
-		// Old kernels (before 5.4: no MADV_PAGEOUT), seccomp profiles
-		// without madvise: the agent only stays larger.
-		a.logger.Debug("hand back the binary's pages", "err", err)
-		return
-	}
-	a.logger.Debug("handed back the binary's pages", "mapped_bytes", t.Mapped,
-		"rss_file_before_bytes", t.RSSFileBefore, "rss_file_after_bytes", t.RSSFileAfter)
 }
 
 // refreshInfo asks the engine what it is; failures are kept for display.
@@ -459,12 +479,10 @@ func explainUnreachable(endpoint string, err error) error {
 	return fmt.Errorf("the engine's socket %s does not exist: is the engine running on this host, with its socket there (and, in a container, is the socket's directory mounted)? %w", sock, err)
 }
 
-// probeOptions are the session options for an engine.
+// probeOptions are the session options for an engine: the configured
+// ones (ProbeOptions), the image kept across cycles.
 func (a *Agent) probeOptions(ec config.Engine) probe.Options {
-	return probe.Options{
-		EngineName: ec.Name, FioBinary: a.cfg.Fio.Binary, ProbeImage: ec.ProbeImage, ScratchDir: ec.ScratchDir,
-		Topology: ec.Topology, Targets: a.cfg.Targets, Mode: measure.ModeSteady,
-		MinFreeBytes: int64(a.cfg.FreeSpace.MinFreeBytes), MinFreeRatio: a.cfg.FreeSpace.MinFreeRatio,
-		DeviceWriteIOPS: a.opts.ThrottleWriteIOPS, KeepImage: true, HelperBinary: a.opts.HelperBinary,
-	}
+	o := ProbeOptions(a.cfg, ec)
+	o.DeviceWriteIOPS, o.KeepImage, o.HelperBinary = a.opts.ThrottleWriteIOPS, true, a.opts.HelperBinary
+	return o
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/engine/enginetest"
@@ -48,6 +49,7 @@ func newTestAgent(t *testing.T, configure func(*config.Config)) *testAgent {
 	cfg.Agent.Budget.MaxBytes = 0 // the fake engine's jobs "write" hundreds of MiB
 	cfg.Agent.ColdInterval = 0
 	cfg.Agent.ColdRounds = 2
+	cfg.Agent.FirstFill.MaxBytes = 0 // the tests of the first fill turn it on
 	cfg.Agent.DailyByteBudget = 0
 	cfg.Agent.MaxIOPressure = 100
 	cfg.Agent.MaxDiskUtil = 1
@@ -506,13 +508,14 @@ func TestLoop(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var triggered bool
+	var id int64
 	for !triggered && time.Now().Before(deadline) {
-		names, err := a.TriggerColdCycle(ctx)
+		resp, err := a.TriggerColdCycle(ctx)
 		switch {
 		case err == nil:
-			triggered = true
-			if !slices.Equal(names, []string{"default"}) {
-				t.Errorf("TriggerColdCycle = %v", names)
+			triggered, id = true, resp.CycleID
+			if !slices.Equal(resp.Engines, []string{"default"}) || id == 0 || !slices.Equal(resp.CycleIDs, []int64{id}) {
+				t.Errorf("TriggerColdCycle = %+v", resp)
 			}
 		case errors.Is(err, httpapi.ErrBusy):
 			time.Sleep(10 * time.Millisecond)
@@ -520,11 +523,26 @@ func TestLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for count(measure.ModeCold, triggerAPI) < 1 {
+	// The answer's cycle is the one that runs: listed as running, then
+	// finished under the same id.
+	for {
+		c, err := a.store.Cycle(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Result != store.ResultRunning {
+			if c.Mode != measure.ModeCold || c.Trigger != triggerAPI || c.Result != ResultOK {
+				t.Errorf("the triggered cycle ended %+v", c)
+			}
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the triggered cold cycle did not run: %+v", a.cycles(t))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if n := count(measure.ModeCold, triggerAPI); n != 1 {
+		t.Errorf("%d cold cycles triggered over the API, want the 1 the answer named", n)
 	}
 	cancel()
 	select {
@@ -636,8 +654,8 @@ func TestTriggerOneAtATime(t *testing.T) {
 	if _, err := a.TriggerCycle(context.Background()); !errors.Is(err, httpapi.ErrBusy) {
 		t.Errorf("second trigger while one is queued: %v, want ErrBusy", err)
 	}
-	if mode := <-a.triggerCh; mode != measure.ModeSteady {
-		t.Errorf("queued mode %q", mode)
+	if tr := <-a.triggerCh; tr.mode != measure.ModeSteady || tr.started["default"] == nil {
+		t.Errorf("queued trigger %+v", tr)
 	}
 }
 
@@ -782,6 +800,153 @@ func TestNewLogsDeprecatedKeys(t *testing.T) {
 	}
 	if n := strings.Count(buf.String(), "key=agent.target_precision write=agent.budget.precision line=3"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, buf.String())
+	}
+}
+
+// TestFirstCycleFillsTheWindow: a new agent's first steady cycle, whose
+// regular budget holds 2-3 rounds of each job, goes on until every job
+// has the 6 rounds of a 95% interval on every target, and publishes one;
+// the next cycle makes its regular rounds. The first cold cycle makes 6
+// rounds where cold_rounds says 2. Without the first fill, the same
+// budget leaves every interval withheld.
+func TestFirstCycleFillsTheWindow(t *testing.T) {
+	configure := func(fill bool) func(*config.Config) {
+		return func(c *config.Config) {
+			c.Agent.Budget = config.Budget{MinRounds: 2, Precision: 0.03, MaxBytes: 600 * config.MiB, MaxDuration: time.Hour, SideEvery: 3}
+			c.Agent.ColdInterval = time.Hour
+			if fill {
+				c.Agent.FirstFill = config.FirstFill{MaxBytes: 8 * config.GiB, MaxDuration: time.Hour}
+			}
+		}
+	}
+	intervals := func(a *testAgent, mode measure.Mode) (with, without int) {
+		ov, err := a.Overhead(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, eo := range ov.Engines {
+			if eo.Mode != mode {
+				continue
+			}
+			for _, r := range eo.Results {
+				if r.Target == measure.TargetHost {
+					continue
+				}
+				if o := r.Overhead[measure.HeadlineMetric(r.Workload)]; o.N >= 6 && !o.Withheld {
+					with++
+				} else {
+					without++
+				}
+			}
+		}
+		return with, without
+	}
+	noisyFake := func(a *testAgent) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		var mu sync.Mutex
+		a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+			mu.Lock()
+			defer mu.Unlock()
+			return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1+0.5*rng.Float64())}
+		})
+	}
+	t.Run("without", func(t *testing.T) {
+		a := newTestAgent(t, configure(false))
+		noisyFake(a)
+		a.cycleAll(context.Background(), triggerSchedule)
+		if with, _ := intervals(a, measure.ModeSteady); with > 0 {
+			t.Errorf("%d intervals after a first cycle of the regular budget; the test needs none", with)
+		}
+	})
+	a := newTestAgent(t, configure(true))
+	noisyFake(a)
+	ctx := context.Background()
+	a.cycleAll(ctx, triggerSchedule)
+	first := a.last(t)
+	with, without := intervals(a, measure.ModeSteady)
+	if first.Result != ResultOK || without > 0 || with != len(a.prof.Jobs)*3 {
+		t.Errorf("first cycle %s (stop %q, %d rounds, %d MiB): %d intervals, %d without; want one for every job and target",
+			first.Result, first.StopReason, first.Rounds, first.BytesWritten>>20, with, without)
+	}
+	a.cycleAll(ctx, triggerSchedule)
+	if second := a.last(t); second.BytesWritten > 600<<20 {
+		t.Errorf("second cycle wrote %d MiB; want the regular budget's 600 at most", second.BytesWritten>>20)
+	}
+	a.coldAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Mode != measure.ModeCold || c.Rounds != 6 {
+		t.Errorf("first cold cycle %+v; want 6 rounds", c)
+	}
+	if with, without := intervals(a, measure.ModeCold); with != 1 || without > 0 {
+		t.Errorf("cold intervals after the first cold cycle: %d, %d without; want the container's", with, without)
+	}
+	a.coldAll(ctx, triggerSchedule)
+	if c := a.last(t); c.Rounds != 2 {
+		t.Errorf("second cold cycle: %d rounds; want cold_rounds 2", c.Rounds)
+	}
+}
+
+// TestTriggerAnswersWithTheCycle: a trigger records its cycle at once and
+// answers with its id; a second trigger while it waits or runs is busy
+// with that id; while the cycle measures, GET /api/v1/cycles shows where
+// it stands (the job, rounds done, bytes, the estimated end); it ends
+// under the same id, with no progress left.
+func TestTriggerAnswersWithTheCycle(t *testing.T) {
+	a := newTestAgent(t, nil)
+	ctx := context.Background()
+	resp, err := a.TriggerCycle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.CycleID
+	if d, err := a.Cycle(ctx, id); err != nil || d.Result != store.ResultRunning || d.Trigger != triggerAPI ||
+		d.Running == nil || d.Running.Phase != "waiting" {
+		t.Fatalf("the answered cycle %d: %+v, %v; want it running, waiting", id, d.Cycle, err)
+	}
+	var be *httpapi.BusyError
+	if _, err := a.TriggerCycle(ctx); !errors.As(err, &be) || be.CycleID != id {
+		t.Errorf("second trigger: %v; want busy with cycle %d", err, id)
+	}
+
+	// Slow executions, so that the test sees the cycle measuring.
+	a.eng.SetFail(func(j enginetest.Job) *engine.ExecResult {
+		time.Sleep(30 * time.Millisecond)
+		return &engine.ExecResult{Stdout: enginetest.FioOutput(j.Workload, 1)}
+	})
+	tr := <-a.triggerCh
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.pending = tr.started
+		a.cycleAll(ctx, triggerAPI)
+		a.dropPending(ctx)
+		a.running.Store(false)
+	}()
+	var seen *api.CycleProgress
+	deadline := time.Now().Add(time.Minute)
+	for seen == nil && time.Now().Before(deadline) {
+		cs, err := a.Cycles(ctx, httpapi.CycleQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if p := c.Running; c.ID == id && p != nil && p.Phase == "measure" && p.RoundsDone >= 1 && p.BytesWritten > 0 && p.Workload != "" && p.EstimatedEnd != nil {
+				seen = p
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if seen == nil {
+		t.Error("GET /api/v1/cycles never showed the cycle measuring with its job, rounds, bytes and end")
+	} else if _, err := a.TriggerCycle(ctx); !errors.As(err, &be) || be.CycleID != id {
+		t.Errorf("trigger while the cycle measures: %v; want busy with cycle %d", err, id)
+	}
+	<-done
+	cs := a.cycles(t)
+	if len(cs) != 1 || cs[0].ID != id || cs[0].Result != ResultOK {
+		t.Errorf("cycles %+v; want the one answered, ok", cs)
+	}
+	if d, _ := a.Cycle(ctx, id); d.Running != nil {
+		t.Errorf("a finished cycle shows progress %+v", d.Running)
 	}
 }
 

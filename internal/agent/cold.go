@@ -158,19 +158,27 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 // threshold on the published interval.
 func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (result string) {
 	prof := a.coldProf
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.WindowRounds)
+	if err != nil {
+		a.logger.Warn("read recent cold rounds", "engine", e.cfg.Name, "err", err)
+	}
 	rounds := a.cfg.Agent.ColdRounds
+	// The first cold cycle makes the rounds the first cold interval
+	// needs, within the first fill's ceiling.
+	perRound := e.coldEstimate(prof, 1)
+	if fill := coldFillRounds(rounds, a.cfg.Agent.FirstFill, prior, perRound, a.dayLeft(ctx, e)); fill > rounds {
+		a.logger.Info("first fill: the cold window lacks rounds for an interval", "engine", e.cfg.Name, "rounds", fill)
+		rounds = fill
+	}
 	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeCold, trigger: trigger, profile: a.prof.Name, jobs: prof,
 		rounds: rounds, estimate: e.coldEstimate(prof, rounds)})
 	if r == nil {
 		return ended
 	}
 	c := r.c
-	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, nil)
+	run, err := e.sess.RunCold(ctx, prof, r.first, rounds, a.rng, r.progress)
 	c.Samples, c.CopyUp, c.Reflink, c.Lookup = run.Samples, run.CopyUp, run.Reflink, run.Lookup
-	c.BytesWritten = run.CopyUpBytes
-	for _, s := range c.Samples {
-		c.BytesWritten += s.BytesWritten
-	}
+	c.BytesWritten = run.BytesWritten()
 	// A cold round is complete with its two fsync samples.
 	c.Rounds = completedRounds(c.Samples, 2)
 	if err != nil {
@@ -185,11 +193,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 			a.mu.Unlock()
 		}
 	}
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.WindowRounds)
-	if err != nil {
-		r.log.Warn("read recent cold rounds", "err", err)
-	}
-	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
+	c.Results = measure.SummarizeWindow(prior, c.Samples, a.cfg.Agent.WindowRounds, measure.DefaultConfidence)
 	failed := append(failureReasons(c.Samples), timingFailures("copy_up", c.CopyUp)...)
 	result = r.end(ctx, "failed cold measurements", append(failed, timingFailures("lookup", c.Lookup)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)

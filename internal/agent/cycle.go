@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -79,6 +78,13 @@ type engineState struct {
 	skips        map[string]float64
 	written      map[measure.Target]float64
 	containers   *api.EngineContainers // the last advisor pass; nil before one
+	// progress is where the engine's running cycle stands (progressID),
+	// nil when none runs.
+	progress   *api.CycleProgress
+	progressID int64
+	// nextSteady and nextCold are when the next cycle of each mode is due
+	// (zero: none scheduled), published by the scheduler (publishNext).
+	nextSteady, nextCold time.Time
 }
 
 func newEngineState(ec config.Engine, cli engine.Client) *engineState {
@@ -102,9 +108,14 @@ func (e *engineState) closeSession(ctx context.Context) {
 }
 
 // estimateBytes is what a cycle is expected to write, for the daily
-// budget: its byte cap when it has one; otherwise the last cycle's bytes,
-// or before the first what the plan's rounds can write on every target.
+// budget: its byte cap when it has one (a filling cycle's, its fill
+// ceiling); otherwise the last cycle's bytes,
+// or before the first what the plan's rounds can write on every target
+// (fio.Profile.MaxBytes).
 func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
+	if plan.Fill.Pairs > 0 && plan.Fill.MaxBytes > 0 {
+		return max(plan.Fill.MaxBytes, plan.MaxBytes)
+	}
 	if plan.MaxBytes > 0 {
 		return plan.MaxBytes
 	}
@@ -115,16 +126,7 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 	if rounds <= 0 {
 		rounds = max(plan.MinRounds, 1)
 	}
-	var per int64
-	for _, j := range prof.Jobs {
-		per += max(j.IOBytes, j.FileBytes) * int64(rounds)
-		if prof.Steady {
-			// The layout, and a file for every round, or for each
-			// of the first rounds of a job whose files rotate.
-			per += j.FileBytes * int64(j.LayoutFiles(rounds))
-		}
-	}
-	return per * int64(targets)
+	return prof.MaxBytes(rounds, targets)
 }
 
 // restore loads what the store remembers, so metrics and the detector
@@ -196,6 +198,13 @@ type cycleRun struct {
 // calls end.
 func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cycleRun, ended string) {
 	c := &store.Cycle{Engine: e.cfg.Name, Mode: sp.mode, Profile: sp.profile, Trigger: sp.trigger, StartedAt: a.now().UTC()}
+	if pre := a.pending[e.cfg.Name]; pre != nil && sp.trigger == triggerAPI && pre.Mode == sp.mode {
+		// An API trigger recorded this cycle already, to answer with its
+		// id: it goes on as that one.
+		delete(a.pending, e.cfg.Name)
+		c = pre
+		a.setProgress(e, c.ID, "preparing")
+	}
 	r = &cycleRun{a: a, e: e, c: c, log: a.logger.With("engine", e.cfg.Name, "trigger", sp.trigger)}
 
 	lock, err := hostfs.TryLock(a.lockPath())
@@ -231,24 +240,80 @@ func (a *Agent) begin(ctx context.Context, e *engineState, sp cycleSpec) (r *cyc
 		return nil, c.Result
 	}
 	c.FirstRound, c.Rounds = first, sp.rounds
-	if err := a.store.StartCycle(ctx, c); err != nil {
+	if c.ID != 0 {
+		if err := a.store.ClaimRounds(ctx, c); err != nil {
+			r.abort(ctx, ResultFailed, "store", err.Error())
+			return nil, c.Result
+		}
+	} else if err := a.store.StartCycle(ctx, c); err != nil {
 		r.log.Error("record cycle start", "mode", sp.mode, "err", err)
 		_ = lock.Unlock()
 		return nil, ResultFailed
 	}
+	a.setProgress(e, c.ID, "preparing")
 	r.first = first
 	return r, ""
 }
 
+// setProgress publishes that the engine's cycle id is in phase, with no
+// figures yet.
+func (a *Agent) setProgress(e *engineState, id int64, phase string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.progressID = id
+	e.progress = &api.CycleProgress{Phase: phase, UpdatedAt: a.now().UTC()}
+}
+
+// clearProgress ends the published progress of cycle id.
+func (a *Agent) clearProgress(e *engineState, id int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e.progressID == id {
+		e.progressID, e.progress = 0, nil
+	}
+}
+
+// progress publishes where the cycle's measurement stands, from the
+// probe's reports (probe.Progress): the job it is on, the rounds done,
+// the bytes written and the estimated end.
+func (r *cycleRun) progress(p probe.Progress) {
+	now := r.a.now().UTC()
+	done := max(p.Round-1, 0)
+	if p.Phase == "done" {
+		done = p.Round
+	}
+	cp := &api.CycleProgress{Phase: p.Phase, Workload: p.Workload, RoundsDone: done, BytesWritten: p.BytesWritten, UpdatedAt: now}
+	if p.ETA > 0 {
+		end := now.Add(p.ETA)
+		cp.EstimatedEnd = &end
+	}
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	if r.e.progressID == r.c.ID {
+		r.e.progress = cp
+	}
+}
+
+// dropPending records the cycles an API trigger recorded that no cycle
+// took (the agent stopped first) as interrupted.
+func (a *Agent) dropPending(ctx context.Context) {
+	for _, e := range a.engines {
+		c := a.pending[e.cfg.Name]
+		if c == nil {
+			continue
+		}
+		c.Result, c.Reason, c.Message, c.FinishedAt = ResultInterrupted, "interrupted", "the agent stopped before the cycle began", a.now().UTC()
+		if err := a.store.FinishCycle(context.WithoutCancel(ctx), c); err != nil {
+			a.logger.Error("record cycle", "engine", e.cfg.Name, "err", err)
+		}
+		a.clearProgress(e, c.ID)
+	}
+	a.pending = nil
+}
+
 // failReason is the recorded reason of an error that stopped a cycle: the
 // probe's code (fio_missing, image, ...) or "prepare".
-func failReason(err error) string {
-	var perr *probe.Error
-	if errors.As(err, &perr) {
-		return perr.Code
-	}
-	return "prepare"
-}
+func failReason(err error) string { return probe.AsError(err, "prepare").Code }
 
 // abort records a cycle that ends without a measurement and releases the
 // host lock.
@@ -283,26 +348,26 @@ func (r *cycleRun) end(ctx context.Context, what string, failures []string) (res
 // confirmation rounds (after this cycle has released the host lock).
 func (a *Agent) cycle(ctx context.Context, e *engineState, trigger string, prof fio.Profile) (result string, confirm bool) {
 	plan := a.cyclePlan(prof)
+	// The window's rounds count towards the precision: a cycle stops as
+	// soon as the published interval is narrow enough. A window short of
+	// an interval's rounds is filled first (FillPlan).
+	plan.Prior, plan.Window = a.window(ctx, e)
+	plan = FillPlan(plan, a.cfg.Agent.FirstFill, prof, a.dayLeft(ctx, e))
 	r, ended := a.begin(ctx, e, cycleSpec{mode: measure.ModeSteady, trigger: trigger, profile: prof.Name, jobs: prof,
 		rounds: plannedRounds(plan, prof), estimate: e.estimateBytes(prof, plan, len(a.cfg.Targets)+1)})
 	if r == nil {
 		return ended, false
 	}
 	c := r.c
-	// The window's rounds count towards the precision: a cycle stops as
-	// soon as the published interval is narrow enough.
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, a.cfg.Agent.WindowRounds)
-	if err != nil {
-		r.log.Warn("read recent rounds", "err", err)
+	if plan.Fill.Pairs > 0 {
+		r.log.Info("first fill: the window lacks rounds for an interval; this cycle goes on until every job has them",
+			"rounds", plan.Fill.Pairs, "max_bytes", plan.Fill.MaxBytes, "max_duration", plan.Fill.MaxDuration.String())
 	}
-	plan.Prior = prior
-	out := e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil)
-	r.took(out)
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, r.progress))
 	var suspects []measure.Target
 	if ctx.Err() == nil {
 		suspects = a.observe(ctx, e, c.Samples)
 	}
-	c.Results = windowResults(prior, c.Samples, a.cfg.Agent.WindowRounds)
 	result = r.end(ctx, "failed fio jobs", failureReasons(c.Samples))
 	if result != ResultInterrupted && len(suspects) > 0 {
 		r.log.Warn("fsync regression suspected, running confirmation rounds", "targets", suspects)
@@ -323,24 +388,46 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	if r == nil {
 		return
 	}
+	plan.Prior, plan.Window = a.window(ctx, e)
 	plan.After = func(round []measure.Sample) bool {
 		a.observe(ctx, e, round)
 		return !a.confirming(e)
 	}
-	out := e.sess.Measure(ctx, prof, plan, r.first, a.rng, nil)
-	r.took(out)
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, a.cfg.Agent.WindowRounds)
-	if err != nil {
-		r.log.Warn("read recent rounds", "err", err)
-	}
-	r.c.Results = windowResults(prior, r.c.Samples, a.cfg.Agent.WindowRounds)
+	r.took(e.sess.Measure(ctx, prof, plan, r.first, a.rng, r.progress))
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
 // cyclePlan is the plan of a steady cycle from agent.budget: fixed rounds
 // when agent.budget.rounds says so, adaptive otherwise.
 func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
-	return probe.NewPlan(a.cfg.Agent.Budget, prof, false)
+	return NewPlan(a.cfg.Agent.Budget, prof, false)
+}
+
+// window is the steady rounds stored in the agent's window
+// (agent.window_rounds) and its size: what a steady cycle's precision and
+// published overheads rest on beside its own rounds (probe.Plan.Prior,
+// Window). A store that cannot answer leaves the cycle its own rounds.
+func (a *Agent) window(ctx context.Context, e *engineState) ([]measure.Sample, int) {
+	n := a.cfg.Agent.WindowRounds
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeSteady, n)
+	if err != nil {
+		a.logger.Warn("read recent rounds", "engine", e.cfg.Name, "err", err)
+	}
+	return prior, n
+}
+
+// dayLeft is what the daily byte budget leaves the engine now; -1 when
+// there is none, or the store cannot say (the guard decides then).
+func (a *Agent) dayLeft(ctx context.Context, e *engineState) int64 {
+	b := int64(a.cfg.Agent.DailyByteBudget)
+	if b <= 0 {
+		return -1
+	}
+	used, err := a.store.BytesWrittenSince(ctx, e.cfg.Name, a.now().Add(-24*time.Hour))
+	if err != nil {
+		return -1
+	}
+	return max(b-used, 0)
 }
 
 // plannedRounds is the most rounds a plan can run: the round numbers a
@@ -358,7 +445,8 @@ func (r *cycleRun) took(out probe.Outcome) {
 	r.c.Samples = out.Samples
 	r.c.Rounds = out.Rounds
 	r.c.BytesWritten = out.BytesWritten
-	r.c.StopReason = string(out.Stop)
+	r.c.StopReason = out.Stop
+	r.c.Results = out.Results
 	r.layout = out.LayoutBytes
 }
 
@@ -383,6 +471,7 @@ func (r *cycleRun) finish(ctx context.Context, result, reason, msg string) {
 		log.Error("record cycle", "mode", c.Mode, "err", err)
 	}
 	a.account(r.e, c, r.layout)
+	a.clearProgress(r.e, c.ID)
 	a.publish()
 	lv := log.Info
 	if result == ResultFailed {
@@ -430,33 +519,6 @@ func (a *Agent) ensureSession(ctx context.Context, e *engineState) error {
 	e.topology = s.Facts().TopologyFacts
 	a.mu.Unlock()
 	return nil
-}
-
-// windowResults computes the published overheads over the most recent
-// window of rounds of each workload: the stored ones (prior) plus this
-// cycle's.
-func windowResults(prior, current []measure.Sample, window int) []measure.Result {
-	all := append(slices.Clone(prior), current...)
-	rounds := map[measure.Workload]map[int]bool{}
-	for _, s := range all {
-		if rounds[s.Workload] == nil {
-			rounds[s.Workload] = map[int]bool{}
-		}
-		rounds[s.Workload][s.Round] = true
-	}
-	cut := map[measure.Workload]int{}
-	for w, set := range rounds {
-		keys := make([]int, 0, len(set))
-		for r := range set {
-			keys = append(keys, r)
-		}
-		sort.Ints(keys)
-		if len(keys) > window {
-			cut[w] = keys[len(keys)-window]
-		}
-	}
-	all = slices.DeleteFunc(all, func(s measure.Sample) bool { return s.Round < cut[s.Workload] })
-	return measure.Summarize(all, measure.DefaultConfidence)
 }
 
 // observe feeds this cycle's fsync rounds to the detector of every non-host

@@ -51,18 +51,7 @@ func (a *Agent) guard(ctx context.Context, e *engineState, info engine.Info, pro
 	}
 	if sp, err := hostfs.FreeSpace(info.DataRoot); err == nil {
 		reserve := max(uint64(max(int64(a.cfg.FreeSpace.MinFreeBytes), 0)), uint64(float64(sp.Total)*a.cfg.FreeSpace.MinFreeRatio))
-		var need uint64
-		for _, j := range prof.Jobs {
-			if prof.Steady {
-				// A steady cycle keeps every job's file on every target
-				// until it ends. A job with a file per round keeps more,
-				// as many as its rounds: each of those layouts checks
-				// the free space again before it writes.
-				need += uint64(j.FileBytes) * uint64(len(a.cfg.Targets)+1)
-			} else {
-				need = max(need, uint64(j.FileBytes))
-			}
-		}
+		need := uint64(prof.FileSpace(len(a.cfg.Targets) + 1))
 		if sp.Avail < reserve+need+need/10 {
 			return &skip{SkipLowSpace, fmt.Sprintf("%d MiB free on the data root's file system, %d MiB must stay free",
 				sp.Avail>>20, reserve>>20)}

@@ -14,6 +14,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/httpapi"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/metrics"
+	"github.com/layerprobe/layerprobe/internal/stats"
 	"github.com/layerprobe/layerprobe/internal/store"
 )
 
@@ -182,17 +183,9 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	defer a.mu.Unlock()
 	resp := api.OverheadResponse{GeneratedAt: a.now().UTC(), Confidence: measure.DefaultConfidence, Engines: []api.EngineOverhead{}}
 	for _, e := range a.engines {
-		eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-			Mode: measure.ModeSteady, Window: a.cfg.Agent.WindowRounds, Results: e.results}
-		if eo.Results == nil {
-			eo.Results = []measure.Result{}
-		}
-		eo.LastCycleID = e.lastSteadyID
-		if !e.lastSuccess.IsZero() {
-			t := e.lastSuccess.UTC()
-			eo.LastSuccess = &t
-		}
-		resp.Engines = append(resp.Engines, eo)
+		steady := a.overheadEntry(e, measure.ModeSteady, e.results, e.lastSteadyID, e.lastSuccess)
+		steady.NextCycleAt = timePtr(e.nextSteady)
+		resp.Engines = append(resp.Engines, steady)
 		if a.cfg.Agent.ColdInterval > 0 || e.cold.lastCycle != nil || len(e.cold.results) > 0 {
 			resp.Engines = append(resp.Engines, a.coldOverhead(e))
 		}
@@ -200,31 +193,40 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 	return resp, nil
 }
 
-// coldOverhead is an engine's cold entry of GET /api/v1/overhead; the
-// caller holds a.mu.
-func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
+// overheadEntry is an engine's entry of GET /api/v1/overhead for one mode;
+// the caller holds a.mu.
+func (a *Agent) overheadEntry(e *engineState, mode measure.Mode, results []measure.Result, lastCycleID int64, lastSuccess time.Time) api.EngineOverhead {
 	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-		Mode: measure.ModeCold, Window: a.cfg.Agent.WindowRounds, Results: e.cold.results,
-		CopyUp: &measure.CopyUp{Reflink: e.cold.reflink, CostSecondsPerMiB: e.cold.costPerMiB,
-			Sizes: e.cold.sizes, Samples: []measure.CopyUpSample{}},
-		Lookup: &measure.Lookup{Summaries: e.cold.lookup, Samples: []measure.LookupSample{}}}
-	if eo.Results == nil {
-		eo.Results = []measure.Result{}
-	}
-	if eo.CopyUp.Sizes == nil {
-		eo.CopyUp.Sizes = []measure.CopyUpSize{}
-	}
-	if eo.Lookup.Summaries == nil {
-		eo.Lookup.Summaries = []measure.LookupSummary{}
-	}
-	if e.cold.lastCycle != nil {
-		eo.LastCycleID = e.cold.lastCycle.ID
-	}
-	if !e.cold.lastSuccess.IsZero() {
-		t := e.cold.lastSuccess.UTC()
+		Mode: mode, Window: a.cfg.Agent.WindowRounds, Results: measure.NonNil(results), LastCycleID: lastCycleID,
+		IntervalRounds: stats.MinN(measure.DefaultConfidence)}
+	if !lastSuccess.IsZero() {
+		t := lastSuccess.UTC()
 		eo.LastSuccess = &t
 	}
 	return eo
+}
+
+// coldOverhead is an engine's cold entry of GET /api/v1/overhead, with the
+// window's copy-up and lookup summaries; the caller holds a.mu.
+func (a *Agent) coldOverhead(e *engineState) api.EngineOverhead {
+	var last int64
+	if e.cold.lastCycle != nil {
+		last = e.cold.lastCycle.ID
+	}
+	eo := a.overheadEntry(e, measure.ModeCold, e.cold.results, last, e.cold.lastSuccess)
+	eo.NextCycleAt = timePtr(e.nextCold)
+	eo.CopyUp = measure.CopyUpOf(e.cold.reflink, e.cold.costPerMiB, e.cold.sizes, nil)
+	eo.Lookup = measure.LookupOf(e.cold.lookup, nil)
+	return eo
+}
+
+// timePtr is t in UTC, nil when zero: the API's null.
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
 }
 
 // publishCold adds the cold probe's cycle state and copy-up figures to an
@@ -266,7 +268,7 @@ func (a *Agent) Cycles(ctx context.Context, q httpapi.CycleQuery) ([]api.Cycle, 
 	}
 	out := make([]api.Cycle, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, apiCycle(c))
+		out = append(out, a.withProgress(apiCycle(c)))
 	}
 	return out, nil
 }
@@ -280,29 +282,31 @@ func (a *Agent) Cycle(ctx context.Context, id int64) (api.CycleDetail, error) {
 	if err != nil {
 		return api.CycleDetail{}, err
 	}
-	d := api.CycleDetail{Cycle: apiCycle(c), Samples: c.Samples, Results: c.Results}
+	d := api.CycleDetail{Cycle: a.withProgress(apiCycle(c)), Samples: measure.NonNil(c.Samples), Results: measure.NonNil(c.Results)}
 	if c.Mode == measure.ModeCold {
-		cu := measure.CopyUp{Reflink: c.Reflink, Samples: c.CopyUp}
-		// The cycle's own copy-up figures, not the window's: the detail is
-		// the raw record of this cycle.
-		cu.Sizes, cu.CostSecondsPerMiB = measure.SummarizeCopyUp(c.CopyUp, measure.DefaultConfidence)
-		if cu.Sizes == nil {
-			cu.Sizes = []measure.CopyUpSize{}
-		}
-		if cu.Samples == nil {
-			cu.Samples = []measure.CopyUpSample{}
-		}
-		d.CopyUp = &cu
-		// Likewise the cycle's own lookups, as `run` reports them.
+		// The cycle's own copy-up figures and lookups, not the window's:
+		// the detail is the raw record of this cycle, as `run` reports
+		// its own.
+		d.CopyUp = measure.NewCopyUp(c.CopyUp, c.Reflink, measure.DefaultConfidence)
 		d.Lookup = measure.NewLookup(c.Lookup, measure.DefaultConfidence)
 	}
-	if d.Samples == nil {
-		d.Samples = []measure.Sample{}
-	}
-	if d.Results == nil {
-		d.Results = []measure.Result{}
-	}
 	return d, nil
+}
+
+// withProgress adds where a running cycle stands (api.Cycle.Running).
+func (a *Agent) withProgress(c api.Cycle) api.Cycle {
+	if c.Result != store.ResultRunning {
+		return c
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.engines {
+		if e.progressID == c.ID && e.progress != nil {
+			p := *e.progress
+			c.Running = &p
+		}
+	}
+	return c
 }
 
 func apiCycle(c store.Cycle) api.Cycle {
@@ -357,31 +361,75 @@ func (a *Agent) detectorState(st detector.State) api.DetectorState {
 }
 
 // TriggerCycle implements httpapi.Source: it queues one cycle of every
-// engine now. It takes no parameters on purpose: nothing from the API
-// reaches fio, file paths or container configuration.
-func (a *Agent) TriggerCycle(context.Context) ([]string, error) {
-	return a.trigger(measure.ModeSteady)
+// engine now, recorded as running at once so that the answer names them.
+// It takes no parameters on purpose: nothing from the API reaches fio,
+// file paths or container configuration.
+func (a *Agent) TriggerCycle(ctx context.Context) (api.TriggerResponse, error) {
+	return a.trigger(ctx, measure.ModeSteady)
 }
 
 // TriggerColdCycle implements httpapi.Source: one cold cycle of every
 // engine now.
-func (a *Agent) TriggerColdCycle(context.Context) ([]string, error) {
-	return a.trigger(measure.ModeCold)
+func (a *Agent) TriggerColdCycle(ctx context.Context) (api.TriggerResponse, error) {
+	return a.trigger(ctx, measure.ModeCold)
 }
 
-func (a *Agent) trigger(mode measure.Mode) ([]string, error) {
+// apiTrigger is a trigger queued for the scheduler: the mode and the
+// cycles recorded for it, by engine.
+type apiTrigger struct {
+	mode    measure.Mode
+	started map[string]*store.Cycle
+}
+
+func (a *Agent) trigger(ctx context.Context, mode measure.Mode) (api.TriggerResponse, error) {
 	if !a.running.CompareAndSwap(false, true) {
-		return nil, httpapi.ErrBusy
+		return api.TriggerResponse{}, &httpapi.BusyError{CycleID: a.runningID()}
 	}
-	select {
-	case a.triggerCh <- mode:
-	default:
+	// The cycles are recorded before the scheduler sees them; not with
+	// the request's context, which may end as soon as it is answered.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	prof := a.prof.Name
+	resp := api.TriggerResponse{Engines: []string{}, CycleIDs: []int64{}}
+	tr := apiTrigger{mode: mode, started: map[string]*store.Cycle{}}
+	for _, e := range a.engines {
+		c := &store.Cycle{Engine: e.cfg.Name, Mode: mode, Profile: prof, Trigger: triggerAPI, StartedAt: a.now().UTC()}
+		if err := a.store.StartCycle(sctx, c); err != nil {
+			for _, st := range tr.started {
+				st.Result, st.Reason, st.Message = ResultFailed, "store", "the trigger could not record every engine's cycle"
+				_ = a.store.FinishCycle(sctx, st)
+			}
+			a.running.Store(false)
+			return api.TriggerResponse{}, fmt.Errorf("record the triggered cycle: %w", err)
+		}
+		tr.started[e.cfg.Name] = c
+		a.setProgress(e, c.ID, "waiting")
+		resp.Engines = append(resp.Engines, e.cfg.Name)
+		resp.CycleIDs = append(resp.CycleIDs, c.ID)
 	}
-	names := make([]string, len(a.engines))
-	for i, e := range a.engines {
-		names[i] = e.cfg.Name
+	if len(resp.CycleIDs) > 0 {
+		resp.CycleID = resp.CycleIDs[0]
 	}
-	return names, nil
+	a.triggerCh <- tr // buffered 1, and running was false: never blocks
+	return resp, nil
+}
+
+// runningID is the id of a cycle that runs, or an API trigger recorded,
+// 0 when none is recorded yet (a scheduled cycle being prepared).
+func (a *Agent) runningID() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.engines {
+		if e.progressID != 0 && (e.progress == nil || e.progress.Phase != "waiting") {
+			return e.progressID
+		}
+	}
+	for _, e := range a.engines {
+		if e.progressID != 0 {
+			return e.progressID
+		}
+	}
+	return 0
 }
 
 // Ready implements httpapi.Source.

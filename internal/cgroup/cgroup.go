@@ -10,10 +10,9 @@
 // layerprobe runs wherever its service manager put it. On a host whose CPUs
 // are busy with containers, a synchronous 4 KiB writer in the container then
 // waits several times longer for a CPU than the same writer on the host, and
-// the difference reads as storage overhead: on a loaded 2-CPU machine the
-// same fio on the same file ran 4 to 7 times slower in a container's CPU
-// cgroup than in the root cgroup. Running the host arm in the container's
-// CPU cgroups removes that confounder.
+// the difference reads as storage overhead (docs/methodology.md, "Both
+// arms get the same CPU", has what it did on a loaded machine). Running
+// the host arm in the container's CPU cgroups removes that confounder.
 //
 // On cgroup v1 only the CPU controllers are joined (cpu, cpuacct, cpuset):
 // the block I/O and memory cgroups stay the host arm's own, so an I/O limit

@@ -42,7 +42,7 @@ type Config struct {
 // Budget is the rounds and the precision/byte/time budget of one
 // measurement: a `layerprobe run` (the top-level budget) or an agent's
 // steady cycle (agent.budget). Both have the same keys with the same
-// meaning; probe.NewPlan turns either into the plan the probe follows.
+// meaning; agent.NewPlan turns either into the plan the probe follows.
 type Budget struct {
 	// Rounds fixes the rounds of every job; 0 makes the measurement
 	// adaptive (for a run: the profile's fixed rounds when it has them).
@@ -136,6 +136,12 @@ type Agent struct {
 	// this cycle's rounds included) is within Precision or the cycle has
 	// written MaxBytes or run MaxDuration.
 	Budget Budget `yaml:"budget"`
+	// FirstFill is the ceiling of a cycle that fills an empty window: a
+	// steady cycle whose window holds fewer rounds of a job than an exact
+	// 95% interval needs (6) goes on until every job has them, and a cold
+	// cycle makes the cold rounds its window lacks, within these bounds
+	// instead of Budget's (and within the daily byte budget).
+	FirstFill FirstFill `yaml:"first_fill"`
 	// ColdInterval is the time between cold cycles (a fresh container per
 	// round, and copy-up); 0 turns the cold probe off. ColdRounds is the
 	// number of rounds per cold cycle.
@@ -156,6 +162,14 @@ type Agent struct {
 	MaxIOPressure    float64       `yaml:"max_io_pressure"`    // PSI io "some" avg10, percent
 	MaxDiskUtil      float64       `yaml:"max_disk_util"`      // 0-1 busy fraction of the data root's device
 	ChurnQuietPeriod time.Duration `yaml:"churn_quiet_period"` // no container start/stop this recently
+}
+
+// FirstFill bounds the cycles that fill an empty window
+// (Agent.FirstFill). A MaxBytes of 0 turns the fill off: the first
+// cycles make their regular rounds.
+type FirstFill struct {
+	MaxBytes    ByteSize      `yaml:"max_bytes"`
+	MaxDuration time.Duration `yaml:"max_duration"`
 }
 
 // Detector configures the fsync regression detector.

@@ -361,6 +361,7 @@ func (c *Config) checkAgent(ch *checker) {
 		ch.addf("agent.retry_backoff", "%s is too short, want 0 (wait the whole interval) or at least %s", fmtDuration(a.RetryBackoff), fmtDuration(minRetryBackoff))
 	}
 	a.Budget.check(ch, "agent.budget", cycleBudgetLimits)
+	c.checkFirstFill(ch)
 	if a.ColdInterval != 0 && a.ColdInterval < minInterval {
 		ch.addf("agent.cold_interval", "%s is too short, want 0 (no cold probe) or at least %s (production: hours)", fmtDuration(a.ColdInterval), fmtDuration(minInterval))
 	}
@@ -381,6 +382,20 @@ func (c *Config) checkAgent(ch *checker) {
 	ch.floatRange("agent.max_disk_util", a.MaxDiskUtil, 0, 1)
 	if a.ChurnQuietPeriod < 0 {
 		ch.addf("agent.churn_quiet_period", "%s is negative, want 0 (no churn check) or more", fmtDuration(a.ChurnQuietPeriod))
+	}
+}
+
+// checkFirstFill validates agent.first_fill. A ceiling below the cycle
+// budget's is no error: the larger of the two applies (probe.Plan.Fill),
+// so a configuration with a large agent.budget stays valid; the daily byte
+// budget bounds the fill at run time.
+func (c *Config) checkFirstFill(ch *checker) {
+	f := c.Agent.FirstFill
+	if f.MaxBytes < 0 {
+		ch.addf("agent.first_fill.max_bytes", "%s is negative, want 0 (no first fill) or a size such as 1.5GiB", f.MaxBytes)
+	}
+	if f.MaxDuration < 0 {
+		ch.addf("agent.first_fill.max_duration", "%s is negative, want 0 (no time cap) or a duration such as 5m", fmtDuration(f.MaxDuration))
 	}
 }
 

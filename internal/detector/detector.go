@@ -14,9 +14,9 @@
 //     at least ConfirmMin of ConfirmRounds of them exceed the floor
 //     m₀ + ln(1+MinEffect), and rejected otherwise: a one-sided sign test
 //     that the regression is larger than MinEffect. A round is a short
-//     execution, noisy on its own (a robust σ of 10-15% on a shared
-//     virtual disk); the count of rounds above the floor, not any single
-//     round, carries the evidence. The baseline
+//     execution, noisy on its own (docs/detector.md has its spread on a
+//     shared virtual disk); the count of rounds above the floor, not any
+//     single round, carries the evidence. The baseline
 //     is frozen from the moment a suspicion opens until the state is back to
 //     watching, so a regression cannot become its own baseline.
 //
@@ -296,11 +296,11 @@ func (p Params) confirm(st State, o Observation) (State, Event) {
 	case len(st.Confirm)-above > p.ConfirmRounds-p.ConfirmMin:
 		// The confirmation rounds stay out of the baseline, like every
 		// round of a suspicion. Letting them in would make the baseline
-		// absorb a lasting shift near the floor at every rejection: in
-		// simulation (σ = 0.05) a 1.30× step was then confirmed within
-		// 1000 rounds in about half of the trials instead of 93%. The
-		// price is a few more suspicions while the rolling window absorbs
-		// a lasting shift below the floor (see docs/detector.md).
+		// absorb a lasting shift near the floor at every rejection, and
+		// in simulation a lasting step was then confirmed far less often.
+		// The price is a few more suspicions while the rolling window
+		// absorbs a lasting shift below the floor (docs/detector.md has
+		// both figures).
 		st.Confirm = nil
 		st.S = 0
 		st.setPhase(p.windowPhase(st.Window), o)

@@ -3,8 +3,8 @@
 // paths, the advisor's view of a container, the errors that mean an engine
 // is down) and the one interface both clients implement. The clients are
 // its subpackages: docker (Docker's API, and Podman's compatible one; the
-// only importer of moby) and containerd (containerd's own API; the only
-// importer of containerd). Package connect picks one by the configured
+// only importer of moby) and containerd (containerd's own API through its
+// v2 client; the only importer of containerd). Package connect picks one by the configured
 // engine's type.
 package engine
 

@@ -85,6 +85,15 @@ func (i Info) Facts() measure.EngineFacts {
 		ImageStore: i.ImageStore, Rootless: i.Rootless}
 }
 
+// The probe container's limits, the same on every engine. They bound what
+// a misbehaving job can take from the host; fio's built-in profiles need
+// far less, and fio and the helper keep a few dozen files open.
+const (
+	ProbePidsLimit   = 64
+	ProbeMemoryBytes = 512 << 20
+	ProbeNoFile      = 1024
+)
+
 // ProbeSpec describes the probe container to start.
 type ProbeSpec struct {
 	Engine     string            // engine name, for the label

@@ -72,12 +72,11 @@ func RoundFileName(w measure.Workload, k int) string {
 //
 // --clocksource=clock_gettime: fio's default on x86 with an invariant TSC
 // is its own CPU clock, which it calibrates at every start by spinning on
-// the clock for about 60 ms. A measurement runs fio hundreds of times, so
-// that calibration was about 40% of fio's CPU time on this project's
-// test machine (0.16 s of CPU per execution of a small job, 0.10 s with
-// clock_gettime; fio 3.33). clock_gettime(CLOCK_MONOTONIC) through the
-// vDSO needs no calibration and costs tens of nanoseconds more per
-// timestamp, nothing beside the microseconds of an I/O.
+// the clock. A measurement runs fio hundreds of times, so that calibration
+// was a large share of fio's CPU time (docs/methodology.md, "Short
+// executions"). clock_gettime(CLOCK_MONOTONIC) through the vDSO needs no
+// calibration and costs tens of nanoseconds more per timestamp, nothing
+// beside the microseconds of an I/O.
 func Command(binary string, job Job, dir string, how Execution, k int) []string {
 	argv := make([]string, 0, 16+len(job.Options))
 	argv = append(argv,

@@ -419,6 +419,48 @@ func TestMaxWriteBytes(t *testing.T) {
 	}
 }
 
+// TestMeasurementBytes: what a measurement of some rounds can write is
+// its executions at their caps and, for a steady profile, every file it
+// lays out (a helper job has none); what its files hold at once is every
+// job's file on every target when it is steady, the largest file when
+// each execution lays out its own and removes it.
+func TestMeasurementBytes(t *testing.T) {
+	const m = 1 << 20
+	quick, err := LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree, files int64
+	for _, j := range quick.Jobs {
+		files += j.FileBytes
+		if j.Helper() {
+			tree = j.MaxWriteBytes(Steady)
+		}
+	}
+	// 6 rounds on 4 targets: seqwrite 8 MiB an execution and a file a
+	// round, randwrite 16 MiB and a 4 MiB file a round, fsync 32 MiB and
+	// its 4 files in turn, smallfiles its tree.
+	want := int64(24*8*m+24*8*m) + (24*16*m + 24*4*m) + (24*32*m + 16*8*m) + 24*tree
+	if got := quick.MaxBytes(6, 4); got != want {
+		t.Errorf("quick, 6 rounds on 4 targets: %d, want %d", got, want)
+	}
+	if got := quick.FileSpace(4); got != 4*files {
+		t.Errorf("quick's files on 4 targets: %d, want %d", got, 4*files)
+	}
+	seed, err := LookupProfile("seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fresh executions: no layouts of their own, but fsync's reader lays
+	// out its 8 GiB in every execution.
+	if got, want := seed.MaxBytes(3, 4), int64(12*(4096*m+8192*m+2*8192*m)); got != want {
+		t.Errorf("seed, 3 rounds on 4 targets: %d, want %d", got, want)
+	}
+	if got := seed.FileSpace(4); got != 8192*m {
+		t.Errorf("seed's files on 4 targets: %d, want the largest, %d", got, 8192*m)
+	}
+}
+
 // TestFileOf: a target's k-th execution measures file k with a file per
 // round, k mod RotateFiles with files in turn, and file 0 otherwise; and
 // a measurement lays out as many files as FileOf names.

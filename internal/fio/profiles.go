@@ -34,20 +34,19 @@ var profiles = []Profile{
 				Workload:     measure.SeqWrite,
 				FilePerRound: true, // placement varies between files: see Job.FilePerRound
 				Options:      []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
-				// 8 MiB, written once over the preconditioned file: on the
-				// test machine a round's noise hardly fell with a longer
-				// execution (robust sigma of the container/host log ratio
-				// 0.12-0.18 at 8 MiB, 0.14-0.21 at 24 MiB, 0.10-0.15 at 48 MiB:
-				// far less than the square root of the bytes), so the
-				// smallest execution buys the most rounds per byte;
-				// wrapping a smaller file (16 MiB written 1.5 times) was
-				// noisier still. docs/methodology.md has the figures.
+				// 8 MiB, written once over the preconditioned file: a
+				// round's noise hardly falls with a longer execution (far
+				// less than the square root of the bytes), so the smallest
+				// execution buys the most rounds per byte; wrapping a
+				// smaller file was noisier still. docs/methodology.md
+				// ("Alternatives measured and left out") has the figures.
 				FileBytes: 8 * mib,
 				Runtime:   250 * time.Millisecond,
 				// No ramp: fio counts ramp I/O towards the byte cap, and a
-				// device that writes faster than 2.4 GB/s used up 24 MiB
-				// within a 10 ms ramp, leaving nothing measured. A 1 MiB
-				// direct write has no warm-up worth excluding.
+				// fast device can use the cap up within the ramp, leaving
+				// nothing measured (docs/methodology.md, "Short
+				// executions"). A 1 MiB direct write has no warm-up worth
+				// excluding.
 				Ramp:         0,
 				IOBytes:      8 * mib,
 				Timeout:      time.Minute,
@@ -55,18 +54,16 @@ var profiles = []Profile{
 			},
 			{
 				Workload: measure.RandWrite,
-				// A file per round, as for seqwrite: on a disk writing
-				// ~40,000 random 4 KiB writes a second, four runs of 100
-				// rounds on one file per target read the container at
-				// +1.6% to +11.6%, 3.4 times the spread their intervals
-				// promised; four runs with a file per round read +2.8% to
-				// +5.4%, the spread promised, for 1.7 times the bytes per
-				// round. The file is a quarter of what an execution
-				// writes (its random writes cover it about four times):
-				// placement still varies from round to round, and a round
-				// lays out 4 MiB per target instead of 16, which made
-				// layout the largest share of a default run's bytes.
-				// docs/methodology.md has the runs that compare the two.
+				// A file per round, as for seqwrite: on a fast disk, runs
+				// on one file per target spread several times what their
+				// intervals promised, and runs with a file per round spread
+				// as promised, for more bytes per round. The file is a
+				// quarter of what an execution writes (its random writes
+				// cover it about four times): placement still varies from
+				// round to round, and layout, which was the largest share
+				// of a default run's bytes, costs a quarter of the bytes.
+				// docs/methodology.md ("Sequential and random writes get a
+				// file per round") has the runs that compare the two.
 				FilePerRound: true,
 				Options:      []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
 				Clones:       4,
@@ -82,13 +79,12 @@ var profiles = []Profile{
 				// holds a few thousand fsyncs on an SSD.
 				Workload: measure.Fsync,
 				// Four files in turn (Job.RotateFiles): with one file per
-				// target, 40 default runs on overlay2 read the container's
-				// fsync estimate with a spread between runs 1.11 times
-				// what their intervals promised (btrfs 1.25), a placement
-				// error of about 2 pp fixed within each run. Four files
-				// leave a quarter of its variance, for three layouts of
-				// 8 MiB per target; a file per round would double an
-				// fsync round's bytes.
+				// target, default runs spread more than their intervals
+				// promised, a placement error fixed within each run. Four
+				// files leave a quarter of its variance for three more
+				// layouts per target; a file per round would double an
+				// fsync round's bytes (docs/methodology.md, "fsync rotates
+				// four files").
 				RotateFiles: 4,
 				Options:     []string{"rw=randrw", "rwmixread=50", "bs=4k", "ioengine=psync", "fsync=1"},
 				FileBytes:   8 * mib,
@@ -103,10 +99,10 @@ var profiles = []Profile{
 				// (sized as a real node_modules tree's) in 200
 				// directories, created, written, stat'ed and deleted by
 				// the probe helper (package smallfiles; fio cannot build
-				// the tree). About 3.3 MiB per execution, 0.1 s on the
-				// test machine's idle ext4 and 0.9 s under the test
-				// suite's load: 2000 files took 1.8 s an execution there,
-				// as long as the three fio jobs' executions together.
+				// the tree). 1000 files, not more: a larger tree's
+				// execution under load lasts as long as the three fio
+				// jobs' together (docs/methodology.md, "Small files: the
+				// probe helper, not fio").
 				Workload: measure.SmallFiles,
 				Files:    1000,
 				Timeout:  time.Minute,
@@ -141,9 +137,9 @@ var profiles = []Profile{
 				FileBytes: 4 * mib,
 				Runtime:   50 * time.Millisecond,
 				// No ramp: 4 MiB is 256 writes per thread, which a fast
-				// moment of the test machine's disk finished within a 5 ms
-				// ramp, leaving no latency sample (no_io) and failing an
-				// agent cycle of the end-to-end tests.
+				// disk can finish within a short ramp, leaving no latency
+				// sample (no_io) and failing an agent cycle of the
+				// end-to-end tests.
 				Ramp:    0,
 				IOBytes: 4 * mib,
 				Timeout: time.Minute,
@@ -191,10 +187,10 @@ var profiles = []Profile{
 				// Written once, as quick's 8 MiB file is, but 32 times its
 				// size: it tells whether quick's small file biases the
 				// sequential figure. Wrapping a small file for 5 s instead
-				// was no reference: on btrfs a round's ratio spread with a
-				// robust sigma of 0.57 (quick's: 0.06), and with a ramp fio
-				// ended 3 of 24 executions on overlay2 having measured
-				// nothing (Job.Ramp). No ramp, as quick's.
+				// was no reference: its rounds were far noisier than
+				// quick's, and with a ramp fio ended some executions having
+				// measured nothing (Job.Ramp; docs/methodology.md, "Short
+				// executions"). No ramp, as quick's.
 				FileBytes:    256 * mib,
 				Runtime:      5 * time.Second,
 				IOBytes:      256 * mib,
@@ -205,10 +201,9 @@ var profiles = []Profile{
 				Workload: measure.RandWrite,
 				// A file per round, as for fsync, so that the interval
 				// includes where the files lie: with one file per target for
-				// the whole run, an 8-round and a 24-round run of the fsync
-				// job on overlay2 read the container at +4.1% [+0.0, +10.9]
-				// and -7.7% [-12.6, -2.1], while default runs of the latter's
-				// hour read +2.4% (median of 5).
+				// the whole run, two runs of the fsync job on overlay2 read
+				// the container with disjoint intervals (docs/methodology.md,
+				// "Limits").
 				FilePerRound: true,
 				Options:      []string{"rw=randwrite", "bs=4k", "ioengine=libaio", "direct=1", "iodepth=1"},
 				Clones:       4,

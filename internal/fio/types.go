@@ -24,7 +24,8 @@ type Profile struct {
 	// measurement: laid out once (Layout), then overwritten by every
 	// execution, so that every target measures the same steady state and
 	// no execution pays for layout, allocation or ext4's conversion of
-	// unwritten extents (which alone can make a fresh file 30% slower).
+	// unwritten extents (which alone can make a fresh file markedly slower:
+	// docs/methodology.md, "The file state is the same on every target").
 	// Their executions are short and bounded by time and bytes
 	// (Job.Runtime, Job.IOBytes). A profile that is not steady lays out a
 	// fresh file for every execution and removes it afterwards, as the
@@ -64,10 +65,9 @@ type Job struct {
 	// No sequential job may have a ramp and an IOBytes beyond its file
 	// (TestCommand): fio 3.33 then ends the execution at the end of the
 	// pass over the file under way when the ramp ends, so that it measures
-	// a part of one pass or nothing (here 19 of 100 executions of an 8 MiB
-	// file with a 64 MiB cap and a 5 ms ramp measured nothing, and as many
-	// measured the rest of one pass). Random jobs keep their full runtime,
-	// and a sequential job that does not wrap its file is not affected.
+	// a part of one pass or nothing (docs/methodology.md, "Short
+	// executions"). Random jobs keep their full runtime, and a sequential
+	// job that does not wrap its file is not affected.
 	Runtime, Ramp time.Duration
 	// IOBytes bounds the bytes one execution of a steady job writes or
 	// reads, ramp included, over all clones: on a fast device an execution
@@ -80,19 +80,16 @@ type Job struct {
 	// every target, laid out just before the round and kept until the
 	// measurement ends, instead of one file for the whole measurement.
 	// Where a file's blocks lie on the device is fixed once it is laid
-	// out, and for 1 MiB direct sequential writes it matters: on the test
-	// machine ten coexisting 8 MiB files, each overwritten 16 times in
-	// random order, differed by a standard deviation of 10-11% in their
-	// mean write latency, about as much as one execution's noise (13%),
-	// whether they shared a directory or not. With one file per target a
-	// measurement's seqwrite ratio carried a fixed placement error its
-	// interval could not see: over 40 default runs on overlay2 the
-	// container's estimate spread 2.4 times as far as its intervals
-	// promised, while fsync's and randwrite's spread as promised (0.7-1.1
-	// times); on the same disk at several times the random-write IOPS,
-	// randwrite's spread 3.4 times too. A file per round makes placement
-	// vary from round to round, so the rounds stay independent and the
-	// interval includes it. The files are kept because ext4 hands a
+	// out, and for 1 MiB direct sequential writes it matters: files laid
+	// out side by side differ in their mean write latency about as much as
+	// one execution's noise. With one file per target a measurement's
+	// seqwrite ratio carried a fixed placement error its interval could
+	// not see: default runs spread between them well beyond what their
+	// intervals promised, and so did randwrite's on a disk fast at random
+	// writes (docs/methodology.md, "Sequential and random writes get a
+	// file per round"). A file per round makes placement vary from round
+	// to round, so the rounds stay independent and the interval includes
+	// it. The files are kept because ext4 hands a
 	// removed file's blocks to the next file of the same size: removing
 	// and laying out again gave the same placement every time.
 	FilePerRound bool
@@ -198,15 +195,23 @@ func (j Job) MaxWriteBytes(how Execution) int64 {
 	return n
 }
 
-// MaxRoundBytes is the most one round of the job can write on the given
-// number of targets: every target's execution, and with a file per round
-// the round's file on every target.
-func (j Job) MaxRoundBytes(how Execution, targets int, withFile bool) int64 {
-	n := j.MaxWriteBytes(how)
-	if withFile {
-		n += j.MaxWriteBytes(Layout)
+// WriteBytes is the most execs executions of the job and layouts of its
+// file can write together: each execution MaxWriteBytes(how), each layout
+// MaxWriteBytes(Layout). What a round, a measurement or a budget's rest
+// holds is counted here and nowhere else: the config's check of a byte
+// budget (Profile.MaxRoundBytes), the probe's rounds under a byte budget,
+// and the agent's estimate of a cycle (Profile.MaxBytes).
+func (j Job) WriteBytes(how Execution, execs, layouts int) int64 {
+	return j.MaxWriteBytes(how)*int64(execs) + j.MaxWriteBytes(Layout)*int64(layouts)
+}
+
+// Execution is how the profile's measured executions treat their files:
+// Steady for a steady profile, Fresh otherwise.
+func (p Profile) Execution() Execution {
+	if p.Steady {
+		return Steady
 	}
-	return n * int64(targets)
+	return Fresh
 }
 
 // MaxRoundBytes is the most one round of the profile's costliest job can
@@ -214,18 +219,52 @@ func (j Job) MaxRoundBytes(how Execution, targets int, withFile bool) int64 {
 // round, the round's layout), and that job's workload. A byte budget below
 // it may stop a measurement before that job's first round.
 func (p Profile) MaxRoundBytes(targets int) (int64, measure.Workload) {
-	how := Fresh
-	if p.Steady {
-		how = Steady
-	}
 	var most int64
 	var w measure.Workload
 	for _, j := range p.Jobs {
 		// A job whose later executions lay out files of their own
 		// (FilePerRound, RotateFiles) has rounds with a file each.
-		if n := j.MaxRoundBytes(how, targets, p.Steady && j.LayoutFiles(2) > 1); n > most {
+		layouts := 0
+		if p.Steady && j.LayoutFiles(2) > 1 {
+			layouts = targets
+		}
+		if n := j.WriteBytes(p.Execution(), targets, layouts); n > most {
 			most, w = n, j.Workload
 		}
 	}
 	return most, w
+}
+
+// MaxBytes is the most a measurement of the given rounds of every job on
+// the given number of targets can write: every execution at its cap and,
+// for a steady profile, every file it lays out (Job.LayoutFiles: the
+// start's, and those of the rounds with files of their own).
+func (p Profile) MaxBytes(rounds, targets int) int64 {
+	var n int64
+	for _, j := range p.Jobs {
+		layouts := 0
+		if p.Steady {
+			layouts = j.LayoutFiles(rounds) * targets
+		}
+		n += j.WriteBytes(p.Execution(), rounds*targets, layouts)
+	}
+	return n
+}
+
+// FileSpace is the most the profile's files hold at once on the given
+// number of targets' file system when a measurement starts: a steady
+// profile keeps every job's file on every target until it ends (a job
+// with a file per round keeps more, one a round, and each of those
+// layouts checks the free space again before it writes); a fresh
+// execution removes its file when it ends, so only the largest is held.
+func (p Profile) FileSpace(targets int) int64 {
+	var n int64
+	for _, j := range p.Jobs {
+		if p.Steady {
+			n += j.FileBytes * int64(targets)
+		} else {
+			n = max(n, j.FileBytes)
+		}
+	}
+	return n
 }

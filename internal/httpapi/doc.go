@@ -1,6 +1,6 @@
 // Package httpapi serves layerprobe's HTTP surface: the REST API under
 // /api/v1 (described by api/openapi.yaml), /healthz, /readyz, /metrics and a
-// landing page, routed by its own small router on net/http (router.go).
+// landing page, routed by gin. It is the only package that imports gin.
 //
 // It decides what a request may ask for and how every failure looks on the
 // wire, and nothing else: data comes from a Source the agent implements.

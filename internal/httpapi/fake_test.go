@@ -85,33 +85,41 @@ func (f *fakeSource) Containers(context.Context) (api.ContainersResponse, error)
 	return f.containers, f.err
 }
 
-func (f *fakeSource) TriggerCycle(context.Context) ([]string, error) {
+func (f *fakeSource) TriggerCycle(context.Context) (api.TriggerResponse, error) {
 	return f.trigger(false)
 }
 
-func (f *fakeSource) TriggerColdCycle(context.Context) ([]string, error) {
+func (f *fakeSource) TriggerColdCycle(context.Context) (api.TriggerResponse, error) {
 	return f.trigger(true)
 }
 
-func (f *fakeSource) trigger(cold bool) ([]string, error) {
+// fakeRunningID is the cycle the fake names in its 409s and the first
+// of its triggers' cycles.
+const fakeRunningID = 43
+
+func (f *fakeSource) trigger(cold bool) (api.TriggerResponse, error) {
 	f.enter()
 	if f.err != nil {
-		return nil, f.err
+		return api.TriggerResponse{}, f.err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.busy {
-		return nil, ErrBusy
+		return api.TriggerResponse{}, &BusyError{CycleID: fakeRunningID}
 	}
 	f.triggered++
 	if cold {
 		f.triggeredCold++
 	}
-	names := make([]string, 0, len(f.engines))
-	for _, e := range f.engines {
-		names = append(names, e.Name)
+	resp := api.TriggerResponse{}
+	for i, e := range f.engines {
+		resp.Engines = append(resp.Engines, e.Name)
+		resp.CycleIDs = append(resp.CycleIDs, int64(100+10*f.triggered+i))
 	}
-	return names, nil
+	if len(resp.CycleIDs) > 0 {
+		resp.CycleID = resp.CycleIDs[0]
+	}
+	return resp, nil
 }
 
 func (f *fakeSource) Ready() error {
@@ -138,9 +146,12 @@ func newFakeSource() *fakeSource {
 		Message: "I/O pressure 42% over the last 60 s", Trigger: "schedule",
 		StartedAt: t0.Add(-80 * time.Minute), FinishedAt: t0.Add(-80 * time.Minute), DurationSeconds: 0.01,
 	}
+	runningEnd := t0.Add(2 * time.Minute)
 	running := api.Cycle{
 		ID: 43, Engine: "btrfs-lab", Mode: "steady", Profile: "seed", Result: "running", Trigger: "api",
 		StartedAt: t0.Add(-time.Minute), // FinishedAt zero while running
+		Running: &api.CycleProgress{Phase: "measure", Workload: measure.Fsync, RoundsDone: 7, BytesWritten: 320 << 20,
+			EstimatedEnd: &runningEnd, UpdatedAt: t0},
 	}
 	old := api.Cycle{
 		ID: 7, Engine: "default", Mode: "steady", Profile: "quick", Result: "failed", Reason: "fio_missing",
@@ -148,14 +159,15 @@ func newFakeSource() *fakeSource {
 		StartedAt: t0.Add(-72 * time.Hour), FinishedAt: t0.Add(-72*time.Hour + time.Second), DurationSeconds: 1,
 	}
 
+	nextCycle := t0.Add(6 * time.Hour)
 	return &fakeSource{
 		overhead: api.OverheadResponse{
 			GeneratedAt: t0,
 			Confidence:  measure.DefaultConfidence,
 			Engines: []api.EngineOverhead{
 				{Engine: "default", Driver: "overlay2", BackingFS: "extfs", Mode: "steady", LastCycleID: 42,
-					LastSuccess: &lastSuccess, Window: 6, Results: results},
-				{Engine: "btrfs-lab", Driver: "btrfs", BackingFS: "btrfs", Mode: "steady"}, // Results nil
+					LastSuccess: &lastSuccess, Window: 6, IntervalRounds: 6, NextCycleAt: &nextCycle, Results: results},
+				{Engine: "btrfs-lab", Driver: "btrfs", BackingFS: "btrfs", Mode: "steady", IntervalRounds: 6}, // Results nil
 			},
 		},
 		cycles: []api.Cycle{running, ok, failed, old},

@@ -6,19 +6,21 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/layerprobe/layerprobe/api"
 )
 
 // healthz answers 200 for as long as the process serves HTTP: liveness
 // must not depend on Docker or fio, or a slow engine would get the agent
 // restarted in a loop.
-func (s *server) healthz(c *reqCtx) {
+func (s *server) healthz(c *gin.Context) {
 	writeJSON(c, s.logger, http.StatusOK, api.Health{Status: "ok"})
 }
 
 // readyz is 503 until the Source says it can answer (first engine check
 // done), so a load balancer or DaemonSet rollout waits for real data.
-func (s *server) readyz(c *reqCtx) {
+func (s *server) readyz(c *gin.Context) {
 	if err := s.src.Ready(); err != nil {
 		writeJSON(c, s.logger, http.StatusServiceUnavailable, api.Health{Status: "not_ready", Detail: err.Error()})
 		return
@@ -27,7 +29,7 @@ func (s *server) readyz(c *reqCtx) {
 }
 
 // noParams refuses any query parameter on a route that takes none.
-func noParams(c *reqCtx) bool {
+func noParams(c *gin.Context) bool {
 	if _, err := parseQuery(c.Request.URL.RawQuery); err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
 		return false
@@ -35,14 +37,14 @@ func noParams(c *reqCtx) bool {
 	return true
 }
 
-func (s *server) openapi(c *reqCtx) {
+func (s *server) openapi(c *gin.Context) {
 	if !noParams(c) {
 		return
 	}
 	c.Data(http.StatusOK, "application/yaml", api.OpenAPI)
 }
 
-func (s *server) overhead(c *reqCtx) {
+func (s *server) overhead(c *gin.Context) {
 	mode, err := parseMode(c.Request.URL.RawQuery)
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
@@ -63,7 +65,7 @@ func (s *server) overhead(c *reqCtx) {
 	writeJSON(c, s.logger, http.StatusOK, resp)
 }
 
-func (s *server) cycles(c *reqCtx) {
+func (s *server) cycles(c *gin.Context) {
 	q, err := parseCycleQuery(c.Request.URL.RawQuery, s.now())
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
@@ -80,7 +82,7 @@ func (s *server) cycles(c *reqCtx) {
 	writeJSON(c, s.logger, http.StatusOK, api.CyclesResponse{Cycles: nonNil(list)})
 }
 
-func (s *server) cycle(c *reqCtx) {
+func (s *server) cycle(c *gin.Context) {
 	id, err := parseID(c.Param("id"))
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())
@@ -104,7 +106,7 @@ func (s *server) cycle(c *reqCtx) {
 	writeJSON(c, s.logger, http.StatusOK, d)
 }
 
-func (s *server) engines(c *reqCtx) {
+func (s *server) engines(c *gin.Context) {
 	if !noParams(c) {
 		return
 	}
@@ -130,7 +132,7 @@ func (s *server) engines(c *reqCtx) {
 
 // containers answers the layer-write advisor's last pass, optionally of one
 // engine (an engine that is not configured has no entry: an empty list).
-func (s *server) containers(c *reqCtx) {
+func (s *server) containers(c *gin.Context) {
 	engine, err := parseEngineQuery(c.Request.URL.RawQuery)
 	if err != nil {
 		abortError(c, http.StatusBadRequest, codeBadParameter, err.Error())

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 )
 
@@ -60,14 +61,14 @@ type server struct {
 	now       func() time.Time
 }
 
-// New returns the HTTP handler of the agent.
+// New returns the HTTP handler of the agent: a gin engine in release mode.
 // It panics when o.Source is nil, a wiring mistake no request can cause.
 func New(o Options) http.Handler {
 	return newHandler(o, time.Now)
 }
 
 // newHandler is New with the clock that anchors ?since=24h (tests).
-func newHandler(o Options, now func() time.Time) *router {
+func newHandler(o Options, now func() time.Time) *gin.Engine {
 	if o.Source == nil {
 		panic("httpapi.New: Options.Source is nil")
 	}
@@ -89,24 +90,45 @@ func newHandler(o Options, now func() time.Time) *router {
 	}
 	s.limiter = rate.NewLimiter(limit, burst)
 
-	e := newRouter()
+	// Release mode: no route dump and no debug warnings on stdout (requests
+	// are logged by logRequests, through slog). The mode is process-global
+	// in gin, which is fine: this package is gin's only user.
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	// Trust no proxy: ClientIP() is then the TCP peer, and a client cannot
+	// choose what is logged as its address with X-Forwarded-For.
+	if err := e.SetTrustedProxies(nil); err != nil {
+		panic(fmt.Errorf("httpapi: trust no proxies: %w", err)) // nil always parses
+	}
+	// A 405 with Allow (gin sets the header, RFC 9110 §15.5.6) rather than
+	// a 404 when the path exists under another method.
+	e.HandleMethodNotAllowed = true
+	// A redirect is not an answer an API client can read; a 404 naming the
+	// path is. A trailing slash or a path in the wrong case is a 404.
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+
+	// gin runs the middleware on the 404 and 405 answers too (Use, NoRoute
+	// and NoMethod each rebuild those chains), so they carry the security
+	// headers and are logged.
 	e.Use(s.logRequests, securityHeaders, s.recovery)
-	e.noRoute = s.noRoute
-	e.noMethod = s.noMethod
+	e.NoRoute(s.noRoute)
+	e.NoMethod(s.noMethod)
 
 	e.GET("/", s.status)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	if o.Metrics != nil {
-		e.GET("/metrics", wrapH(o.Metrics))
+		e.GET("/metrics", gin.WrapH(o.Metrics))
 	}
-	e.GET("/api/v1/overhead", s.overhead)
-	e.GET("/api/v1/cycles", s.cycles)
-	e.POST("/api/v1/cycles", s.trigger)
-	e.GET("/api/v1/cycles/:id", s.cycle)
-	e.GET("/api/v1/engines", s.engines)
-	e.GET("/api/v1/containers", s.containers)
-	e.GET("/api/v1/openapi.yaml", s.openapi)
+	v1 := e.Group("/api/v1")
+	v1.GET("/overhead", s.overhead)
+	v1.GET("/cycles", s.cycles)
+	v1.POST("/cycles", s.trigger)
+	v1.GET("/cycles/:id", s.cycle)
+	v1.GET("/engines", s.engines)
+	v1.GET("/containers", s.containers)
+	v1.GET("/openapi.yaml", s.openapi)
 	return e
 }
 
@@ -124,7 +146,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // logRequests logs every request at debug level, after the fact so the
 // status is known. It never logs headers: Authorization holds the token.
-func (s *server) logRequests(c *reqCtx) {
+func (s *server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	s.logger.LogAttrs(c.Request.Context(), slog.LevelDebug, "http request",
@@ -140,7 +162,7 @@ func (s *server) logRequests(c *reqCtx) {
 // securityHeaders applies to every answer. Nothing here is meant for a
 // browser cache, and no answer may be sniffed into something executable or
 // framed.
-func securityHeaders(c *reqCtx) {
+func securityHeaders(c *gin.Context) {
 	h := c.Writer.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
@@ -152,7 +174,7 @@ func securityHeaders(c *reqCtx) {
 // recovery turns a panic in a handler into a logged 500 with the JSON
 // error shape, so one bad request cannot take the agent down nor leave the
 // client with a dropped connection.
-func (s *server) recovery(c *reqCtx) {
+func (s *server) recovery(c *gin.Context) {
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -173,13 +195,13 @@ func (s *server) recovery(c *reqCtx) {
 	c.Next()
 }
 
-func (s *server) noRoute(c *reqCtx) {
+func (s *server) noRoute(c *gin.Context) {
 	abortError(c, http.StatusNotFound, codeNotFound,
 		fmt.Sprintf("no route %s %s; the routes are listed at / and described at /api/v1/openapi.yaml", c.Request.Method, quote(c.Request.URL.Path)))
 }
 
-// noMethod runs after the router has set the Allow header (RFC 9110 §15.5.6).
-func (s *server) noMethod(c *reqCtx) {
+// noMethod runs after gin has set the Allow header (RFC 9110 §15.5.6).
+func (s *server) noMethod(c *gin.Context) {
 	abortError(c, http.StatusMethodNotAllowed, codeMethodNotAllowed,
 		fmt.Sprintf("method %s is not allowed on %s; allowed: %s", quote(c.Request.Method), quote(c.Request.URL.Path), c.Writer.Header().Get("Allow")))
 }

@@ -207,17 +207,28 @@ func TestTrigger(t *testing.T) {
 	}
 	var tr api.TriggerResponse
 	mustJSON(t, rec, &tr)
-	if tr.Status != "accepted" || strings.Join(tr.Engines, ",") != "default,btrfs-lab" {
-		t.Errorf("202 body = %+v", tr)
+	if tr.Status != "accepted" || strings.Join(tr.Engines, ",") != "default,btrfs-lab" || tr.CycleID != 110 ||
+		len(tr.CycleIDs) != 2 || tr.CycleIDs[0] != 110 || tr.CycleIDs[1] != 111 {
+		t.Errorf("202 body = %+v; want the started cycles 110 and 111", tr)
+	}
+	if loc := rec.Header().Get("Location"); loc != "/api/v1/cycles/110" {
+		t.Errorf("202 Location = %q, want /api/v1/cycles/110", loc)
 	}
 
-	// A 409 while busy does not use up the budget either.
+	// A 409 while busy names the running cycle, and does not use up the
+	// budget either.
 	ts.src.mu.Lock()
 	ts.src.busy = true
 	ts.src.mu.Unlock()
 	for range 3 {
-		if rec := post(bearer(testToken)); rec.Code != http.StatusConflict {
+		rec := post(bearer(testToken))
+		if rec.Code != http.StatusConflict {
 			t.Fatalf("busy: status %d, want 409", rec.Code)
+		}
+		var er api.ErrorResponse
+		mustJSON(t, rec, &er)
+		if er.Error.Code != codeConflict || er.Error.CycleID != fakeRunningID || !strings.Contains(er.Error.Message, "already running (cycle 43)") {
+			t.Errorf("409 body = %+v; want conflict naming cycle %d", er, fakeRunningID)
 		}
 	}
 	ts.src.mu.Lock()

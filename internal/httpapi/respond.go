@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/layerprobe/layerprobe/api"
 )
 
@@ -32,7 +34,7 @@ const contentTypeJSON = "application/json; charset=utf-8"
 // writeJSON marshals v before writing anything, so that a value that
 // cannot be encoded (a NaN in a plain float64 field) becomes a clean 500
 // instead of a truncated 200.
-func writeJSON(c *reqCtx, logger *slog.Logger, status int, v any) {
+func writeJSON(c *gin.Context, logger *slog.Logger, status int, v any) {
 	body, err := encodeJSON(v)
 	if err != nil {
 		logger.Error("encode response", "route", c.FullPath(), "err", err)
@@ -60,7 +62,7 @@ func errorBody(code, msg string) api.ErrorResponse {
 }
 
 // abortError answers the JSON error shape and stops the handler chain.
-func abortError(c *reqCtx, status int, code, msg string) {
+func abortError(c *gin.Context, status int, code, msg string) {
 	body, _ := encodeJSON(errorBody(code, msg)) // two strings always encode
 	c.Data(status, contentTypeJSON, body)
 	c.Abort()
@@ -68,7 +70,7 @@ func abortError(c *reqCtx, status int, code, msg string) {
 
 // sourceError translates an error of the Source into a status: this is the
 // one place where agent errors meet HTTP (style §2.6).
-func (s *server) sourceError(c *reqCtx, op string, err error) {
+func (s *server) sourceError(c *gin.Context, op string, err error) {
 	var pe *paramError
 	switch {
 	case errors.As(err, &pe):
@@ -78,8 +80,18 @@ func (s *server) sourceError(c *reqCtx, op string, err error) {
 		// say what was missing themselves, before calling sourceError.
 		abortError(c, http.StatusNotFound, codeNotFound, "not found")
 	case errors.Is(err, ErrBusy):
-		abortError(c, http.StatusConflict, codeConflict,
-			"a measurement cycle is already running; try again when it has finished (GET /api/v1/cycles lists it as running)")
+		var be *BusyError
+		var id int64
+		if errors.As(err, &be) {
+			id = be.CycleID
+		}
+		msg := "a measurement cycle is already running; try again when it has finished (GET /api/v1/cycles lists it as running)"
+		if id > 0 {
+			msg = fmt.Sprintf("a measurement cycle is already running (cycle %d); try again when it has finished (GET /api/v1/cycles/%d shows it)", id, id)
+		}
+		body, _ := encodeJSON(api.ErrorResponse{Error: api.ErrorBody{Code: codeConflict, Message: msg, CycleID: id}})
+		c.Data(http.StatusConflict, contentTypeJSON, body)
+		c.Abort()
 	case errors.Is(err, ErrNotReady):
 		abortError(c, http.StatusServiceUnavailable, codeNotReady, "the agent is not ready yet: "+err.Error())
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:

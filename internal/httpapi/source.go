@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/layerprobe/layerprobe/api"
@@ -33,16 +34,33 @@ type Source interface {
 	// serialized around it). The cycle must not be bound to ctx, which
 	// ends with the HTTP request. It returns ErrBusy while a cycle runs. It deliberately takes no parameters: the profile,
 	// targets and paths are the agent's configuration, never the client's.
-	TriggerCycle(ctx context.Context) ([]string, error)
+	// The answer names the cycles started, recorded as running already
+	// (the handler fills in Status); a BusyError carries the running
+	// cycle's id.
+	TriggerCycle(ctx context.Context) (api.TriggerResponse, error)
 	// TriggerColdCycle is TriggerCycle for one cold cycle (a fresh
 	// container per round, and copy-up). Like TriggerCycle it takes
 	// nothing from the client: the handler chooses between the two by a
 	// validated enum.
-	TriggerColdCycle(ctx context.Context) ([]string, error)
+	TriggerColdCycle(ctx context.Context) (api.TriggerResponse, error)
 	// Ready returns nil once the agent can answer (its first engine check
 	// is done); otherwise an error whose text says why not.
 	Ready() error
 }
+
+// BusyError is ErrBusy with the running cycle's id (0: not recorded yet,
+// a cycle being prepared).
+type BusyError struct{ CycleID int64 }
+
+func (e *BusyError) Error() string {
+	if e.CycleID == 0 {
+		return ErrBusy.Error()
+	}
+	return fmt.Sprintf("%s: cycle %d", ErrBusy, e.CycleID)
+}
+
+// Is makes errors.Is(err, ErrBusy) hold.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // CycleQuery selects cycles for GET /api/v1/cycles. Every field has been
 // validated before a Source sees it.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/stats"
@@ -116,7 +118,7 @@ type statusCycle struct {
 // status serves the status page.
 // status serves the page at /. Like /metrics and the health routes it
 // ignores query parameters: a browser or a proxy may add some.
-func (s *server) status(c *reqCtx) {
+func (s *server) status(c *gin.Context) {
 	page := s.statusPage(c.Request.Context())
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, page); err != nil {
@@ -149,7 +151,7 @@ func (s *server) statusPage(ctx context.Context) statusPage {
 		se := statusEngine{Engine: e}
 		for _, eo := range ov.Engines {
 			if eo.Engine == e.Name {
-				se.Tables = append(se.Tables, statusTableOf(eo))
+				se.Tables = append(se.Tables, statusTableOf(eo, s.now()))
 			}
 		}
 		for _, t := range measure.Targets {
@@ -175,10 +177,17 @@ func (s *server) statusPage(ctx context.Context) statusPage {
 
 // statusTableOf lays out one engine and mode: a row per target and job
 // with the headline metric's interval, on one axis for the whole table.
-func statusTableOf(eo api.EngineOverhead) statusTable {
+// The axis spans the intervals drawn (and the host's 100%); a table with
+// none draws no axis. A row short of an interval's rounds says how many
+// it has and when the next cycle comes.
+func statusTableOf(eo api.EngineOverhead, now time.Time) statusTable {
 	t := statusTable{Mode: string(eo.Mode), Window: eo.Window, LastSuccess: "never"}
 	if eo.LastSuccess != nil {
 		t.LastSuccess = eo.LastSuccess.UTC().Format(time.RFC3339)
+	}
+	need := eo.IntervalRounds
+	if need <= 0 {
+		need = stats.MinN(measure.DefaultConfidence)
 	}
 	results := slices.Clone(eo.Results)
 	slices.SortFunc(results, func(a, b measure.Result) int {
@@ -187,11 +196,14 @@ func statusTableOf(eo api.EngineOverhead) statusTable {
 		}
 		return measure.CompareTargets(a.Target, b.Target)
 	})
-	lo, hi := 100.0, 100.0
-	for _, r := range results {
+	drawn := func(r measure.Result) (measure.Overhead, bool) {
 		o, ok := r.Overhead[measure.HeadlineMetric(r.Workload)]
-		if ok && finite(o.PercentLow, o.PercentHigh, o.PercentOfHost) {
-			lo, hi = min(lo, o.PercentLow), max(hi, o.PercentHigh)
+		return o, ok && r.Target != measure.TargetHost && o.N > 0 && !o.Withheld && finite(o.PercentLow, o.PercentHigh, o.PercentOfHost)
+	}
+	lo, hi, drew := 100.0, 100.0, false
+	for _, r := range results {
+		if o, ok := drawn(r); ok {
+			lo, hi, drew = min(lo, o.PercentLow), max(hi, o.PercentHigh), true
 		}
 	}
 	// Clamp: one wild interval must not squeeze every other into a line.
@@ -202,8 +214,14 @@ func statusTableOf(eo api.EngineOverhead) statusTable {
 		p = min(max(p, lo), hi)
 		return barPad + (p-lo)/(hi-lo)*(barWidth-2*barPad)
 	}
-	for _, v := range ticks(lo, hi) {
-		t.Axis = append(t.Axis, statusTick{X: x(v), Label: fmt.Sprintf("%.0f%%", v)})
+	if drew {
+		for _, v := range ticks(lo, hi) {
+			t.Axis = append(t.Axis, statusTick{X: x(v), Label: fmt.Sprintf("%.0f%%", v)})
+		}
+	}
+	next := ""
+	if eo.NextCycleAt != nil {
+		next = "; the next cycle at " + clockText(*eo.NextCycleAt, now)
 	}
 	for _, r := range results {
 		if r.Target == measure.TargetHost {
@@ -211,14 +229,14 @@ func statusTableOf(eo api.EngineOverhead) statusTable {
 		}
 		m := measure.HeadlineMetric(r.Workload)
 		row := statusRow{Target: string(r.Target), Workload: string(r.Workload), Metric: m, Rounds: r.RoundsOK,
-			Text: "no interval yet"}
+			Text: "no interval yet" + next}
 		o, ok := r.Overhead[m]
 		if ok && o.N > 0 && o.Withheld && finite(o.PercentOfHost) {
 			// No bar: a bar would be read as the 95% interval.
-			row.Text = fmt.Sprintf("%.0f%% (no interval yet: %d of %d rounds)", o.PercentOfHost, o.N, stats.MinN(measure.DefaultConfidence))
+			row.Text = fmt.Sprintf("%.0f%% (no interval yet: %d of %d rounds%s)", o.PercentOfHost, o.N, need, next)
 			row.Withheld = true
 		}
-		if ok && o.N > 0 && !o.Withheld && finite(o.PercentLow, o.PercentHigh, o.PercentOfHost) {
+		if o, ok := drawn(r); ok {
 			row.Text = fmt.Sprintf("%.0f%% [%.0f–%.0f]", o.PercentOfHost, o.PercentLow, o.PercentHigh)
 			row.Bar = &statusBar{Low: x(o.PercentLow), High: x(o.PercentHigh), Est: x(o.PercentOfHost), Host: x(100),
 				Width: barWidth, Height: barHeight, Mid: barHeight / 2}
@@ -226,6 +244,16 @@ func statusTableOf(eo api.EngineOverhead) statusTable {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// clockText is a time on the page: the clock time in UTC, with the date
+// when it is not today's.
+func clockText(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04 UTC")
+	}
+	return t.Format("2 Jan 15:04 UTC")
 }
 
 // ticks are round values for an axis from lo to hi: about four of them.
@@ -273,5 +301,23 @@ func statusCycleOf(c api.Cycle) statusCycle {
 	if c.Reason != "" {
 		sc.Outcome += ": " + c.Reason
 	}
+	if p := c.Running; p != nil {
+		sc.Outcome += ": " + progressText(*p)
+		sc.Bytes = fmt.Sprintf("%.0f MiB", float64(p.BytesWritten)/(1<<20))
+	}
 	return sc
+}
+
+// progressText says where a running cycle stands: "on fsync, 7 rounds
+// done, 320 MiB written, ends about 12:02 UTC".
+func progressText(p api.CycleProgress) string {
+	s := p.Phase
+	if p.Workload != "" {
+		s = "on " + string(p.Workload)
+	}
+	s += fmt.Sprintf(", %d rounds done, %.0f MiB written", p.RoundsDone, float64(p.BytesWritten)/(1<<20))
+	if p.EstimatedEnd != nil {
+		s += ", ends about " + clockText(*p.EstimatedEnd, p.UpdatedAt)
+	}
+	return s
 }

@@ -4,14 +4,18 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 
 	"github.com/layerprobe/layerprobe/api"
+	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
 // parseHTML parses a page and returns its elements by tag and class.
@@ -74,10 +78,12 @@ func TestStatusPage(t *testing.T) {
 	}
 	withheld := find("tr", "withheld")
 	if len(withheld) != 1 || !strings.Contains(renderNode(t, withheld[0]), `data-target="container" data-workload="fsync" data-withheld="true"`) ||
-		!strings.Contains(renderNode(t, withheld[0]), "(no interval yet: 5 of 6 rounds)") {
-		t.Errorf("want container's fsync row marked withheld (5 of 6 rounds), got %d rows", len(withheld))
+		!strings.Contains(renderNode(t, withheld[0]), "(no interval yet: 5 of 6 rounds; the next cycle at ") ||
+		!strings.Contains(renderNode(t, withheld[0]), "18:00 UTC)") {
+		t.Errorf("want container's fsync row marked withheld (5 of 6 rounds; the next cycle at 18:00 UTC), got %d rows", len(withheld))
 	}
 	for _, want := range []string{`data-target="container"`, `data-workload="fsync"`, "regressed", "learning", "p99 1.04×",
+		"running: on fsync, 7 rounds done, 320 MiB written, ends about 12:02 UTC",
 		"skipped: host_busy", "Engine btrfs-lab"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("status page lacks %q", want)
@@ -151,9 +157,33 @@ func TestStatusPageSourceErrors(t *testing.T) {
 }
 
 func TestStatusTableAxis(t *testing.T) {
-	tb := statusTableOf(api.EngineOverhead{Engine: "e", Mode: "steady", Window: 6})
-	if len(tb.Rows) != 0 || len(tb.Axis) == 0 || tb.LastSuccess != "never" {
-		t.Errorf("empty table: %+v", tb)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	tb := statusTableOf(api.EngineOverhead{Engine: "e", Mode: "steady", Window: 6}, now)
+	if len(tb.Rows) != 0 || len(tb.Axis) != 0 || tb.LastSuccess != "never" {
+		t.Errorf("empty table: %+v; want no rows and no axis", tb)
+	}
+	// Estimates without their intervals: nothing to draw, no axis; each
+	// row says how many rounds it has and when the next cycle comes.
+	next := time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC)
+	withheld := measure.Overhead{N: 4, Withheld: true, PercentOfHost: 103, PercentLow: math.NaN(), PercentHigh: math.NaN()}
+	eo := api.EngineOverhead{Engine: "e", Mode: "steady", Window: 48, IntervalRounds: 6, NextCycleAt: &next, Results: []measure.Result{
+		{Target: measure.TargetContainer, Workload: measure.Fsync, Overhead: map[string]measure.Overhead{measure.HeadlineMetric(measure.Fsync): withheld}}}}
+	tb = statusTableOf(eo, now)
+	if len(tb.Axis) != 0 || len(tb.Rows) != 1 || tb.Rows[0].Text != "103% (no interval yet: 4 of 6 rounds; the next cycle at 18:00 UTC)" {
+		t.Errorf("withheld rows only: axis %v, rows %+v", tb.Axis, tb.Rows)
+	}
+	// One interval from 95% to 105%: the axis spans it and the host, not
+	// a fixed range.
+	eo.Results = append(eo.Results, measure.Result{Target: measure.TargetBind, Workload: measure.Fsync, Overhead: map[string]measure.Overhead{
+		measure.HeadlineMetric(measure.Fsync): {N: 12, PercentOfHost: 100, PercentLow: 95, PercentHigh: 105}}})
+	tb = statusTableOf(eo, now)
+	var first, last float64
+	if len(tb.Axis) > 0 {
+		fmt.Sscanf(tb.Axis[0].Label, "%f%%", &first)
+		fmt.Sscanf(tb.Axis[len(tb.Axis)-1].Label, "%f%%", &last)
+	}
+	if len(tb.Axis) < 2 || first < 90 || last > 110 {
+		t.Errorf("axis %v for an interval from 95%% to 105%%; want ticks within 90%%-110%%", tb.Axis)
 	}
 	for _, c := range []struct{ lo, hi float64 }{{95, 105}, {0, 400}, {40, 160}, {99, 101}} {
 		got := ticks(c.lo, c.hi)

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"golang.org/x/time/rate"
 
-	"github.com/layerprobe/layerprobe/api"
 	"github.com/layerprobe/layerprobe/internal/measure"
 )
 
@@ -43,7 +43,7 @@ const wwwAuthenticate = `Bearer realm="layerprobe"`
 // Checks run cheapest-refusal first: disabled (403), authentication (401),
 // then input (400/413), then the rate limit (429), so that unauthenticated
 // clients cannot use up the rate budget of the operator.
-func (s *server) trigger(c *reqCtx) {
+func (s *server) trigger(c *gin.Context) {
 	if s.auth == nil {
 		abortError(c, http.StatusForbidden, codeForbidden,
 			"triggering cycles over the API is disabled: start the agent with --api-token-file=FILE (FILE holds a secret token) "+
@@ -74,19 +74,25 @@ func (s *server) trigger(c *reqCtx) {
 	if !s.allow(c) {
 		return
 	}
-	engines, err := start(c.Request.Context())
+	resp, err := start(c.Request.Context())
 	if err != nil {
 		s.sourceError(c, "starting a cycle", err)
 		return
 	}
 	s.limiter.Allow() // commit: allow saw a whole token, and only we take tokens
-	s.logger.Info("measurement cycle triggered over the API", "engines", engines, "mode", cmp.Or(mode, measure.ModeSteady), "remote_addr", c.ClientIP())
-	writeJSON(c, s.logger, http.StatusAccepted, api.TriggerResponse{Status: "accepted", Engines: nonNil(engines)})
+	s.logger.Info("measurement cycle triggered over the API", "engines", resp.Engines, "cycles", resp.CycleIDs,
+		"mode", cmp.Or(mode, measure.ModeSteady), "remote_addr", c.ClientIP())
+	resp.Status, resp.Engines, resp.CycleIDs = "accepted", nonNil(resp.Engines), nonNil(resp.CycleIDs)
+	if resp.CycleID > 0 {
+		// Poll here: the cycle is listed as running until it ends.
+		c.Header("Location", "/api/v1/cycles/"+strconv.FormatInt(resp.CycleID, 10))
+	}
+	writeJSON(c, s.logger, http.StatusAccepted, resp)
 }
 
 // authenticate checks "Authorization: Bearer <token>" in constant time. A
 // token anywhere else (query, body, cookie) is not looked at.
-func (s *server) authenticate(c *reqCtx) bool {
+func (s *server) authenticate(c *gin.Context) bool {
 	vals := c.Request.Header.Values("Authorization")
 	if len(vals) == 0 {
 		c.Header("WWW-Authenticate", wwwAuthenticate)
@@ -117,7 +123,7 @@ func (s *server) authenticate(c *reqCtx) bool {
 // emptyBody accepts no body, an empty one or the empty JSON object. Any
 // field is refused by name rather than ignored, so that a client who
 // believes it can choose a profile or an engine learns it cannot.
-func emptyBody(c *reqCtx) bool {
+func emptyBody(c *gin.Context) bool {
 	tooLarge := func() bool {
 		abortError(c, http.StatusRequestEntityTooLarge, codePayloadTooLarge,
 			fmt.Sprintf("request body larger than %d bytes; POST /api/v1/cycles takes an empty body or {}", MaxBodyBytes))
@@ -165,7 +171,7 @@ func emptyBody(c *reqCtx) bool {
 // allow checks, without taking a token, the rate limit shared by all
 // clients: the resource it protects is the host's disk, not any one
 // client. It answers 429 with Retry-After when the budget is used up.
-func (s *server) allow(c *reqCtx) bool {
+func (s *server) allow(c *gin.Context) bool {
 	lim := s.limiter.Limit()
 	tokens := s.limiter.Tokens()
 	if lim == rate.Inf || tokens >= 1 {

@@ -22,6 +22,20 @@ type CopyUp struct {
 	Samples           []CopyUpSample `json:"samples"`
 }
 
+// NewCopyUp is the copy-up record of a cold measurement's samples: their
+// summary (SummarizeCopyUp) and the samples themselves, as `layerprobe
+// run` and the API's detail of a cold cycle report them.
+func NewCopyUp(samples []CopyUpSample, reflink *bool, confidence float64) *CopyUp {
+	sizes, cost := SummarizeCopyUp(samples, confidence)
+	return CopyUpOf(reflink, cost, sizes, samples)
+}
+
+// CopyUpOf is the copy-up record of a summary made already (the agent's
+// window), empty lists rather than null in JSON.
+func CopyUpOf(reflink *bool, costPerMiB *float64, sizes []CopyUpSize, samples []CopyUpSample) *CopyUp {
+	return &CopyUp{Reflink: reflink, CostSecondsPerMiB: costPerMiB, Sizes: NonNil(sizes), Samples: NonNil(samples)}
+}
+
 // CopyUpSize summarises one file size over the rounds in which both arms
 // succeeded.
 type CopyUpSize struct {

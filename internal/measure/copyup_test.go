@@ -1,6 +1,7 @@
 package measure_test
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -57,5 +58,26 @@ func TestSummarizeCopyUp(t *testing.T) {
 	}
 	if none, cost := measure.SummarizeCopyUp(nil, 0.95); len(none) != 0 || cost != nil {
 		t.Errorf("no samples: %v, %v", none, cost)
+	}
+}
+
+// TestColdRecordsListEmpty: the copy-up and lookup records say [] for a
+// measurement without figures, never null: the run report's and the
+// API's documents are built by the same constructors.
+func TestColdRecordsListEmpty(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rec  any
+		want string
+	}{
+		{"copy-up of no samples", measure.NewCopyUp(nil, nil, 0.95), `{"reflink":null,"cost_seconds_per_mib":null,"sizes":[],"samples":[]}`},
+		{"a window's copy-up", measure.CopyUpOf(nil, nil, nil, nil), `{"reflink":null,"cost_seconds_per_mib":null,"sizes":[],"samples":[]}`},
+		{"lookup of no samples", measure.NewLookup(nil, 0.95), `{"summaries":[],"samples":[]}`},
+		{"a window's lookup", measure.LookupOf(nil, nil), `{"summaries":[],"samples":[]}`},
+	} {
+		b, err := json.Marshal(c.rec)
+		if err != nil || string(b) != c.want {
+			t.Errorf("%s: %s, %v; want %s", c.name, b, err, c.want)
+		}
 	}
 }

@@ -73,14 +73,13 @@ type Lookup struct {
 // NewLookup is the lookup record of samples: their summaries and the
 // samples themselves, empty lists rather than null in JSON.
 func NewLookup(samples []LookupSample, confidence float64) *Lookup {
-	l := &Lookup{Summaries: SummarizeLookup(samples, confidence), Samples: samples}
-	if l.Summaries == nil {
-		l.Summaries = []LookupSummary{}
-	}
-	if l.Samples == nil {
-		l.Samples = []LookupSample{}
-	}
-	return l
+	return LookupOf(SummarizeLookup(samples, confidence), samples)
+}
+
+// LookupOf is the lookup record of summaries made already (the agent's
+// window) and samples, empty lists rather than null in JSON.
+func LookupOf(summaries []LookupSummary, samples []LookupSample) *Lookup {
+	return &Lookup{Summaries: NonNil(summaries), Samples: NonNil(samples)}
 }
 
 // SummarizeLookup pairs host and container by round and operation.

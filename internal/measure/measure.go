@@ -68,7 +68,45 @@ const (
 // Modes lists the modes a measurement (a cycle, a sample) can have.
 var Modes = []Mode{ModeSteady, ModeCold}
 
+// StopReason says what ended a measurement's rounds: the stop_reason of
+// `layerprobe run --output json`, of the agent's cycles in the REST API
+// and the store, and the "stopped by" of the tables. Empty for a
+// measurement that never ran a round (an engine that could not be
+// measured, a cycle skipped or failed before measuring, a cycle recorded
+// before the store's schema 3).
+type StopReason string
+
+// Stop reasons.
+const (
+	// StopPrecision: every headline interval reached the target precision
+	// (an agent's cycle counts its window's rounds).
+	StopPrecision StopReason = "precision"
+	// StopBytes: the next round would have exceeded the byte budget
+	// (max_bytes).
+	StopBytes StopReason = "bytes"
+	// StopTime: the next round would have ended after the time budget
+	// (max_duration).
+	StopTime StopReason = "time"
+	// StopRounds: the fixed (or the maximum) number of rounds is done.
+	StopRounds StopReason = "rounds"
+	// StopCanceled: the caller stopped the measurement (an interrupted
+	// run or cycle).
+	StopCanceled StopReason = "canceled"
+	// StopDecided: the plan's own test ended it: confirmation rounds that
+	// reached the detector's verdict.
+	StopDecided StopReason = "decided"
+)
+
 // DefaultConfidence is the confidence of every interval layerprobe
 // publishes: the table and JSON of `layerprobe run`, the agent's metrics
 // and REST API.
 const DefaultConfidence = 0.95
+
+// NonNil is s, or an empty list when s is nil: a record's lists are []
+// in JSON, never null.
+func NonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

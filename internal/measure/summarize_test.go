@@ -271,3 +271,37 @@ func TestSummarizePoolsRawFigures(t *testing.T) {
 func median3(a, b, c float64) float64 {
 	return max(min(a, b), min(max(a, b), c))
 }
+
+// TestSummarizeWindow: an agent's published overheads rest on the last
+// window rounds of each workload, the stored ones and the cycle's, even
+// when the workloads' rounds are numbered apart; a window of 0 takes them
+// all, as a run does. The caller's samples are left as they were.
+func TestSummarizeWindow(t *testing.T) {
+	var prior, current []measure.Sample
+	add := func(to *[]measure.Sample, r int, w measure.Workload) {
+		*to = append(*to, measuretest.Sample(r, measure.TargetHost, w, measuretest.HostFig(r)),
+			measuretest.Sample(r, measure.TargetContainer, w, measuretest.HostFig(r).Scaled(0.8, 1.25)))
+	}
+	for r := 1; r <= 10; r++ {
+		add(&prior, r, measure.SeqWrite)
+		add(&prior, 100+r, measure.Fsync)
+	}
+	for r := 11; r <= 14; r++ {
+		add(&current, r, measure.SeqWrite)
+	}
+	before := slices.Clone(prior)
+	got := measure.SummarizeWindow(prior, current, 6, 0.95)
+	if n := find(t, got, measure.TargetContainer, measure.SeqWrite).RoundsOK; n != 6 {
+		t.Errorf("seqwrite over a window of 6: %d rounds", n)
+	}
+	if n := find(t, got, measure.TargetContainer, measure.Fsync).RoundsOK; n != 6 {
+		t.Errorf("fsync over a window of 6: %d rounds", n)
+	}
+	if !slices.EqualFunc(prior, before, func(a, b measure.Sample) bool { return a.Round == b.Round && a.Workload == b.Workload }) {
+		t.Error("the window changed the caller's samples")
+	}
+	all := measure.SummarizeWindow(nil, append(slices.Clone(prior), current...), 0, 0.95)
+	if n := find(t, all, measure.TargetContainer, measure.SeqWrite).RoundsOK; n != 14 {
+		t.Errorf("seqwrite without a window: %d rounds, want all 14", n)
+	}
+}

@@ -36,6 +36,16 @@ type ColdRun struct {
 	Lookup []measure.LookupSample
 }
 
+// BytesWritten is everything the cold rounds wrote: the fsync job's
+// executions and the copy-up part.
+func (r ColdRun) BytesWritten() int64 {
+	n := r.CopyUpBytes
+	for _, s := range r.Samples {
+		n += s.BytesWritten
+	}
+	return n
+}
+
 // coldHostDir holds the host arm's copy-up reference files during RunCold.
 const coldHostDir = ".copyup"
 

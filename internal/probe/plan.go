@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/hostfs"
@@ -54,6 +53,10 @@ type Plan struct {
 	// Prior holds earlier samples whose rounds count towards Precision
 	// (the agent's window of recent cycles). They are not returned.
 	Prior []measure.Sample
+	// Window, above 0, is how many of each workload's most recent rounds,
+	// Prior's and this measurement's, Outcome.Results summarise (the
+	// agent's window); 0 summarises every round.
+	Window int
 	// Confidence of the intervals that decide Precision (0: the default).
 	Confidence float64
 	// SideEvery, above 1, gives the headline pair the bytes: once a job
@@ -65,21 +68,63 @@ type Plan struct {
 	// MinRounds rounds keep a 95% interval each. 0 or 1: every target in
 	// every round. Fixed rounds (Rounds > 0) run every target always.
 	SideEvery int
+	// Fill, when its Pairs is above 0, fills an empty window: a job
+	// whose interval rests on fewer than Fill.Pairs rounds (Prior's and
+	// this measurement's) runs rounds, every target in each, until it has
+	// them, within Fill.MaxBytes and Fill.MaxDuration instead of MaxBytes
+	// and MaxDuration. The agent's first cycle asks the rounds an exact
+	// 95% interval needs (stats.MinN): the regular budget made 2-4 a job,
+	// and the page said "no interval yet" until the next cycle, 6 hours
+	// later.
+	Fill Fill
 	// After, when set, sees every completed round's samples; returning
-	// true ends the measurement (StopDecided). Confirmation rounds use it
-	// to stop as soon as the detector has its verdict.
+	// true ends the measurement (measure.StopDecided). Confirmation
+	// rounds use it to stop as soon as the detector has its verdict.
 	After func(round []measure.Sample) bool
 }
 
-// NewPlan is the plan a budget (config.Budget: a run's or an agent
-// cycle's) makes for a profile: the same keys mean the same plan for
-// both. A MinRounds of 0 takes the profile's minimum; with
-// profileRounds, so does a Rounds of 0 take the profile's fixed rounds
-// (a `layerprobe run` of a fixed profile such as seed), which an agent's
-// cycle leaves adaptive.
-func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
-	p := Plan{Rounds: b.Rounds, MinRounds: b.MinRounds, Precision: b.Precision,
-		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, SideEvery: b.SideEvery, Confidence: measure.DefaultConfidence}
+// Fill is the first-fill rule of a Plan (Plan.Fill).
+type Fill struct {
+	Pairs       int
+	MaxBytes    int64
+	MaxDuration time.Duration
+}
+
+// filling reports whether the job's next round is a fill round: its
+// interval rests on fewer rounds than Fill.Pairs.
+func (p Plan) filling(js *jobState) bool {
+	return p.Fill.Pairs > 0 && js.pairs() < p.Fill.Pairs
+}
+
+// maxBytes is the byte budget the job's next round runs under: the fill
+// ceiling for a fill round (never below MaxBytes), MaxBytes otherwise.
+func (p Plan) maxBytes(js *jobState) int64 {
+	if p.filling(js) && p.MaxBytes > 0 {
+		if p.Fill.MaxBytes <= 0 {
+			return 0
+		}
+		return max(p.Fill.MaxBytes, p.MaxBytes)
+	}
+	return p.MaxBytes
+}
+
+// maxDuration is maxBytes' counterpart for time.
+func (p Plan) maxDuration(js *jobState) time.Duration {
+	if p.filling(js) && p.MaxDuration > 0 {
+		if p.Fill.MaxDuration <= 0 {
+			return 0
+		}
+		return max(p.Fill.MaxDuration, p.MaxDuration)
+	}
+	return p.MaxDuration
+}
+
+// ForProfile is the plan with what it leaves to the profile filled in: a
+// MinRounds of 0 takes the profile's minimum; with profileRounds, so does
+// a Rounds of 0 take the profile's fixed rounds (a `layerprobe run` of a
+// fixed profile such as seed), which an agent's cycle leaves adaptive.
+// Fixed rounds run every target in every round (no SideEvery).
+func (p Plan) ForProfile(prof fio.Profile, profileRounds bool) Plan {
 	if p.MinRounds == 0 {
 		p.MinRounds = prof.MinRounds
 	}
@@ -95,19 +140,6 @@ func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) Plan {
 // DefaultMaxRounds bounds an adaptive job's rounds when Plan.MaxRounds is 0.
 const DefaultMaxRounds = 200
 
-// StopReason says why a measurement ended.
-type StopReason string
-
-// Stop reasons.
-const (
-	StopPrecision StopReason = "precision" // every headline interval reached the target precision
-	StopBytes     StopReason = "bytes"     // the next round would have exceeded the byte budget
-	StopTime      StopReason = "time"      // the next round would have ended after the time budget
-	StopRounds    StopReason = "rounds"    // the fixed (or maximum) number of rounds is done
-	StopCanceled  StopReason = "canceled"  // the caller stopped the measurement
-	StopDecided   StopReason = "decided"   // Plan.After ended it
-)
-
 // Outcome is what Measure did.
 type Outcome struct {
 	Samples []measure.Sample
@@ -118,10 +150,14 @@ type Outcome struct {
 	LayoutBytes map[measure.Target]int64
 	// BytesWritten is everything written: samples and layout.
 	BytesWritten int64
-	Stop         StopReason
+	Stop         measure.StopReason
 	// HalfWidth is, per workload, the widest headline half-width over the
 	// non-host targets when the measurement stopped (NaN: no interval).
 	HalfWidth map[measure.Workload]float64
+	// Results are the overheads of Plan.Window's rounds (all of them when
+	// it is 0), Plan.Prior's and this measurement's: what a run reports
+	// and an agent's cycle publishes.
+	Results []measure.Result
 }
 
 // Progress reports a measurement's position to a UI.
@@ -156,10 +192,11 @@ type jobState struct {
 	lastTargets         int                     // targets of the job's last round
 	layoutBytes         int64                   // bytes of the job's last layout over the targets, what a round that lays out files adds
 	layoutTargets       int                     // targets of the job's last layout
-	// steady: the job's files are laid out (a steady profile); runs
-	// counts every target's executions so far, which pick its file
-	// (fio.Job.FileOf), and laid the files laid out on each target.
-	steady    bool
+	// how the profile's executions treat the job's files: fio.Steady when
+	// they are laid out (a steady profile); runs counts every target's
+	// executions so far, which pick its file (fio.Job.FileOf), and laid
+	// the files laid out on each target.
+	how       fio.Execution
 	runs      map[measure.Target]int
 	laid      map[measure.Target]map[int]bool
 	lastTime  time.Duration
@@ -170,9 +207,12 @@ type jobState struct {
 
 // Measure runs the profile's jobs on every target of the session as plan
 // says, starting at round number first, and returns every sample, failed
-// executions included. It stops early only when ctx ends; failed jobs are
-// recorded and the measurement goes on. A steady profile's files are laid
-// out first and removed at the end, whatever happens.
+// executions included, with their overheads (Outcome.Results) and why it
+// stopped. It is the one steady measurement of an engine, which
+// `layerprobe run` and an agent's cycle both make. It stops early only
+// when ctx ends; failed jobs are recorded and the measurement goes on. A
+// steady profile's files are laid out first and removed at the end,
+// whatever happens.
 func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, first int, rng *rand.Rand, progress func(Progress)) Outcome {
 	start := time.Now()
 	out := Outcome{LayoutBytes: map[measure.Target]int64{}, HalfWidth: map[measure.Workload]float64{}}
@@ -187,16 +227,13 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	if plan.Rounds > 0 {
 		maxRounds = plan.Rounds
 	}
-	how := fio.Fresh
-	if prof.Steady {
-		how = fio.Steady
-	}
+	how := prof.Execution()
 	side := s.sideTargets(plan)
 	jobs := make([]*jobState, len(prof.Jobs))
 	for i, j := range prof.Jobs {
 		js := &jobState{job: j, halfWidth: math.NaN(), broken: map[measure.Target]*measure.Failure{},
 			side: side, sideFrom: plan.MinRounds, sideEvery: plan.SideEvery,
-			steady: prof.Steady, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
+			how: how, runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{}}
 		priorRounds := map[int]bool{}
 		for _, sm := range plan.Prior {
 			if sm.Workload == j.Workload {
@@ -205,6 +242,9 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			}
 		}
 		js.priorRounds = len(priorRounds)
+		// Fill rounds run every target: bind and the volume need their
+		// intervals too.
+		js.sideFrom = max(js.sideFrom, plan.Fill.Pairs-js.priorRounds)
 		js.halfWidth = widestHalfWidth(js.samples, j.Workload, conf, side)
 		jobs[i] = js
 	}
@@ -233,7 +273,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	round := first
 	for {
 		if ctx.Err() != nil {
-			out.Stop = StopCanceled
+			out.Stop = measure.StopCanceled
 			break
 		}
 		js, stop := s.next(jobs, plan, maxRounds, out.BytesWritten, time.Since(start), rng)
@@ -242,10 +282,10 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 			break
 		}
 		job := js.job
-		if plan.MaxBytes > 0 && how == fio.Steady {
+		if limit := plan.maxBytes(js); limit > 0 && how == fio.Steady {
 			var ok bool
-			if job, ok = s.roundJob(js, plan.MaxBytes-out.BytesWritten); !ok {
-				out.Stop = StopBytes
+			if job, ok = s.roundJob(js, limit-out.BytesWritten); !ok {
+				out.Stop = measure.StopBytes
 				break
 			}
 		}
@@ -283,7 +323,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		if ctx.Err() != nil {
 			// A round cut short is not a round: its samples are kept
 			// (they were written) but it does not count.
-			out.Stop = StopCanceled
+			out.Stop = measure.StopCanceled
 			break
 		}
 		js.rounds++
@@ -291,7 +331,7 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 		js.halfWidth = widestHalfWidth(js.samples, js.job.Workload, conf, side)
 		round++
 		if plan.After != nil && plan.After(out.Samples[mark:]) {
-			out.Stop = StopDecided
+			out.Stop = measure.StopDecided
 			break
 		}
 	}
@@ -299,17 +339,20 @@ func (s *Session) Measure(ctx context.Context, prof fio.Profile, plan Plan, firs
 	for _, js := range jobs {
 		out.HalfWidth[js.job.Workload] = js.halfWidth
 	}
+	out.Results = measure.SummarizeWindow(plan.Prior, out.Samples, plan.Window, conf)
 	report("done", out.Rounds, "", "")
 	return out
 }
 
 // next picks the job whose round comes next, or says why none does.
-func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, StopReason) {
+func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration, rng *rand.Rand) (*jobState, measure.StopReason) {
 	fits := func(js *jobState) bool {
-		return plan.MaxBytes <= 0 || spent+s.roundCost(js) <= plan.MaxBytes
+		limit := plan.maxBytes(js)
+		return limit <= 0 || spent+s.roundCost(js) <= limit
 	}
 	inTime := func(js *jobState) bool {
-		return plan.MaxDuration <= 0 || elapsed+js.lastTime <= plan.MaxDuration
+		limit := plan.maxDuration(js)
+		return limit <= 0 || elapsed+js.lastTime <= limit
 	}
 	// The fewest-rounds job first, so that the jobs' rounds alternate;
 	// ties in random order, so no job always runs first.
@@ -324,13 +367,32 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	for _, js := range order {
 		if js.rounds < minRounds {
 			if !fits(js) {
-				return nil, StopBytes
+				return nil, measure.StopBytes
 			}
 			return js, ""
 		}
 	}
+	if plan.Rounds == 0 && plan.Fill.Pairs > 0 {
+		// Fill: the job with the fewest rounds behind its interval, as
+		// long as the fill ceiling lets it (time first, as below).
+		var fill *jobState
+		for _, js := range order {
+			if plan.filling(js) && js.rounds < maxRounds && (fill == nil || js.pairs() < fill.pairs()) {
+				fill = js
+			}
+		}
+		if fill != nil {
+			switch {
+			case !inTime(fill):
+				return nil, measure.StopTime
+			case !fits(fill):
+				return nil, measure.StopBytes
+			}
+			return fill, ""
+		}
+	}
 	if plan.Rounds > 0 || plan.Precision <= 0 {
-		return nil, StopRounds
+		return nil, measure.StopRounds
 	}
 	// Adaptive: the job whose next round narrows its interval most for
 	// what the round costs, in shares of the byte and time budgets (a
@@ -368,13 +430,13 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	case best != nil:
 		return best, ""
 	case blocked:
-		return nil, StopBytes
+		return nil, measure.StopBytes
 	case late:
-		return nil, StopTime
+		return nil, measure.StopTime
 	case capped:
-		return nil, StopRounds
+		return nil, measure.StopRounds
 	}
-	return nil, StopPrecision
+	return nil, measure.StopPrecision
 }
 
 // narrowing is what one more round is expected to take off the squared
@@ -404,7 +466,7 @@ func (js *jobState) fileOf(t measure.Target) int { return js.job.FileOf(js.runs[
 // until each has its files, none for a job with one file. A target whose
 // first layout failed (broken) has none to lay out: it cannot run the job.
 func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
-	if !js.steady {
+	if js.how != fio.Steady {
 		return nil
 	}
 	var out []measure.Target
@@ -417,9 +479,9 @@ func (js *jobState) unlaid(targets []measure.Target) []measure.Target {
 }
 
 // roundCost estimates what the job's next round writes: its last round's
-// executions, or before the first one the job's byte cap on every target;
-// and for each target whose file is new (unlaid), its share of the job's
-// last layout.
+// executions, or before the first one what its executions can write at
+// most (fio.Job.WriteBytes) on every target; and for each target whose
+// file is new (unlaid), its share of the job's last layout.
 func (s *Session) roundCost(js *jobState) int64 {
 	targets := s.roundTargets(js)
 	n := int64(len(targets))
@@ -427,11 +489,7 @@ func (s *Session) roundCost(js *jobState) int64 {
 	if js.lastBytes > 0 && js.lastTargets > 0 {
 		cost = js.lastBytes * n / int64(js.lastTargets)
 	} else {
-		per := js.job.IOBytes
-		if per <= 0 {
-			per = js.job.FileBytes
-		}
-		cost = per * n
+		cost = js.job.WriteBytes(js.how, len(targets), 0)
 	}
 	if need := int64(len(js.unlaid(targets))); need > 0 && js.layoutTargets > 0 {
 		cost += js.layoutBytes * need / int64(js.layoutTargets)
@@ -484,14 +542,13 @@ func (s *Session) roundTargets(js *jobState) []measure.Target {
 func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job = js.job
 	round := s.roundTargets(js)
-	targets := int64(len(round))
-	files := job.MaxWriteBytes(fio.Layout) * int64(len(js.unlaid(round)))
-	if job.MaxWriteBytes(fio.Steady)*targets+files <= left {
+	unlaid := len(js.unlaid(round))
+	if job.WriteBytes(fio.Steady, len(round), unlaid) <= left {
 		return job, true
 	}
-	job.IOBytes = (left - files) / targets
+	job.IOBytes = (left - job.WriteBytes(fio.Steady, 0, unlaid)) / int64(len(round))
 	// fio's cap has a floor (a block per clone) the share may be below.
-	return job, job.MaxWriteBytes(fio.Steady)*targets+files <= left
+	return job, job.WriteBytes(fio.Steady, len(round), unlaid) <= left
 }
 
 // shareCost is what the job's next round costs as the larger of its share
@@ -591,12 +648,20 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	if total > 0 {
 		return time.Duration(float64(elapsed) / float64(done) * float64(total-done))
 	}
-	est := time.Duration(math.MaxInt64)
-	if plan.MaxDuration > 0 {
-		est = max(plan.MaxDuration-elapsed, 0)
+	// The budgets of the rounds to come: a filling job's are the fill's
+	// (Plan.Fill).
+	maxBytes, maxDuration := plan.MaxBytes, plan.MaxDuration
+	for _, js := range jobs {
+		if plan.filling(js) {
+			maxBytes, maxDuration = plan.maxBytes(js), plan.maxDuration(js)
+		}
 	}
-	if plan.MaxBytes > 0 && spent > 0 {
-		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(plan.MaxBytes-spent, 0))))
+	est := time.Duration(math.MaxInt64)
+	if maxDuration > 0 {
+		est = max(maxDuration-elapsed, 0)
+	}
+	if maxBytes > 0 && spent > 0 {
+		est = min(est, time.Duration(float64(elapsed)/float64(spent)*float64(max(maxBytes-spent, 0))))
 	}
 	var byPrecision time.Duration
 	for _, js := range jobs {
@@ -604,6 +669,11 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 		if js.rounds < plan.MinRounds {
 			byPrecision += time.Duration(plan.MinRounds-js.rounds) * js.lastTime
 			rounds = float64(plan.MinRounds)
+		}
+		if plan.filling(js) {
+			more := plan.Fill.Pairs - js.pairs() - max(plan.MinRounds-js.rounds, 0)
+			byPrecision += time.Duration(max(more, 0)) * js.lastTime
+			rounds = float64(max(int(rounds), plan.Fill.Pairs-js.priorRounds))
 		}
 		if math.IsInf(js.halfWidth, 1) {
 			byPrecision += js.lastTime // no interval yet: at least another round

@@ -7,6 +7,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -77,6 +78,17 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Err }
+
+// AsError is err as an engine-level failure: the probe's Error in its
+// chain, or else one with the code given and err's text. A run reports
+// its code and message, an agent's cycle records them.
+func AsError(err error, code string) *Error {
+	var perr *Error
+	if errors.As(err, &perr) {
+		return perr
+	}
+	return &Error{Code: code, Message: err.Error(), Err: err}
+}
 
 func fail(code string, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: err}
@@ -445,9 +457,8 @@ func (s *Session) runJob(ctx context.Context, p *engine.Probe, round, order int,
 
 // vmTimeoutFactor stretches every job's timeout on an engine in a VM. The
 // timeout is there to end a hung job, not to bound a slow one: a VM's file
-// sharing serves small files at around 1% of the host disk's rate (the
-// smoke profile's 300 files took 18 s an execution through 9p in an
-// emulated guest, over a minute on a busy host), and a job killed there
+// sharing can serve small files at a small fraction of the host disk's
+// rate (docs/workstations.md has what 9p did), and a job killed there
 // would report a failure where the slowdown is the answer.
 const vmTimeoutFactor = 5
 

@@ -226,7 +226,7 @@ func TestMeasureFixedRounds(t *testing.T) {
 	out := s.Measure(context.Background(), prof, Plan{Rounds: 4}, 5, rand.New(rand.NewPCG(1, 2)), func(p Progress) { progress = append(progress, p) })
 	samples := out.Samples
 	nRounds := 4 * len(prof.Jobs)
-	if want := nRounds * 4; len(samples) != want || out.Rounds != nRounds || out.Stop != StopRounds {
+	if want := nRounds * 4; len(samples) != want || out.Rounds != nRounds || out.Stop != measure.StopRounds {
 		t.Fatalf("%d samples, %d rounds, stop %q; want %d, %d, rounds", len(samples), out.Rounds, out.Stop, want, nRounds)
 	}
 	byRound := map[int][]measure.Sample{}
@@ -385,7 +385,7 @@ func TestMeasureAdaptive(t *testing.T) {
 		// Every round alike: the intervals have no width at once.
 		s, _ := prepare(t, testOptions(t))
 		out := s.Measure(context.Background(), prof, Plan{MinRounds: 6, Precision: 0.03}, 1, rand.New(rand.NewPCG(1, 1)), nil)
-		if out.Stop != StopPrecision || out.Rounds != 6*len(prof.Jobs) {
+		if out.Stop != measure.StopPrecision || out.Rounds != 6*len(prof.Jobs) {
 			t.Errorf("stop %q after %d rounds, want precision after %d", out.Stop, out.Rounds, 6*len(prof.Jobs))
 		}
 		for w, hw := range out.HalfWidth {
@@ -399,7 +399,7 @@ func TestMeasureAdaptive(t *testing.T) {
 		noisy(eng, 2)
 		const budget = 800 << 20 // the fake jobs write 150 MiB of layout, about 200 MiB a round of each job
 		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-6, MaxBytes: budget}, 1, rand.New(rand.NewPCG(2, 2)), nil)
-		if out.Stop != StopBytes || out.BytesWritten > budget || out.Rounds <= 2*len(prof.Jobs) {
+		if out.Stop != measure.StopBytes || out.BytesWritten > budget || out.Rounds <= 2*len(prof.Jobs) {
 			t.Errorf("stop %q after %d rounds and %d bytes; want bytes, within %d, after more than the minimum", out.Stop, out.Rounds, out.BytesWritten, budget)
 		}
 	})
@@ -418,7 +418,7 @@ func TestMeasureAdaptive(t *testing.T) {
 		// busy machine makes each fake execution slow (the host arm runs
 		// a real process).
 		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-6, MaxDuration: 4 * time.Second}, 1, rand.New(rand.NewPCG(8, 8)), nil)
-		if out.Stop != StopTime || out.Rounds <= 2*len(prof.Jobs) || time.Since(start) > 30*time.Second {
+		if out.Stop != measure.StopTime || out.Rounds <= 2*len(prof.Jobs) || time.Since(start) > 30*time.Second {
 			t.Errorf("stop %q after %d rounds and %s; want time, after more than the minimum, within seconds of the budget", out.Stop, out.Rounds, time.Since(start))
 		}
 	})
@@ -426,7 +426,7 @@ func TestMeasureAdaptive(t *testing.T) {
 		s, eng := prepare(t, testOptions(t))
 		noisy(eng, 3)
 		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, MaxRounds: 5, Precision: 1e-6}, 1, rand.New(rand.NewPCG(3, 3)), nil)
-		if out.Stop != StopRounds || out.Rounds != 5*len(prof.Jobs) {
+		if out.Stop != measure.StopRounds || out.Rounds != 5*len(prof.Jobs) {
 			t.Errorf("stop %q after %d rounds, want rounds after %d", out.Stop, out.Rounds, 5*len(prof.Jobs))
 		}
 	})
@@ -440,7 +440,7 @@ func TestMeasureAdaptive(t *testing.T) {
 			}
 			return seen == 3
 		}}, 1, rand.New(rand.NewPCG(4, 4)), nil)
-		if out.Stop != StopDecided || out.Rounds != 3 {
+		if out.Stop != measure.StopDecided || out.Rounds != 3 {
 			t.Errorf("stop %q after %d rounds, want decided after 3", out.Stop, out.Rounds)
 		}
 	})
@@ -451,7 +451,7 @@ func TestMeasureAdaptive(t *testing.T) {
 		s, eng := prepare(t, testOptions(t))
 		noisy(eng, 9)
 		out := s.Measure(context.Background(), prof, Plan{MinRounds: 6, MaxRounds: 12, Precision: 1e-6, SideEvery: 3}, 1, rand.New(rand.NewPCG(9, 9)), nil)
-		if out.Stop != StopRounds || out.Rounds != 12*len(prof.Jobs) {
+		if out.Stop != measure.StopRounds || out.Rounds != 12*len(prof.Jobs) {
 			t.Fatalf("stop %q after %d rounds, want rounds after %d", out.Stop, out.Rounds, 12*len(prof.Jobs))
 		}
 		for _, j := range prof.Jobs {
@@ -492,8 +492,24 @@ func TestMeasureAdaptive(t *testing.T) {
 		s2, eng := prepare(t, testOptions(t))
 		noisy(eng, 6)
 		out := s2.Measure(context.Background(), prof, Plan{MinRounds: 1, Precision: 0.5, Prior: prior}, 100, rand.New(rand.NewPCG(6, 6)), nil)
-		if out.Stop != StopPrecision || out.Rounds != len(prof.Jobs) {
+		if out.Stop != measure.StopPrecision || out.Rounds != len(prof.Jobs) {
 			t.Errorf("stop %q after %d rounds, want precision after the minimum %d", out.Stop, out.Rounds, len(prof.Jobs))
+		}
+		// The overheads rest on the prior rounds and this measurement's,
+		// without a window on all of them, with one on its last rounds.
+		for _, c := range []struct {
+			window, want int
+		}{{0, 7}, {3, 3}} {
+			plan := Plan{Rounds: 1, Prior: prior, Window: c.window}
+			out := s2.Measure(context.Background(), prof, plan, 200, rand.New(rand.NewPCG(7, 7)), nil)
+			for _, r := range out.Results {
+				if n := r.RoundsOK + r.RoundsFailed; n != c.want {
+					t.Errorf("window %d: %s/%s rests on %d rounds, want %d", c.window, r.Target, r.Workload, n, c.want)
+				}
+			}
+			if len(out.Results) == 0 {
+				t.Errorf("window %d: no results", c.window)
+			}
 		}
 	})
 }
@@ -530,7 +546,7 @@ func TestMeasureByteBudgetIsAHardCap(t *testing.T) {
 			return &engine.ExecResult{Stdout: out}
 		})
 		out := s.Measure(context.Background(), prof, Plan{MinRounds: 2, Precision: 1e-9, MaxBytes: budget}, 1, rand.New(rand.NewPCG(seed, 8)), nil)
-		if out.Stop != StopBytes || out.Rounds <= 2 {
+		if out.Stop != measure.StopBytes || out.Rounds <= 2 {
 			t.Errorf("seed %d: stop %q after %d rounds; want bytes after more than the minimum", seed, out.Stop, out.Rounds)
 		}
 		if out.BytesWritten > budget {
@@ -781,7 +797,7 @@ func TestMeasureStopsWhenCanceled(t *testing.T) {
 	})
 	out := s.Measure(ctx, smoke(t), Plan{Rounds: 10}, 1, rand.New(rand.NewPCG(11, 12)), nil)
 	samples := out.Samples
-	if len(samples) == 0 || len(samples) >= 4 || out.Stop != StopCanceled || out.Rounds != 0 {
+	if len(samples) == 0 || len(samples) >= 4 || out.Stop != measure.StopCanceled || out.Rounds != 0 {
 		t.Fatalf("%d samples, %d rounds, stop %q after a cancel during round 1", len(samples), out.Rounds, out.Stop)
 	}
 	last := samples[len(samples)-1]
@@ -999,12 +1015,12 @@ func TestNextStopsOnTimeOnceTheTimeIsSpent(t *testing.T) {
 	const budget, spent = 1 << 30, 1<<30 - 100<<20 // 100 MiB left
 	rng := rand.New(rand.NewPCG(1, 1))
 	late := Plan{MinRounds: 6, Precision: 0.03, MaxBytes: budget, MaxDuration: time.Second}
-	if js, why := s.next(jobs(10<<20, 200<<20), late, 100, spent, time.Minute, rng); js != nil || why != StopTime {
+	if js, why := s.next(jobs(10<<20, 200<<20), late, 100, spent, time.Minute, rng); js != nil || why != measure.StopTime {
 		t.Errorf("time spent, one job over the bytes left: next %v, stop %q; want none, time", js, why)
 	}
 	inTime := late
 	inTime.MaxDuration = time.Hour
-	if js, why := s.next(jobs(200<<20, 300<<20), inTime, 100, spent, time.Minute, rng); js != nil || why != StopBytes {
+	if js, why := s.next(jobs(200<<20, 300<<20), inTime, 100, spent, time.Minute, rng); js != nil || why != measure.StopBytes {
 		t.Errorf("in time, every job over the bytes left: next %v, stop %q; want none, bytes", js, why)
 	}
 }
@@ -1044,7 +1060,7 @@ func TestNextNarrowsTheWidestForItsCost(t *testing.T) {
 		elapsed += 6 * js.lastTime
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var stop StopReason
+	var stop measure.StopReason
 	for {
 		js, why := s.next(jobs, plan, 200, spent, elapsed, rng)
 		if js == nil {
@@ -1064,7 +1080,7 @@ func TestNextNarrowsTheWidestForItsCost(t *testing.T) {
 		}
 		widest = max(widest, js.halfWidth)
 	}
-	if stop != StopBytes || spent > plan.MaxBytes {
+	if stop != measure.StopBytes || spent > plan.MaxBytes {
 		t.Errorf("stopped on %q after %d bytes; want bytes, within %d", stop, spent, plan.MaxBytes)
 	}
 	// The old scoring's widest here: random writes at 6 rounds, 0.30/√6.
@@ -1125,7 +1141,7 @@ func TestMeasureRotatesFiles(t *testing.T) {
 				hostLayouts = append(hostLayouts, p.Round)
 			}
 		})
-	if out.Stop != StopRounds || out.Rounds != 14 {
+	if out.Stop != measure.StopRounds || out.Rounds != 14 {
 		t.Fatalf("stop %q after %d rounds, want rounds after 14", out.Stop, out.Rounds)
 	}
 	// The host runs every round, as the container does: its files are
@@ -1208,7 +1224,7 @@ func TestRoundCostCountsTheRoundsNewFiles(t *testing.T) {
 	host, ctr := measure.TargetHost, measure.TargetContainer
 	s := &Session{targets: []measure.Target{host, ctr}}
 	job := fio.Job{Workload: measure.Fsync, RotateFiles: 3, FileBytes: 8 * mb, IOBytes: 32 * mb, Runtime: time.Second}
-	js := &jobState{job: job, steady: true, broken: map[measure.Target]*measure.Failure{},
+	js := &jobState{job: job, how: fio.Steady, broken: map[measure.Target]*measure.Failure{},
 		runs: map[measure.Target]int{}, laid: map[measure.Target]map[int]bool{host: {0: true}, ctr: {0: true}},
 		lastBytes: 20 * mb, lastTargets: 2, layoutBytes: 16 * mb, layoutTargets: 2}
 	for _, c := range []struct {
@@ -1248,5 +1264,96 @@ func TestRoundCostCountsTheRoundsNewFiles(t *testing.T) {
 	js.broken[ctr] = &measure.Failure{Reason: measure.ReasonNoSpace}
 	if got := js.unlaid(s.targets); !slices.Equal(got, []measure.Target{host}) {
 		t.Errorf("unlaid with a broken container: %v, want host alone", got)
+	}
+}
+
+// TestMeasureFillsAnEmptyWindow: with Plan.Fill, every job runs rounds, on
+// every target, until its interval rests on Fill.Pairs of them, beyond a
+// byte budget that stops the same plan without it short; the fill ceiling
+// stops it in turn; a prior window's rounds count.
+func TestMeasureFillsAnEmptyWindow(t *testing.T) {
+	prof := smoke(t)
+	// The fake jobs write 150 MiB of layout and about 200 MiB a round of
+	// each job: the budget holds the minimum rounds and no more.
+	base := Plan{MinRounds: 2, Precision: 1e-6, MaxBytes: 600 << 20, SideEvery: 3}
+	jobRounds := func(out Outcome) map[measure.Workload]map[int][]measure.Target {
+		m := map[measure.Workload]map[int][]measure.Target{}
+		for _, sm := range out.Samples {
+			if m[sm.Workload] == nil {
+				m[sm.Workload] = map[int][]measure.Target{}
+			}
+			m[sm.Workload][sm.Round] = append(m[sm.Workload][sm.Round], sm.Target)
+		}
+		return m
+	}
+	t.Run("without fill", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 11)
+		out := s.Measure(context.Background(), prof, base, 1, rand.New(rand.NewPCG(11, 11)), nil)
+		for w, rs := range jobRounds(out) {
+			if len(rs) >= 6 {
+				t.Errorf("%s: %d rounds under the regular budget; the test needs it to stop short of 6", w, len(rs))
+			}
+		}
+	})
+	t.Run("fills", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 12)
+		plan := base
+		plan.Fill = Fill{Pairs: 6, MaxBytes: 8 << 30, MaxDuration: time.Hour}
+		out := s.Measure(context.Background(), prof, plan, 1, rand.New(rand.NewPCG(12, 12)), nil)
+		for _, j := range prof.Jobs {
+			rs := jobRounds(out)[j.Workload]
+			full := 0
+			for _, ts := range rs {
+				if len(ts) == 4 {
+					full++
+				}
+			}
+			if full < 6 {
+				t.Errorf("%s: %d rounds on every target, want 6 (%d rounds in all)", j.Workload, full, len(rs))
+			}
+		}
+		if out.Stop != measure.StopBytes {
+			t.Errorf("stop %q after the fill; want bytes (the regular budget is spent)", out.Stop)
+		}
+	})
+	t.Run("ceiling", func(t *testing.T) {
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 13)
+		plan := base
+		const ceiling = 1200 << 20
+		plan.Fill = Fill{Pairs: 6, MaxBytes: ceiling, MaxDuration: time.Hour}
+		out := s.Measure(context.Background(), prof, plan, 1, rand.New(rand.NewPCG(13, 13)), nil)
+		short := false
+		for _, rs := range jobRounds(out) {
+			short = short || len(rs) < 6
+		}
+		if out.Stop != measure.StopBytes || out.BytesWritten > ceiling || !short {
+			t.Errorf("stop %q after %d bytes, a job short of 6 rounds %v; want bytes, within %d, short", out.Stop, out.BytesWritten, short, ceiling)
+		}
+	})
+	t.Run("prior rounds count", func(t *testing.T) {
+		s, _ := prepare(t, testOptions(t))
+		prior := s.Measure(context.Background(), prof, Plan{Rounds: 4}, 1, rand.New(rand.NewPCG(14, 14)), nil).Samples
+		s2, _ := prepare(t, testOptions(t))
+		out := s2.Measure(context.Background(), prof, Plan{MinRounds: 1, Prior: prior, Fill: Fill{Pairs: 6, MaxBytes: 8 << 30}}, 100, rand.New(rand.NewPCG(15, 15)), nil)
+		if out.Rounds != 2*len(prof.Jobs) {
+			t.Errorf("%d rounds after a window of 4; want the 2 a job that 6 need", out.Rounds)
+		}
+	})
+}
+
+// TestEtaOfAFill: a filling measurement past the regular byte budget
+// still has an end in sight: its rounds run under the fill's ceiling.
+func TestEtaOfAFill(t *testing.T) {
+	js := &jobState{rounds: 3, lastTime: time.Second, halfWidth: math.Inf(1)}
+	plan := Plan{MinRounds: 2, Precision: 0.03, MaxBytes: 512 << 20, Fill: Fill{Pairs: 6, MaxBytes: 1536 << 20}}
+	if d := eta([]*jobState{js}, plan, 600<<20, 0, 10, 30*time.Second); d < 3*time.Second {
+		t.Errorf("eta %s with 3 fill rounds of 1 s to go; want at least 3 s", d)
+	}
+	plan.Fill = Fill{}
+	if d := eta([]*jobState{js}, plan, 600<<20, 0, 10, 30*time.Second); d != 0 {
+		t.Errorf("eta %s past the byte budget without a fill; want 0", d)
 	}
 }

@@ -21,7 +21,7 @@ func TestMeasureSmallFiles(t *testing.T) {
 	job := fio.Job{Workload: measure.SmallFiles, Files: 100, Timeout: time.Minute}
 	prof := fio.Profile{Name: "sf", Steady: true, MinRounds: 6, Jobs: []fio.Job{job}}
 	out := s.Measure(context.Background(), prof, Plan{Rounds: 6}, 1, rand.New(rand.NewPCG(3, 4)), nil)
-	if len(out.Samples) != 6*4 || out.Stop != StopRounds {
+	if len(out.Samples) != 6*4 || out.Stop != measure.StopRounds {
 		t.Fatalf("%d samples, stop %s; want 24, rounds", len(out.Samples), out.Stop)
 	}
 	for _, sm := range out.Samples {

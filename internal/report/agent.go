@@ -109,6 +109,43 @@ func writeAgentEngine(ew *errWriter, a Agent, name string, conf float64) {
 		e.Warnings = append(e.Warnings, "no successful steady cycle yet")
 	}
 	writeEngineBody(ew, e, conf, steadyTitle, coldTitle)
+	for _, o := range []*api.EngineOverhead{steady, cold} {
+		if line := pendingText(o, a.Overhead.GeneratedAt); line != "" {
+			ew.printf("  %s\n", line)
+		}
+	}
+}
+
+// pendingText says, for a mode whose results lack an interval for want of
+// rounds, how many the shortest has and when the next cycle comes ("" when
+// every result has its interval): "steady: no interval yet: 4 of 6 rounds;
+// the next cycle at 18:00 UTC".
+func pendingText(o *api.EngineOverhead, now time.Time) string {
+	if o == nil || o.IntervalRounds <= 0 {
+		return ""
+	}
+	fewest := -1
+	for _, r := range o.Results {
+		if r.Target == measure.TargetHost {
+			continue
+		}
+		if ov, ok := r.Overhead[measure.HeadlineMetric(r.Workload)]; ok && ov.N < o.IntervalRounds && (fewest < 0 || ov.N < fewest) {
+			fewest = ov.N
+		}
+	}
+	if fewest < 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s: no interval yet: %d of %d rounds", o.Mode, fewest, o.IntervalRounds)
+	if o.NextCycleAt != nil {
+		t := o.NextCycleAt.UTC()
+		if n := now.UTC(); t.YearDay() == n.YearDay() && t.Year() == n.Year() {
+			s += "; the next cycle at " + t.Format("15:04 UTC")
+		} else {
+			s += "; the next cycle at " + t.Format("2 Jan 15:04 UTC")
+		}
+	}
+	return s
 }
 
 // lastCycle is the newest cycle of the engine and mode in cycles.
@@ -140,7 +177,7 @@ func cycleText(c api.Cycle) string {
 	if c.Rounds > 0 {
 		s += fmt.Sprintf(", %d rounds", c.Rounds)
 		if c.StopReason != "" {
-			s += " (stopped by " + c.StopReason + ")"
+			s += " (stopped by " + string(c.StopReason) + ")"
 		}
 	}
 	if c.DurationSeconds > 0 {
@@ -148,6 +185,16 @@ func cycleText(c api.Cycle) string {
 	}
 	if c.BytesWritten > 0 {
 		s += ", " + formatBytes(c.BytesWritten) + " written"
+	}
+	if p := c.Running; p != nil {
+		s += "; now " + p.Phase
+		if p.Workload != "" {
+			s += " on " + string(p.Workload)
+		}
+		s += fmt.Sprintf(", %d rounds done, %s written", p.RoundsDone, formatBytes(p.BytesWritten))
+		if p.EstimatedEnd != nil {
+			s += ", ends about " + p.EstimatedEnd.UTC().Format("15:04:05 UTC")
+		}
 	}
 	return s
 }

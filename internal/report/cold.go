@@ -22,28 +22,11 @@ type Cold struct {
 	noCopyUp bool
 }
 
-// NewCold summarises a cold measurement; lists are never nil.
-func NewCold(samples []measure.Sample, copyUp []measure.CopyUpSample, reflink *bool, confidence float64) *Cold {
-	c := &Cold{Results: measure.Summarize(samples, confidence), Samples: samples,
-		CopyUp: measure.CopyUp{Reflink: reflink, Samples: copyUp}}
-	c.CopyUp.Sizes, c.CopyUp.CostSecondsPerMiB = measure.SummarizeCopyUp(copyUp, confidence)
-	if c.Results == nil {
-		c.Results = []measure.Result{}
-	}
-	if c.Samples == nil {
-		c.Samples = []measure.Sample{}
-	}
-	if c.CopyUp.Sizes == nil {
-		c.CopyUp.Sizes = []measure.CopyUpSize{}
-	}
-	if c.CopyUp.Samples == nil {
-		c.CopyUp.Samples = []measure.CopyUpSample{}
-	}
-	return c
-}
-
-// WithLookup adds the cold rounds' lookups and first creates.
-func (c *Cold) WithLookup(samples []measure.LookupSample, confidence float64) *Cold {
-	c.Lookup = measure.NewLookup(samples, confidence)
-	return c
+// NewCold summarises a cold measurement: its fsync samples as steady
+// results are, its copy-up and lookups as the API's detail of a cold
+// cycle has them (measure.NewCopyUp, measure.NewLookup); lists are never
+// nil.
+func NewCold(samples []measure.Sample, copyUp []measure.CopyUpSample, reflink *bool, lookup []measure.LookupSample, confidence float64) *Cold {
+	return &Cold{Results: measure.NonNil(measure.Summarize(samples, confidence)), Samples: measure.NonNil(samples),
+		CopyUp: *measure.NewCopyUp(copyUp, reflink, confidence), Lookup: measure.NewLookup(lookup, confidence)}
 }

@@ -62,14 +62,13 @@ type Engine struct {
 	BytesWritten    int64   `json:"bytes_written"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	// Rounds is the number of rounds run (each runs one job on every
-	// target); StopReason says what ended them: precision, bytes, time,
-	// rounds or canceled. LayoutBytes is what laying out the job files wrote
-	// (part of BytesWritten).
-	Rounds      int              `json:"rounds"`
-	StopReason  string           `json:"stop_reason"`
-	LayoutBytes int64            `json:"layout_bytes"`
-	Results     []measure.Result `json:"results"`
-	Samples     []measure.Sample `json:"samples"`
+	// target); StopReason says what ended them. LayoutBytes is what laying
+	// out the job files wrote (part of BytesWritten).
+	Rounds      int                `json:"rounds"`
+	StopReason  measure.StopReason `json:"stop_reason"`
+	LayoutBytes int64              `json:"layout_bytes"`
+	Results     []measure.Result   `json:"results"`
+	Samples     []measure.Sample   `json:"samples"`
 	// Cold is the cold-path measurement, present in modes cold and both.
 	Cold *Cold `json:"cold,omitempty"`
 }

@@ -74,7 +74,7 @@ func writeEngine(ew *errWriter, r Run, e Engine, conf float64) {
 	if len(e.Results) > 0 || e.BytesWritten > 0 {
 		rounds := roundsText(r.Rounds)
 		if r.Rounds == 0 && e.Rounds > 0 {
-			rounds = fmt.Sprintf("%d rounds (adaptive, stopped by %s)", e.Rounds, orDash(e.StopReason))
+			rounds = fmt.Sprintf("%d rounds (adaptive, stopped by %s)", e.Rounds, orDash(string(e.StopReason)))
 		}
 		ew.printf("  measurement:  profile %s, %s, %s, %s written\n",
 			orDash(r.Profile), rounds, formatDuration(e.DurationSeconds), formatBytes(e.BytesWritten))

@@ -42,6 +42,36 @@ func (s *Store) StartCycle(ctx context.Context, c *Cycle) error {
 	return nil
 }
 
+// ClaimRounds records, for a cycle StartCycle recorded before it knew
+// them (an API trigger records its cycles at once, to answer with their
+// ids), the engine facts and the round numbers it claims: first_round and
+// rounds, which NextRound counts from then on, as it does a cycle started
+// with them.
+func (s *Store) ClaimRounds(ctx context.Context, c *Cycle) error {
+	if c.ID == 0 {
+		return errors.New("claim rounds: cycle was not started (id 0)")
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE cycles SET
+	driver = ?, backing_fs = ?, engine_version = ?, fio_version = ?, first_round = ?, rounds = ?
+WHERE id = ? AND result = ?`,
+			c.Driver, c.BackingFS, c.EngineVersion, c.FioVersion, c.FirstRound, c.Rounds, c.ID, ResultRunning)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("cycle %d is not running", c.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("claim rounds of cycle %d: %w", c.ID, err)
+	}
+	return nil
+}
+
 // FinishCycle records the outcome of a cycle StartCycle recorded: result,
 // reason, message, finish time, rounds, bytes, first round, engine facts,
 // results, and all its samples, in one transaction, so a reader (or an

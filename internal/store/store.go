@@ -101,12 +101,8 @@ type Cycle struct {
 	FirstRound   int
 	Rounds       int // rounds completed
 	BytesWritten int64
-	// StopReason says what ended the cycle's rounds: precision (the
-	// published intervals were narrow enough), bytes or time (the cycle's
-	// budgets), rounds (a fixed count), decided (confirmation rounds that
-	// reached their verdict) or canceled; empty before schema 3 and for
-	// cycles that never measured.
-	StopReason string
+	// StopReason says what ended the cycle's rounds.
+	StopReason measure.StopReason
 	Samples    []measure.Sample // raw fio figures, one per (round, target, workload)
 	Results    []measure.Result // overheads computed at the end of the cycle
 	// Cold cycles only: the copy-up timings, and whether the data root's

@@ -881,3 +881,35 @@ func TestUpgradeFromJobNames(t *testing.T) {
 		t.Errorf("RecentSamples after the upgrade: %v\n%s\nwant\n%s", err, asJSON(t, recent), asJSON(t, wantRecent))
 	}
 }
+
+// TestClaimRounds: a cycle recorded before it knew its rounds (an API
+// trigger's) claims them while it runs; NextRound counts them as it does
+// a cycle started with them, and a finished cycle claims nothing.
+func TestClaimRounds(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	c := &Cycle{Engine: "e", Mode: "steady", Trigger: "api", StartedAt: t0}
+	if err := s.StartCycle(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.NextRound(ctx, "e", "steady"); n != 1 {
+		t.Fatalf("NextRound before the claim = %d, want 1", n)
+	}
+	c.FirstRound, c.Rounds, c.Driver = 1, 40, "overlay2"
+	if err := s.ClaimRounds(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.NextRound(ctx, "e", "steady"); n != 41 {
+		t.Errorf("NextRound after claiming rounds 1-40 = %d, want 41", n)
+	}
+	if got, err := s.Cycle(ctx, c.ID); err != nil || got.Result != ResultRunning || got.Driver != "overlay2" || got.Rounds != 40 {
+		t.Errorf("claimed cycle = %+v, %v", got, err)
+	}
+	c.Result = ResultOK
+	if err := s.FinishCycle(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimRounds(ctx, c); err == nil {
+		t.Error("a finished cycle claimed rounds")
+	}
+}

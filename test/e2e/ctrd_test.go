@@ -1,44 +1,42 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
-	"errors"
-	"io"
 	"slices"
 	"strings"
 	"testing"
 
-	containersapi "github.com/containerd/containerd/api/services/containers/v1"
-	contentapi "github.com/containerd/containerd/api/services/content/v1"
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
-	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	"github.com/containerd/containerd/api/types"
+	ctd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/typeurl/v2"
 	"github.com/opencontainers/go-digest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/types/known/anypb"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/layerprobe/layerprobe/internal/testsupport/testdaemon"
 )
 
-// ctrd is a containerd client of the test's own, on containerd's gRPC
-// services, so the checks do not depend on layerprobe's engine code.
+// ctrd is a containerd client of the test's own, on containerd's v2
+// client, so the checks do not depend on layerprobe's engine code.
 type ctrd struct {
-	conn *grpc.ClientConn
-	ctx  context.Context // carries the namespace
+	api *ctd.Client
+	ctx context.Context // carries the namespace
 }
 
 func newCtrd(t *testing.T, d *testdaemon.Daemon) *ctrd {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+strings.TrimPrefix(d.Host, "unix://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	api, err := ctd.New(strings.TrimPrefix(d.Host, "unix://"), ctd.WithDefaultNamespace(ctrdNamespace))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return &ctrd{conn: conn, ctx: metadata.AppendToOutgoingContext(context.Background(), "containerd-namespace", ctrdNamespace)}
+	t.Cleanup(func() { api.Close() })
+	return &ctrd{api: api, ctx: namespaces.WithNamespace(context.Background(), ctrdNamespace)}
 }
 
 // ctrdObjects lists objects of one kind or another by name.
@@ -57,28 +55,28 @@ const managedFilter = `labels."io.layerprobe.managed"==true`
 func (c *ctrd) labelled(t *testing.T, snapshotter string) ctrdObjects {
 	t.Helper()
 	var o ctrdObjects
-	ctrs, err := containersapi.NewContainersClient(c.conn).List(c.ctx, &containersapi.ListContainersRequest{Filters: []string{managedFilter}})
+	ctrs, err := c.api.Containers(c.ctx, managedFilter)
 	must(t, err)
-	for _, ct := range ctrs.Containers {
-		o.containers = append(o.containers, ct.ID)
-		if _, err := tasksapi.NewTasksClient(c.conn).Get(c.ctx, &tasksapi.GetRequest{ContainerID: ct.ID}); err == nil {
-			o.tasks = append(o.tasks, ct.ID)
+	for _, ct := range ctrs {
+		o.containers = append(o.containers, ct.ID())
+		if _, err := ct.Task(c.ctx, nil); err == nil {
+			o.tasks = append(o.tasks, ct.ID())
 		}
 	}
 	o.snapshots = c.snapshots(t, snapshotter, managedFilter)
-	imgs, err := imagesapi.NewImagesClient(c.conn).List(c.ctx, &imagesapi.ListImagesRequest{Filters: []string{managedFilter}})
+	imgs, err := c.api.ImageService().List(c.ctx, managedFilter)
 	must(t, err)
-	for _, i := range imgs.Images {
+	for _, i := range imgs {
 		o.images = append(o.images, i.Name)
 	}
-	ls, err := leasesapi.NewLeasesClient(c.conn).List(c.ctx, &leasesapi.ListRequest{Filters: []string{managedFilter}})
+	ls, err := c.api.LeasesService().List(c.ctx, managedFilter)
 	must(t, err)
-	for _, l := range ls.Leases {
+	for _, l := range ls {
 		o.leases = append(o.leases, l.ID)
 	}
-	sts, err := contentapi.NewContentClient(c.conn).ListStatuses(c.ctx, &contentapi.ListStatusesRequest{})
+	sts, err := c.api.ContentStore().ListStatuses(c.ctx)
 	must(t, err)
-	for _, s := range sts.Statuses {
+	for _, s := range sts {
 		if strings.HasPrefix(s.Ref, "layerprobe-") {
 			o.ingests = append(o.ingests, s.Ref)
 		}
@@ -89,19 +87,12 @@ func (c *ctrd) labelled(t *testing.T, snapshotter string) ctrdObjects {
 // snapshots lists the names of the snapshots that match filters.
 func (c *ctrd) snapshots(t *testing.T, snapshotter string, filters ...string) []string {
 	t.Helper()
-	stream, err := snapshotsapi.NewSnapshotsClient(c.conn).List(c.ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: snapshotter, Filters: filters})
-	must(t, err)
 	var names []string
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return names
-		}
-		must(t, err)
-		for _, i := range resp.Info {
-			names = append(names, i.Name)
-		}
-	}
+	must(t, c.api.SnapshotService(snapshotter).Walk(c.ctx, func(_ context.Context, i snapshots.Info) error {
+		names = append(names, i.Name)
+		return nil
+	}, filters...))
+	return names
 }
 
 func (c *ctrd) snapshotNames(t *testing.T, snapshotter string) []string {
@@ -123,55 +114,46 @@ type foreignObjects struct {
 func (c *ctrd) makeForeign(t *testing.T, snapshotter string) foreignObjects {
 	t.Helper()
 	f := foreignObjects{container: "layerprobe-probe-kubelet", image: "registry.example/app:1", lease: "kubelet-lease", snapshot: "kubelet-snap"}
-	_, err := leasesapi.NewLeasesClient(c.conn).Create(c.ctx, &leasesapi.CreateRequest{ID: f.lease, Labels: map[string]string{"io.layerprobe.managed": "false"}})
+	_, err := c.api.LeasesService().Create(c.ctx, leases.WithID(f.lease), leases.WithLabels(map[string]string{"io.layerprobe.managed": "false"}))
 	must(t, err)
-	lctx := metadata.AppendToOutgoingContext(c.ctx, "containerd-lease", f.lease)
+	lctx := leases.WithLease(c.ctx, f.lease)
 	blob := []byte(`{"app":"someone else's"}`)
-	f.blob = digest.FromBytes(blob).String()
-	w, err := contentapi.NewContentClient(c.conn).Write(lctx)
+	desc := ocispec.Descriptor{MediaType: "application/json", Digest: digest.FromBytes(blob), Size: int64(len(blob))}
+	f.blob = desc.Digest.String()
+	must(t, content.WriteBlob(lctx, c.api.ContentStore(), "kubelet-blob", bytes.NewReader(blob), desc))
+	_, err = c.api.ImageService().Create(lctx, images.Image{Name: f.image, Target: desc,
+		Labels: map[string]string{"io.cri-containerd.image": "managed"}})
 	must(t, err)
-	for _, req := range []*contentapi.WriteContentRequest{
-		{Action: contentapi.WriteAction_WRITE, Ref: "kubelet-blob", Data: blob},
-		{Action: contentapi.WriteAction_COMMIT, Ref: "kubelet-blob", Total: int64(len(blob)), Offset: int64(len(blob)), Expected: f.blob},
-	} {
-		must(t, w.Send(req))
-		_, err := w.Recv()
-		must(t, err)
-	}
-	must(t, w.CloseSend())
-	_, err = imagesapi.NewImagesClient(c.conn).Create(lctx, &imagesapi.CreateImageRequest{Image: &imagesapi.Image{Name: f.image,
-		Target: &types.Descriptor{MediaType: "application/json", Digest: f.blob, Size: int64(len(blob))},
-		Labels: map[string]string{"io.cri-containerd.image": "managed"}}})
+	_, err = c.api.SnapshotService(snapshotter).Prepare(lctx, f.snapshot, "", snapshots.WithLabels(map[string]string{"owner": "kubelet"}))
 	must(t, err)
-	_, err = snapshotsapi.NewSnapshotsClient(c.conn).Prepare(lctx, &snapshotsapi.PrepareSnapshotRequest{Snapshotter: snapshotter, Key: f.snapshot,
-		Labels: map[string]string{"owner": "kubelet"}})
+	spec, err := typeurl.MarshalAny(&specs.Spec{Version: "1.0.2"})
 	must(t, err)
-	_, err = containersapi.NewContainersClient(c.conn).Create(c.ctx, &containersapi.CreateContainerRequest{Container: &containersapi.Container{
+	_, err = c.api.ContainerService().Create(c.ctx, containers.Container{
 		ID: f.container, Image: f.image, Snapshotter: snapshotter, SnapshotKey: f.snapshot,
-		Runtime: &containersapi.Container_Runtime{Name: "io.containerd.runc.v2"},
-		Spec:    &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: []byte(`{"ociVersion":"1.0.2"}`)},
+		Runtime: containers.RuntimeInfo{Name: "io.containerd.runc.v2"},
+		Spec:    spec,
 		Labels:  map[string]string{"io.kubernetes.pod.name": "app"},
-	}})
+	})
 	must(t, err)
 	return f
 }
 
 func (c *ctrd) checkForeign(t *testing.T, f foreignObjects) {
 	t.Helper()
-	if _, err := containersapi.NewContainersClient(c.conn).Get(c.ctx, &containersapi.GetContainerRequest{ID: f.container}); err != nil {
+	if _, err := c.api.ContainerService().Get(c.ctx, f.container); err != nil {
 		t.Errorf("foreign container %s: %v", f.container, err)
 	}
-	if _, err := imagesapi.NewImagesClient(c.conn).Get(c.ctx, &imagesapi.GetImageRequest{Name: f.image}); err != nil {
+	if _, err := c.api.ImageService().Get(c.ctx, f.image); err != nil {
 		t.Errorf("foreign image %s: %v", f.image, err)
 	}
-	if _, err := snapshotsapi.NewSnapshotsClient(c.conn).Stat(c.ctx, &snapshotsapi.StatSnapshotRequest{Snapshotter: "overlayfs", Key: f.snapshot}); err != nil {
+	if _, err := c.api.SnapshotService("overlayfs").Stat(c.ctx, f.snapshot); err != nil {
 		t.Errorf("foreign snapshot %s: %v", f.snapshot, err)
 	}
-	if _, err := contentapi.NewContentClient(c.conn).Info(c.ctx, &contentapi.InfoRequest{Digest: f.blob}); err != nil {
+	if _, err := c.api.ContentStore().Info(c.ctx, digest.Digest(f.blob)); err != nil {
 		t.Errorf("foreign blob %s: %v", f.blob, err)
 	}
-	ls, err := leasesapi.NewLeasesClient(c.conn).List(c.ctx, &leasesapi.ListRequest{Filters: []string{"id==" + f.lease}})
-	if err != nil || len(ls.GetLeases()) != 1 {
-		t.Errorf("foreign lease %s: %v, %d found", f.lease, err, len(ls.GetLeases()))
+	ls, err := c.api.LeasesService().List(c.ctx, "id=="+f.lease)
+	if err != nil || len(ls) != 1 {
+		t.Errorf("foreign lease %s: %v, %d found", f.lease, err, len(ls))
 	}
 }

@@ -169,7 +169,9 @@ func (r badRequest) send(t *testing.T, base string) (int, http.Header, []byte) {
 }
 
 // checkErrorShape asserts the JSON error shape: exactly
-// {"error": {"code": "...", "message": "..."}} with a documented code.
+// {"error": {"code": "...", "message": "..."}} with a documented code, and
+// in a conflict the one documented extension, the running cycle's
+// positive "cycle_id".
 func checkErrorShape(h http.Header, b []byte, code string) error {
 	if ct := h.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		return fmt.Errorf("Content-Type %q", ct)
@@ -179,6 +181,12 @@ func checkErrorShape(h http.Header, b []byte, code string) error {
 		return fmt.Errorf("not the JSON error shape: %v", err)
 	}
 	e, ok := raw["error"]
+	if id, has := e["cycle_id"]; has && e["code"] == "conflict" {
+		if n, isNum := id.(float64); !isNum || n < 1 {
+			return fmt.Errorf("cycle_id %v: want the running cycle's id: %s", id, b)
+		}
+		delete(e, "cycle_id")
+	}
 	if len(raw) != 1 || !ok || len(e) != 2 {
 		return fmt.Errorf("not the JSON error shape: %s", b)
 	}

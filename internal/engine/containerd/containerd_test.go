@@ -1,7 +1,12 @@
 package containerd
 
 import (
+	"context"
 	"testing"
+
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -51,7 +56,11 @@ func TestProbeSpecCgroupNamespaceAndAppArmor(t *testing.T) {
 		{BindSource: "/lp"},
 		{BindSource: "/lp", HostCgroupNamespace: true, AppArmorProfile: "cri-containerd.apparmor.d"},
 	} {
-		s := probeSpec("k8s.io", "abc", ps)
+		ctx := namespaces.WithNamespace(context.Background(), "k8s.io")
+		s, err := oci.GenerateSpec(ctx, nil, &containers.Container{ID: "abc"}, probeSpec("abc", ps)...)
+		if err != nil {
+			t.Fatalf("%+v: %v", ps, err)
+		}
 		for _, ns := range s.Linux.Namespaces {
 			if ns.Type == specs.CgroupNamespace {
 				t.Errorf("%+v: the task has a cgroup namespace of its own", ps)

@@ -2,17 +2,14 @@ package containerd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
-	containersapi "github.com/containerd/containerd/api/services/containers/v1"
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	"github.com/containerd/containerd/api/types/task"
+	ctd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"github.com/containerd/typeurl/v2"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 )
@@ -28,12 +25,12 @@ import (
 // tmpfs).
 func (c *Client) Containers(ctx context.Context, env []string) ([]engine.Container, error) {
 	ctx = c.ns(ctx)
-	resp, err := c.containers.List(ctx, &containersapi.ListContainersRequest{})
+	list, err := c.api.Containers(ctx)
 	if err != nil {
-		return nil, c.fail("list containers", native(err))
+		return nil, c.fail("list containers", err)
 	}
-	out := make([]engine.Container, 0, len(resp.Containers))
-	for _, cont := range resp.Containers {
+	out := make([]engine.Container, 0, len(list))
+	for _, cont := range list {
 		ct, ok, err := c.container(ctx, cont, env)
 		if errdefs.IsNotFound(err) {
 			continue
@@ -50,27 +47,35 @@ func (c *Client) Containers(ctx context.Context, env []string) ([]engine.Contain
 
 // container reads what the advisor needs of one container; ok is false for
 // one of layerprobe's own or one without a running task.
-func (c *Client) container(ctx context.Context, info *containersapi.Container, env []string) (ct engine.Container, ok bool, err error) {
+func (c *Client) container(ctx context.Context, cont ctd.Container, env []string) (ct engine.Container, ok bool, err error) {
+	info, err := cont.Info(ctx, ctd.WithoutRefreshedMetadata)
+	if err != nil {
+		return ct, false, err
+	}
 	if info.Labels[engine.LabelManaged] == "true" {
 		return ct, false, nil
 	}
-	proc, err := c.taskProcess(ctx, info.ID, "")
+	task, err := cont.Task(ctx, nil)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return ct, false, nil // created, never started or already gone
 		}
 		return ct, false, c.fail("get the task of container "+shortID(info.ID), err)
 	}
-	if proc.Status != task.Status_RUNNING {
+	st, err := task.Status(ctx)
+	if err != nil {
+		return ct, false, err
+	}
+	if st.Status != ctd.Running {
 		return ct, false, nil
 	}
-	spec, err := decodeSpec(info)
+	spec, err := specOf(info)
 	if err != nil {
 		return ct, false, err
 	}
 	ct = engine.Container{
-		ID: info.ID, Name: info.ID, Image: info.Image, StartedAt: info.CreatedAt.AsTime(),
-		Pid: int(proc.Pid), Driver: info.Snapshotter,
+		ID: info.ID, Name: info.ID, Image: info.Image, StartedAt: info.CreatedAt,
+		Pid: int(task.Pid()), Driver: info.Snapshotter,
 	}
 	// The kubelet names its containers by label; the ID is a hash.
 	if n := info.Labels["io.kubernetes.container.name"]; n != "" {
@@ -80,8 +85,8 @@ func (c *Client) container(ctx context.Context, info *containersapi.Container, e
 		}
 	}
 	if info.Image != "" {
-		if img, err := c.images.Get(ctx, &imagesapi.GetImageRequest{Name: info.Image}); err == nil && img.Image.GetTarget() != nil {
-			ct.ImageID = img.Image.Target.Digest
+		if img, err := c.api.ImageService().Get(ctx, info.Image); err == nil {
+			ct.ImageID = img.Target.Digest.String()
 		}
 	}
 	if info.SnapshotKey != "" && info.Snapshotter != "" {
@@ -104,55 +109,35 @@ func (c *Client) container(ctx context.Context, info *containersapi.Container, e
 	return ct, true, nil
 }
 
-// taskProcess is the state of a container's task (execID "") or of one of
-// its execs.
-func (c *Client) taskProcess(ctx context.Context, id, execID string) (*task.Process, error) {
-	resp, err := c.tasks.Get(ctx, &tasksapi.GetRequest{ContainerID: id, ExecID: execID})
-	if err != nil {
-		return nil, native(err)
-	}
-	return resp.Process, nil
-}
-
-// getContainer reads one container's record.
-func (c *Client) getContainer(ctx context.Context, id string) (*containersapi.Container, error) {
-	resp, err := c.containers.Get(ctx, &containersapi.GetContainerRequest{ID: id})
-	if err != nil {
-		return nil, native(err)
-	}
-	return resp.Container, nil
-}
-
-// decodeSpec reads a container's OCI runtime spec, which containerd keeps
-// as JSON in a typed Any.
-func decodeSpec(info *containersapi.Container) (*specs.Spec, error) {
-	var s specs.Spec
-	if info.Spec == nil {
-		return nil, fmt.Errorf("container %s has no spec", shortID(info.ID))
-	}
-	if err := json.Unmarshal(info.Spec.Value, &s); err != nil {
-		return nil, fmt.Errorf("read the spec of container %s: %w", shortID(info.ID), err)
-	}
-	return &s, nil
-}
-
 // ContainerLayerSize is the snapshotter's own figure for the size of a
 // container's writable layer: the usage of its active snapshot, which the
 // snapshotter computes on request by walking it.
 func (c *Client) ContainerLayerSize(ctx context.Context, id string) (int64, error) {
 	ctx = c.ns(ctx)
-	info, err := c.getContainer(ctx, id)
+	info, err := c.api.ContainerService().Get(ctx, id)
 	if err != nil {
 		return 0, c.fail("inspect container "+shortID(id), err)
 	}
 	if info.SnapshotKey == "" || info.Snapshotter == "" {
 		return 0, fmt.Errorf("engine %s: container %s has no snapshot", c.name, shortID(id))
 	}
-	u, err := c.snapshots.Usage(ctx, &snapshotsapi.UsageRequest{Snapshotter: info.Snapshotter, Key: info.SnapshotKey})
+	u, err := c.api.SnapshotService(info.Snapshotter).Usage(ctx, info.SnapshotKey)
 	if err != nil {
-		return 0, c.fail("get the snapshot usage of container "+shortID(id), native(err))
+		return 0, c.fail("get the snapshot usage of container "+shortID(id), err)
 	}
 	return u.Size, nil
+}
+
+// specOf decodes the OCI runtime spec of a container's record.
+func specOf(info containers.Container) (*oci.Spec, error) {
+	if info.Spec == nil {
+		return nil, fmt.Errorf("container %s has no spec", shortID(info.ID))
+	}
+	var s oci.Spec
+	if err := typeurl.UnmarshalTo(info.Spec, &s); err != nil {
+		return nil, fmt.Errorf("read the spec of container %s: %w", shortID(info.ID), err)
+	}
+	return &s, nil
 }
 
 func shortID(id string) string {

@@ -1,9 +1,11 @@
 package containerd
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,13 +14,11 @@ import (
 	"testing"
 	"time"
 
-	containersapi "github.com/containerd/containerd/api/services/containers/v1"
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
-	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	"github.com/containerd/errdefs"
-	"github.com/opencontainers/image-spec/identity"
+	ctd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/layerprobe/layerprobe/internal/cgroup"
 	"github.com/layerprobe/layerprobe/internal/engine"
@@ -133,6 +133,7 @@ func TestProbeLifecycle(t *testing.T) {
 	if _, err := cgroup.Of(os.Getpid(), p.ContainerID); err == nil {
 		t.Errorf("cgroup.Of of this test's process accepted container %s", p.ContainerID)
 	}
+	checkSeccomp(t, c, p)
 	// The advisor never sees layerprobe's own probe, but can size a layer.
 	if cs, err := c.Containers(ctx, []string{"PATH"}); err != nil || len(cs) != 0 {
 		t.Errorf("Containers = %+v, %v; want none (the probe is layerprobe's)", cs, err)
@@ -185,23 +186,69 @@ func TestProbeLifecycle(t *testing.T) {
 func labelled(t *testing.T, c *Client) int {
 	t.Helper()
 	ctx := c.ns(testCtx(t))
-	ctrs, err := c.containers.List(ctx, &containersapi.ListContainersRequest{Filters: []string{managedFilter}})
+	ctrs, err := c.api.ContainerService().List(ctx, managedFilter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	imgs, err := c.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{managedFilter}})
+	imgs, err := c.api.ImageService().List(ctx, managedFilter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := c.leases.List(ctx, &leasesapi.ListRequest{Filters: []string{managedFilter}})
+	ls, err := c.api.LeasesService().List(ctx, managedFilter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn, err := c.listSnapshots(ctx, managedFilter)
+	n := 0
+	err = c.api.SnapshotService(c.snapshotter).Walk(ctx, func(context.Context, snapshots.Info) error { n++; return nil }, managedFilter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ctrs.Containers) + len(imgs.Images) + len(ls.Leases) + len(sn)
+	return len(ctrs) + len(imgs) + len(ls) + n
+}
+
+// checkSeccomp checks that the probe runs under containerd's default
+// seccomp profile, as Docker's and Podman's probes run under theirs: the
+// container's spec carries it, and the kernel filters the task's process
+// (Seccomp: 2 in /proc/<pid>/status).
+func checkSeccomp(t *testing.T, c *Client, p *engine.Probe) {
+	t.Helper()
+	ctx := c.ns(testCtx(t))
+	cont, err := c.api.LoadContainer(ctx, p.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := cont.Spec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Linux == nil || spec.Linux.Seccomp == nil || spec.Linux.Seccomp.DefaultAction != specs.ActErrno || len(spec.Linux.Seccomp.Syscalls) == 0 {
+		t.Errorf("the probe's spec has no default seccomp profile: %+v", spec.Linux)
+	}
+	if spec.Process == nil || spec.Process.Capabilities == nil || len(spec.Process.Capabilities.Bounding) != 0 || !spec.Process.NoNewPrivileges {
+		t.Errorf("the probe's process keeps capabilities or may gain privileges: %+v", spec.Process)
+	}
+	if got := seccompMode(t, p.Pid); got != "2" {
+		t.Errorf("Seccomp of the probe task's process %d = %q, want 2 (filtered)", p.Pid, got)
+	}
+}
+
+// seccompMode is the Seccomp field of /proc/<pid>/status: 0 none, 1
+// strict, 2 filtered.
+func seccompMode(t *testing.T, pid int) string {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Seccomp:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("/proc/%d/status has no Seccomp field", pid)
+	return ""
 }
 
 // Container starts and stops of others count as churn; the probe's own and
@@ -238,16 +285,15 @@ func TestContainerChurn(t *testing.T) {
 
 	// Someone else's container: started and killed.
 	nctx := c.ns(ctx)
-	startUnmanaged(t, c, nctx, ref, "someone-else")
-	if err := c.deleteProcess(nctx, "someone-else", ""); err != nil {
+	cont := startUnmanaged(t, c, nctx, ref, "someone-else")
+	task, err := cont.Task(nctx, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.containers.Delete(nctx, &containersapi.DeleteContainerRequest{ID: "someone-else"}); err != nil {
+	if _, err := task.Delete(nctx, ctd.WithProcessKill); err != nil {
 		t.Fatal(err)
 	}
-	// containerd's garbage collector may remove the snapshot first, once
-	// no container refers to it (as RemoveProbe allows for).
-	if err := c.removeSnapshot(nctx, c.snapshotter, "someone-else"); err != nil && !errdefs.IsNotFound(err) {
+	if err := cont.Delete(nctx, ctd.WithSnapshotCleanup); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)
@@ -310,17 +356,15 @@ func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	nctx := c.ns(ctx)
-	cont, err := c.getContainer(nctx, p.ContainerID)
+	cont, err := c.api.LoadContainer(nctx, p.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := decodeSpec(cont)
+	pspec, err := c.execProcess(nctx, cont, []string{engine.ContainerHelper, "probe-helper", "idle"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pspec := *spec.Process
-	pspec.Args = []string{engine.ContainerHelper, "probe-helper", "idle"}
-	pAny, err := marshalSpec(&pspec, "Process")
+	task, err := cont.Task(nctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,24 +373,20 @@ func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr := filepath.Join(dir, "lp-orphan-stdout"), filepath.Join(dir, "lp-orphan-stderr")
-	for _, f := range []string{stdout, stderr} {
+	orphan := &orphanIO{cfg: cio.Config{Stdout: filepath.Join(dir, "lp-orphan-stdout"), Stderr: filepath.Join(dir, "lp-orphan-stderr")}}
+	for _, f := range []string{orphan.cfg.Stdout, orphan.cfg.Stderr} {
 		if err := syscall.Mkfifo(f, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = c.tasks.Exec(nctx, &tasksapi.ExecProcessRequest{ContainerID: p.ContainerID, ExecID: "lp-orphan",
-		Stdout: stdout, Stderr: stderr, Spec: pAny})
+	proc, err := task.Exec(nctx, "lp-orphan", pspec, func(string) (cio.IO, error) { return orphan, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The start blocks in the shim until the FIFOs have a reader: not
 	// cancelled here, as by a client that is gone.
 	started := make(chan error, 1)
-	go func() {
-		_, err := c.tasks.Start(nctx, &tasksapi.StartRequest{ContainerID: p.ContainerID, ExecID: "lp-orphan"})
-		started <- native(err)
-	}()
+	go func() { started <- proc.Start(nctx) }()
 
 	// runc has started the process before the shim opens the FIFOs: once
 	// the exec is in the probe's cgroup, the shim is at (or near) the open.
@@ -394,36 +434,34 @@ func TestRemoveProbeWithAnOrphanedExec(t *testing.T) {
 	}
 }
 
+// orphanIO is an exec's output that this process never reads: FIFOs it
+// made and left, as a layerprobe killed during the exec's start left them.
+type orphanIO struct{ cfg cio.Config }
+
+func (o *orphanIO) Config() cio.Config { return o.cfg }
+func (o *orphanIO) Cancel()            {}
+func (o *orphanIO) Wait()              {}
+func (o *orphanIO) Close() error       { return nil }
+
 // startUnmanaged starts a container that is not layerprobe's (no labels)
 // from image ref, with a task running the helper's idle process.
-func startUnmanaged(t *testing.T, c *Client, nctx context.Context, ref, id string) {
+func startUnmanaged(t *testing.T, c *Client, nctx context.Context, ref, id string) ctd.Container {
 	t.Helper()
-	img, err := c.images.Get(nctx, &imagesapi.GetImageRequest{Name: ref})
+	img, err := c.api.GetImage(nctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, err := c.resolveImage(nctx, img.Image.Target)
+	cont, err := c.api.NewContainer(nctx, id, ctd.WithSnapshotter(c.snapshotter), ctd.WithNewSnapshot(id, img),
+		ctd.WithNewSpec(oci.WithDefaultSpec(), oci.WithProcessArgs(engine.ContainerHelper, "probe-helper", "idle")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := marshalSpec(probeSpec(c.namespace, id, engine.ProbeSpec{WritableLayerOnly: true}), "Spec")
+	task, err := cont.NewTask(nctx, cio.NullIO)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.createContainer(nctx, "someone-else", &containersapi.Container{
-		ID: id, Image: ref, Runtime: &containersapi.Container_Runtime{Name: runtimeName}, Spec: spec,
-		Snapshotter: c.snapshotter, SnapshotKey: id}, identity.ChainID(i.diffIDs).String())
-	if err != nil {
+	if err := task.Start(nctx); err != nil {
 		t.Fatal(err)
 	}
-	prep, err := c.snapshots.Mounts(nctx, &snapshotsapi.MountsRequest{Snapshotter: c.snapshotter, Key: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.tasks.Create(nctx, &tasksapi.CreateTaskRequest{ContainerID: id, Rootfs: prep.Mounts}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.tasks.Start(nctx, &tasksapi.StartRequest{ContainerID: id}); err != nil {
-		t.Fatal(err)
-	}
+	return cont
 }

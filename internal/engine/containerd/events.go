@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	eventsapi "github.com/containerd/containerd/api/services/events/v1"
-	"github.com/containerd/containerd/api/types"
-	"google.golang.org/protobuf/encoding/protowire"
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/v2/core/events"
+	"github.com/containerd/typeurl/v2"
 )
 
 // churnKeep is how long container events are remembered: longer than any
@@ -76,29 +76,14 @@ func (w *churnWatch) subscribe(ctx context.Context) error {
 	for i, t := range churnTopics {
 		filters[i] = "namespace==" + w.c.namespace + "," + t
 	}
-	stream, err := w.c.events.Subscribe(ctx, &eventsapi.SubscribeRequest{Filters: filters})
-	if err != nil {
-		return native(err)
-	}
-	envs, errs := make(chan *types.Envelope), make(chan error, 1)
-	go func() {
-		for {
-			env, err := stream.Recv()
-			if err != nil {
-				errs <- native(err)
-				return
-			}
-			select {
-			case envs <- env:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	envs, errs := w.c.api.Subscribe(ctx, filters...)
 	first := true
 	for {
 		select {
-		case env := <-envs:
+		case env, ok := <-envs:
+			if !ok {
+				return errors.New("event stream ended")
+			}
 			w.record(env)
 		case err := <-errs:
 			return err
@@ -118,90 +103,40 @@ func (w *churnWatch) subscribe(ctx context.Context) error {
 	}
 }
 
-// taskEvent is what a task event (TaskStart, TaskExit, TaskDelete) says of
-// whose process it is: the container, and the exec ("" or the container's
-// ID for its task's own process).
-type taskEvent struct {
-	topic       string
-	containerID string
-	execID      string
-}
-
-// Field numbers in containerd's task events (api/events/task.proto).
-var taskEventFields = map[string]struct{ containerID, execID protowire.Number }{
-	"containerd.events.TaskStart":  {1, 0},
-	"containerd.events.TaskExit":   {1, 2},
-	"containerd.events.TaskDelete": {1, 5},
-}
-
-// decodeTaskEvent reads the task event an envelope carries, by the name in
-// its type URL; ok is false for any other event or one that does not
-// parse. The two string fields are read off the wire: the generated event
-// types would link a second protobuf runtime (gogo's, through typeurl).
-func decodeTaskEvent(env *types.Envelope) (e taskEvent, ok bool) {
-	name := env.GetEvent().GetTypeUrl()
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
+// churnOf says whose container an event started or stopped; ok is false
+// for any other event, and for the exit of an exec'd process.
+func churnOf(env *events.Envelope) (containerID string, ok bool) {
+	if env == nil || env.Event == nil {
+		return "", false
 	}
-	fields, ok := taskEventFields[name]
-	if !ok {
-		return e, false
+	v, err := typeurl.UnmarshalAny(env.Event)
+	if err != nil {
+		return "", false
 	}
-	e.topic = name
-	b := env.GetEvent().GetValue()
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return e, false
-		}
-		b = b[n:]
-		if typ == protowire.BytesType && (num == fields.containerID || num == fields.execID) {
-			v, n := protowire.ConsumeString(b)
-			if n < 0 {
-				return e, false
-			}
-			if num == fields.containerID {
-				e.containerID = v
-			} else {
-				e.execID = v
-			}
-			b = b[n:]
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return e, false
-		}
-		b = b[n:]
+	switch e := v.(type) {
+	case *apievents.TaskStart:
+		return e.ContainerID, true
+	case *apievents.TaskExit:
+		// An exec's exit names the exec; the task's own names the
+		// container.
+		return e.ContainerID, e.ID == e.ContainerID
+	case *apievents.TaskDelete:
+		return e.ContainerID, e.ID == "" || e.ID == e.ContainerID
 	}
-	return e, true
+	return "", false
 }
 
 // record keeps the time of a start or stop of someone else's container;
 // layerprobe's own probes and the exits of exec'd processes do not count.
-func (w *churnWatch) record(env *types.Envelope) {
-	e, ok := decodeTaskEvent(env)
-	if !ok {
-		return
-	}
-	id := e.containerID
-	switch e.topic {
-	case "containerd.events.TaskExit":
-		if e.execID != e.containerID {
-			return // an exec'd process, not the container
-		}
-	case "containerd.events.TaskDelete":
-		if e.execID != "" && e.execID != e.containerID {
-			return
-		}
-	}
-	if strings.HasPrefix(id, probeIDPrefix) {
+func (w *churnWatch) record(env *events.Envelope) {
+	id, ok := churnOf(env)
+	if !ok || strings.HasPrefix(id, probeIDPrefix) {
 		return
 	}
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.times = append(w.times, env.GetTimestamp().AsTime())
+	w.times = append(w.times, env.Timestamp)
 	cut := 0
 	for cut < len(w.times) && now.Sub(w.times[cut]) > churnKeep {
 		cut++

@@ -1,20 +1,24 @@
 package containerd
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"regexp"
 	"strings"
 	"time"
 
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
-	"github.com/containerd/containerd/api/types"
+	ctd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go"
@@ -46,10 +50,10 @@ var ownerRE = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 // on the configured snapshotter, and returns its name,
 // layerprobe-probe:<digest[:12]>. An image labelled with im's digest is
 // reused; otherwise the root file system is written into the content store
-// as an OCI image of its layers and unpacked. Nothing is ever pulled. The import
-// runs under a labelled lease, so a process killed half way leaves nothing
-// a sweep (or containerd's garbage collector, once the lease expires)
-// would not remove.
+// as an OCI image of its layers and unpacked. Nothing is ever pulled. The
+// import runs under a labelled lease, so a process killed half way leaves
+// nothing a sweep (or containerd's garbage collector, once the lease
+// expires) would not remove.
 func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner string) (string, error) {
 	if im == nil || len(im.Digest) < 12 || !ownerRE.MatchString(im.Digest) {
 		return "", errors.New("ensure probe image: image has no valid digest")
@@ -59,20 +63,20 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 	}
 	ctx = c.ns(ctx)
 	ref := engine.ImageRepository + ":" + im.Digest[:12]
+	is := c.api.ImageService()
 
-	existing, err := c.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{labelFilter(engine.LabelDigest, im.Digest)}})
+	existing, err := is.List(ctx, labelFilter(engine.LabelDigest, im.Digest))
 	if err != nil {
-		return "", c.fail("list probe images", native(err))
+		return "", c.fail("list probe images", err)
 	}
-	for _, img := range existing.Images {
+	lctx, done, err := c.tempLease(ctx, owner)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	for _, img := range existing {
 		if img.Name == ref {
-			lctx, done, err := c.tempLease(ctx, owner)
-			if err != nil {
-				return "", err
-			}
-			err = c.unpackImage(lctx, img, owner)
-			done()
-			if err != nil {
+			if err := c.unpack(lctx, img, owner); err != nil {
 				return "", err
 			}
 			c.logger.Debug("reusing probe image", "image", ref)
@@ -80,31 +84,21 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 		}
 	}
 
-	lctx, done, err := c.tempLease(ctx, owner)
-	if err != nil {
-		return "", err
-	}
-	defer done()
-
 	labels := c.labels(owner, "image", "")
 	labels[engine.LabelDigest] = im.Digest
 	target, err := c.writeImage(lctx, im, owner, labels)
 	if err != nil {
 		return "", err
 	}
-	created, err := c.images.Create(lctx, &imagesapi.CreateImageRequest{Image: &imagesapi.Image{Name: ref, Target: &types.Descriptor{
-		MediaType: target.MediaType, Digest: target.Digest.String(), Size: target.Size}, Labels: labels}})
-	img := created.GetImage()
-	if err = native(err); errdefs.IsAlreadyExists(err) {
+	img, err := is.Create(lctx, images.Image{Name: ref, Target: target, Labels: labels})
+	if errdefs.IsAlreadyExists(err) {
 		// Another layerprobe process imported the same image meanwhile.
-		var got *imagesapi.GetImageResponse
-		got, err = c.images.Get(lctx, &imagesapi.GetImageRequest{Name: ref})
-		img, err = got.GetImage(), native(err)
+		img, err = is.Get(lctx, ref)
 	}
 	if err != nil {
 		return "", c.fail("create probe image", err)
 	}
-	if err := c.unpackImage(lctx, img, owner); err != nil {
+	if err := c.unpack(lctx, img, owner); err != nil {
 		return "", err
 	}
 	c.logger.Info("imported probe image", "image", ref, "bytes", im.Size())
@@ -113,22 +107,23 @@ func (c *Client) EnsureImage(ctx context.Context, im *probeimage.Image, owner st
 
 // tempLease creates a lease that keeps what is made under the returned
 // context from the garbage collector until done deletes it. It expires by
-// itself after importLease, and carries layerprobe's labels (role import),
+// itself after importLease and carries layerprobe's labels (role import),
 // so that a process killed half way leaves nothing a sweep or containerd
-// would not remove.
+// would not remove. The client's own calls (unpacking, creating a
+// container) take this lease instead of making one of their own, which
+// would carry no label and last a day.
 func (c *Client) tempLease(ctx context.Context, owner string) (lctx context.Context, done func(), err error) {
-	labels := c.labels(owner, roleImport, "")
-	labels["containerd.io/gc.expire"] = time.Now().Add(importLease).Format(time.RFC3339)
-	l, err := c.leases.Create(ctx, &leasesapi.CreateRequest{ID: randomID() + "-layerprobe", Labels: labels})
+	ls := c.api.LeasesService()
+	l, err := ls.Create(ctx, leases.WithID(randomID()+"-layerprobe"), leases.WithExpiration(importLease),
+		leases.WithLabels(c.labels(owner, roleImport, "")))
 	if err != nil {
-		return nil, nil, c.fail("create import lease", native(err))
+		return nil, nil, c.fail("create import lease", err)
 	}
-	id := l.Lease.ID
-	return withLease(ctx, id), func() {
+	return leases.WithLease(ctx, l.ID), func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if _, err := c.leases.Delete(dctx, &leasesapi.DeleteRequest{ID: id}); err != nil && !errdefs.IsNotFound(native(err)) {
-			c.logger.Warn("delete import lease", "lease", id, "err", err)
+		if err := ls.Delete(dctx, l); err != nil && !errdefs.IsNotFound(err) {
+			c.logger.Warn("delete import lease", "lease", l.ID, "err", err)
 		}
 	}, nil
 }
@@ -143,13 +138,14 @@ func randomID() string {
 // writeImage writes im's layers, an image config and a manifest into the
 // content store and returns the manifest's descriptor.
 func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner string, labels map[string]string) (ocispec.Descriptor, error) {
+	cs := c.api.ContentStore()
 	// The garbage collector follows these labels from the manifest (which
 	// the image record holds) to the config and the layers.
 	refs := map[string]string{}
 	var layers []ocispec.Descriptor
 	var diffIDs []string
 	for i := range im.Layers() {
-		layer, err := c.writeLayer(ctx, im, i, owner)
+		layer, err := c.writeLayer(ctx, cs, im, i, owner)
 		if err != nil {
 			return ocispec.Descriptor{}, err
 		}
@@ -159,7 +155,7 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 		refs[fmt.Sprintf("containerd.io/gc.ref.content.l.%d", i)] = layer.Digest.String()
 	}
 	cfg := probeimage.Config(labels, diffIDs)
-	cfgDesc, err := c.writeJSON(ctx, ocispec.MediaTypeImageConfig, cfg, owner, nil)
+	cfgDesc, err := c.writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, owner, nil)
 	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
@@ -170,66 +166,83 @@ func (c *Client) writeImage(ctx context.Context, im *probeimage.Image, owner str
 		Layers:    layers,
 	}
 	refs["containerd.io/gc.ref.content.config"] = cfgDesc.Digest.String()
-	return c.writeJSON(ctx, ocispec.MediaTypeImageManifest, manifest, owner, refs)
+	return c.writeJSON(ctx, cs, ocispec.MediaTypeImageManifest, manifest, owner, refs)
 }
 
 // writeLayer streams layer i of im as a tar into the content store. Its
 // digest is known only once it is written, so it is committed with the
-// digest computed on the way.
-func (c *Client) writeLayer(ctx context.Context, im *probeimage.Image, i int, owner string) (ocispec.Descriptor, error) {
-	w, err := c.openBlob(ctx, fmt.Sprintf("%s%s-layer-%s.%d", ingestPrefix, owner, im.Digest[:12], i))
+// digest the store computed on the way.
+func (c *Client) writeLayer(ctx context.Context, cs content.Store, im *probeimage.Image, i int, owner string) (ocispec.Descriptor, error) {
+	w, err := content.OpenWriter(ctx, cs, content.WithRef(fmt.Sprintf("%s%s-layer-%s.%d", ingestPrefix, owner, im.Digest[:12], i)))
 	if err != nil {
 		return ocispec.Descriptor{}, c.fail("open content writer", err)
 	}
-	defer w.close()
-	if err := im.WriteLayer(w, i); err != nil {
-		if u := c.asUnreachable(err); u != nil {
+	defer w.Close()
+	// Start from zero, whatever a killed import of the same owner left in
+	// the ingest.
+	if err := w.Truncate(0); err != nil {
+		return ocispec.Descriptor{}, c.fail("reset content writer", err)
+	}
+	cw := &countWriter{w: w}
+	if err := im.WriteLayer(cw, i); err != nil {
+		if u := c.reach.Unreachable(err); u != nil {
 			return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", u)
 		}
 		return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", err)
 	}
-	desc, err := w.commit(nil)
-	if err != nil {
+	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: w.Digest(), Size: cw.n}
+	if err := w.Commit(ctx, cw.n, desc.Digest); err != nil && !errdefs.IsAlreadyExists(err) {
 		return ocispec.Descriptor{}, c.fail("commit probe image layer", err)
 	}
-	desc.MediaType = ocispec.MediaTypeImageLayer
 	return desc, nil
 }
 
-func (c *Client) writeJSON(ctx context.Context, mediaType string, v any, owner string, labels map[string]string) (ocispec.Descriptor, error) {
+// writeJSON writes v as one blob, with labels.
+func (c *Client) writeJSON(ctx context.Context, cs content.Store, mediaType string, v any, owner string, labels map[string]string) (ocispec.Descriptor, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", err)
 	}
-	ref := ingestPrefix + owner + "-" + digest.FromBytes(b).Encoded()[:12]
-	desc, err := c.writeBlob(ctx, ref, b, labels)
-	if err != nil {
+	desc := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b))}
+	ref := ingestPrefix + owner + "-" + desc.Digest.Encoded()[:12]
+	if err := content.WriteBlob(ctx, cs, ref, bytes.NewReader(b), desc, content.WithLabels(labels)); err != nil {
 		return ocispec.Descriptor{}, c.fail("write "+mediaType, err)
 	}
-	desc.MediaType = mediaType
 	return desc, nil
 }
 
-// unpackImage unpacks img on the configured snapshotter unless it is
-// already; the layer snapshot carries layerprobe's labels. ctx carries a
-// lease.
-func (c *Client) unpackImage(ctx context.Context, img *imagesapi.Image, owner string) error {
-	i, err := c.resolveImage(ctx, img.Target)
-	if err != nil {
-		return c.fail("read probe image "+img.Name, err)
-	}
-	ok, err := c.isUnpacked(ctx, i, c.snapshotter)
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	return n, err
+}
+
+// unpack unpacks img on the configured snapshotter unless it is already.
+// The layer snapshots carry layerprobe's labels when owner is set (a
+// user-named image's do not). ctx carries a lease.
+func (c *Client) unpack(ctx context.Context, img images.Image, owner string) error {
+	i := ctd.NewImage(c.api, img)
+	ok, err := i.IsUnpacked(ctx, c.snapshotter)
 	if err != nil {
 		return c.fail("check probe image "+img.Name, err)
 	}
 	if ok {
 		return nil
 	}
-	var labels map[string]string
+	var opts []ctd.UnpackOpt
 	if owner != "" {
-		labels = c.labels(owner, roleLayer, "")
+		labels := c.labels(owner, roleLayer, "")
+		opts = append(opts, func(_ context.Context, uc *ctd.UnpackConfig) error {
+			uc.SnapshotOpts = append(uc.SnapshotOpts, snapshots.WithLabels(labels))
+			return nil
+		})
 	}
-	if err := c.unpack(ctx, i, c.snapshotter, labels); err != nil {
+	if err := i.Unpack(ctx, c.snapshotter, opts...); err != nil {
 		return c.fail("unpack probe image "+img.Name+" on snapshotter "+c.snapshotter, err)
 	}
 	return nil
@@ -244,24 +257,13 @@ func (c *Client) CheckImage(ctx context.Context, ref string) error {
 		return errors.New("check probe image: empty image reference")
 	}
 	ctx = c.ns(ctx)
-	got, err := c.images.Get(ctx, &imagesapi.GetImageRequest{Name: ref})
-	if err = native(err); errdefs.IsNotFound(err) {
+	img, err := c.api.ImageService().Get(ctx, ref)
+	if errdefs.IsNotFound(err) {
 		return fmt.Errorf("check probe image: %q is not present in namespace %s of engine %s and layerprobe never pulls; import it yourself (ctr -n %s images import): %w",
 			ref, c.namespace, c.name, c.namespace, engine.ErrImageNotFound)
 	}
 	if err != nil {
 		return c.fail("check probe image", err)
-	}
-	i, err := c.resolveImage(ctx, got.Image.Target)
-	if err != nil {
-		return c.fail("read probe image "+ref, err)
-	}
-	ok, err := c.isUnpacked(ctx, i, c.snapshotter)
-	if err != nil {
-		return c.fail("check probe image "+ref, err)
-	}
-	if ok {
-		return nil
 	}
 	// The user's image is not layerprobe's: its layers get no labels, and
 	// the lease that holds them while they are unpacked is not owned.
@@ -270,10 +272,7 @@ func (c *Client) CheckImage(ctx context.Context, ref string) error {
 		return err
 	}
 	defer done()
-	if err := c.unpack(lctx, i, c.snapshotter, nil); err != nil {
-		return c.fail("unpack probe image "+ref+" on snapshotter "+c.snapshotter, err)
-	}
-	return nil
+	return c.unpack(lctx, img, "")
 }
 
 // labels are what layerprobe puts on everything it creates; engineName ""

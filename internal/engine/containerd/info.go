@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	introspectionapi "github.com/containerd/containerd/api/services/introspection/v1"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 	"golang.org/x/sys/unix"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 )
@@ -22,19 +21,18 @@ const snapshotterPlugin = "io.containerd.snapshotter.v1"
 // (btrfs on a root that is not btrfs), is an error naming it.
 func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 	ctx = c.ns(ctx)
-	ver, err := c.version.Version(ctx, &emptypb.Empty{})
-	err = native(err)
+	ver, err := c.api.Version(ctx)
 	if err != nil {
-		if u := c.asUnreachable(err); u != nil {
+		// The client passes the version service's gRPC error as it is.
+		err = errgrpc.ToNative(err)
+		if u := c.reach.Unreachable(err); u != nil {
 			return engine.Info{}, u
 		}
 		return engine.Info{}, c.fail("get containerd version", err)
 	}
-	resp, err := c.intro.Plugins(ctx, &introspectionapi.PluginsRequest{Filters: []string{
-		fmt.Sprintf("type==%s,id==%s", snapshotterPlugin, c.snapshotter),
-	}})
+	resp, err := c.api.IntrospectionService().Plugins(ctx, fmt.Sprintf("type==%s,id==%s", snapshotterPlugin, c.snapshotter))
 	if err != nil {
-		return engine.Info{}, c.fail("list snapshotters", native(err))
+		return engine.Info{}, c.fail("list snapshotters", err)
 	}
 	if len(resp.Plugins) == 0 {
 		return engine.Info{}, fmt.Errorf("engine %s: containerd at %s has no snapshotter %q", c.name, c.Endpoint(), c.snapshotter)

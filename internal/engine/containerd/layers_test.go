@@ -5,7 +5,7 @@ import (
 	"path"
 	"testing"
 
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
+	"github.com/containerd/containerd/v2/core/images"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 	"github.com/layerprobe/layerprobe/internal/helper"
@@ -25,11 +25,15 @@ func TestColdImageInLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.images.Get(c.ns(ctx), &imagesapi.GetImageRequest{Name: ref})
+	got, err := c.api.GetImage(c.ns(ctx), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, err := c.resolveImage(c.ns(ctx), got.Image.Target)
+	m, err := images.Manifest(c.ns(ctx), got.ContentStore(), got.Target(), got.Platform())
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffIDs, err := got.RootFS(c.ns(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +41,12 @@ func TestColdImageInLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(i.layers) != 1+probeimage.TreeLayers || len(i.diffIDs) != len(streams) {
-		t.Fatalf("%d layers, %d diff IDs; want %d", len(i.layers), len(i.diffIDs), 1+probeimage.TreeLayers)
+	if len(m.Layers) != 1+probeimage.TreeLayers || len(diffIDs) != len(streams) {
+		t.Fatalf("%d layers, %d diff IDs; want %d", len(m.Layers), len(diffIDs), 1+probeimage.TreeLayers)
 	}
 	for k, s := range streams {
-		if i.diffIDs[k].Encoded() != s.DiffID {
-			t.Errorf("layer %d: diff ID %s, want %s", k, i.diffIDs[k], s.DiffID)
+		if diffIDs[k].Encoded() != s.DiffID {
+			t.Errorf("layer %d: diff ID %s, want %s", k, diffIDs[k], s.DiffID)
 		}
 	}
 	p, err := c.StartProbe(ctx, engine.ProbeSpec{Engine: "test", Image: ref, Owner: "lp1-boot-1-1", Mode: measure.ModeCold, WritableLayerOnly: true})

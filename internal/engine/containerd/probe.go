@@ -5,35 +5,31 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
-	containersapi "github.com/containerd/containerd/api/services/containers/v1"
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	"github.com/containerd/containerd/api/types/task"
+	ctd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/contrib/seccomp"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/defaults"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
-	"github.com/opencontainers/image-spec/identity"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
-// Probe limits, as on a Docker engine: they bound what a misbehaving job
-// can take from the host.
 const (
-	probePidsLimit   = 64
-	probeMemoryBytes = 512 << 20
-	probeIDPrefix    = "layerprobe-probe-"
-	killTimeout      = 10 * time.Second
+	probeIDPrefix = "layerprobe-probe-"
+	killTimeout   = 10 * time.Second
 	// taskDeleteTimeout bounds deleteTask's attempts at a task whose shim
 	// keeps refusing the delete.
 	taskDeleteTimeout = 30 * time.Second
@@ -43,12 +39,13 @@ const (
 
 // StartProbe creates the probe container (with its own snapshot on the
 // configured snapshotter, both labelled) and starts its task, the helper's
-// idle process. The container is locked down like a Docker probe: its own
-// network namespace with no interface but lo, no capabilities, no new
-// privileges, bounded pids and memory, no terminal. The host scratch
-// directory is bind-mounted unless spec.WritableLayerOnly; containerd has
-// no named volumes, so the probe has none. On any failure what was created
-// is removed again.
+// idle process. The container is locked down like a Docker probe:
+// containerd's default spec (its own network namespace with lo only, the
+// usual masks, no device access), no capabilities, no new privileges,
+// containerd's default seccomp profile, bounded pids, memory and open
+// files, no terminal. The host scratch directory is bind-mounted unless
+// spec.WritableLayerOnly; containerd has no named volumes, so the probe has
+// none. On any failure what was created is removed again.
 func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engine.Probe, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("start probe: %w", err)
@@ -73,90 +70,106 @@ func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engi
 		}
 	}()
 
-	img, err := c.images.Get(ctx, &imagesapi.GetImageRequest{Name: spec.Image})
+	img, err := c.api.GetImage(ctx, spec.Image)
 	if err != nil {
-		return p, c.fail("get probe image "+spec.Image, native(err))
+		return p, c.fail("get probe image "+spec.Image, err)
 	}
-	m, err := c.resolveImage(ctx, img.Image.Target)
+	cont, err := c.newContainer(ctx, spec.Owner, id,
+		ctd.WithImageName(img.Name()),
+		ctd.WithSnapshotter(c.snapshotter),
+		ctd.WithNewSnapshot(id, img, snapshots.WithLabels(labels)),
+		ctd.WithRuntime(defaults.DefaultRuntime, nil),
+		ctd.WithContainerLabels(labels),
+		ctd.WithNewSpec(probeSpec(id, spec)...),
+	)
 	if err != nil {
-		return p, c.fail("read probe image "+spec.Image, err)
+		return p, c.fail("create probe container", err)
 	}
-	ospec := probeSpec(c.namespace, id, spec)
-	if spec.DeviceWriteIOPS > 0 {
-		if err := withWriteIOPS(ospec, spec.DevicePath, spec.DeviceWriteIOPS); err != nil {
-			return p, fmt.Errorf("start probe: %w", err)
-		}
-	}
-	specAny, err := marshalSpec(ospec, "Spec")
+	// The idle process writes nothing; its output goes nowhere.
+	task, err := cont.NewTask(ctx, cio.NullIO)
 	if err != nil {
-		return p, fmt.Errorf("start probe: %w", err)
+		return p, c.fail("create probe task", err)
 	}
-	if err := c.createContainer(ctx, spec.Owner, &containersapi.Container{
-		ID: id, Labels: labels, Image: img.Image.Name, Runtime: &containersapi.Container_Runtime{Name: runtimeName},
-		Spec: specAny, Snapshotter: c.snapshotter, SnapshotKey: id,
-	}, identity.ChainID(m.diffIDs).String()); err != nil {
+	if err := task.Start(ctx); err != nil {
+		return p, c.fail("start probe task", err)
+	}
+	if err := c.waitRunning(ctx, task); err != nil {
 		return p, err
 	}
-	mounts, err := c.snapshots.Mounts(ctx, &snapshotsapi.MountsRequest{Snapshotter: c.snapshotter, Key: id})
-	if err != nil {
-		return p, c.fail("get the probe's root file system", native(err))
-	}
-	// The idle process writes nothing; its output goes nowhere (no FIFOs).
-	created, err := c.tasks.Create(ctx, &tasksapi.CreateTaskRequest{ContainerID: id, Rootfs: mounts.Mounts})
-	if err != nil {
-		return p, c.fail("create probe task", native(err))
-	}
-	if _, err := c.tasks.Start(ctx, &tasksapi.StartRequest{ContainerID: id}); err != nil {
-		return p, c.fail("start probe task", native(err))
-	}
-	if err := c.waitRunning(ctx, id); err != nil {
-		return p, err
-	}
-	p.LayerDir = c.upperDir(ctx, id)
+	p.LayerDir = c.upperDirOf(ctx, c.snapshotter, id)
 	// The task's PID is in containerd's PID namespace, the host's for a
 	// containerd on the node; the probe session checks it against the
 	// container's cgroup path (/<namespace>/<id> by default, which names
 	// the container ID) before the host arm joins its CPU cgroups.
-	p.Pid = int(created.Pid)
+	p.Pid = int(task.Pid())
 	c.logger.Debug("probe started", "container", id, "image", spec.Image, "snapshotter", c.snapshotter, "layer_dir", p.LayerDir, "pid", p.Pid)
 	return p, nil
 }
 
-// createContainer prepares the container's snapshot on parent and creates
-// the container. Both happen under a lease: until the container refers to
-// it, nothing else keeps the new snapshot from containerd's garbage
-// collector, which a deletion elsewhere may run at any moment.
-func (c *Client) createContainer(ctx context.Context, owner string, ct *containersapi.Container, parent string) error {
+// probeSpec is the probe's OCI runtime spec: containerd's default for a
+// Linux container, with the helper's idle process, no capabilities, the
+// probe's limits, the bind mount and, last, the default seccomp profile,
+// which allows a syscall by the capabilities the process has (so it must
+// follow them).
+func probeSpec(id string, ps engine.ProbeSpec) []oci.SpecOpts {
+	opts := []oci.SpecOpts{
+		oci.WithDefaultSpec(),
+		oci.WithProcessArgs(engine.ContainerHelper, "probe-helper", "idle"),
+		oci.WithProcessCwd("/"),
+		oci.WithHostname(id[:min(len(id), 63)]),
+		oci.WithCapabilities(nil),
+		oci.WithNoNewPrivileges,
+		oci.WithPidsLimit(engine.ProbePidsLimit),
+		oci.WithMemoryLimit(engine.ProbeMemoryBytes),
+		oci.WithRlimit(&specs.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: engine.ProbeNoFile, Soft: engine.ProbeNoFile}),
+	}
+	if !ps.WritableLayerOnly {
+		opts = append(opts, oci.WithMounts([]specs.Mount{{
+			Type: "bind", Source: ps.BindSource, Destination: engine.ContainerBind,
+			Options: []string{"rbind", "rw"},
+		}}))
+	}
+	if ps.DeviceWriteIOPS > 0 {
+		opts = append(opts, withWriteIOPS(ps.DevicePath, ps.DeviceWriteIOPS))
+	}
+	// No cgroup namespace (containerd's default spec has none): the task
+	// shares containerd's, the host's, whatever ps.HostCgroupNamespace
+	// says. The agent's AppArmor profile, when it asks, lets it open the
+	// task's namespace file (package cgroup).
+	if ps.AppArmorProfile != "" {
+		opts = append(opts, oci.WithApparmorProfile(ps.AppArmorProfile))
+	}
+	return append(opts, seccomp.WithDefaultProfile())
+}
+
+// newContainer creates a container under a labelled lease: until the
+// container refers to its new snapshot, the lease is what keeps the
+// snapshot from containerd's garbage collector, which a deletion elsewhere
+// may run at any moment, and a process killed meanwhile leaves a lease the
+// sweep finds.
+func (c *Client) newContainer(ctx context.Context, owner, id string, opts ...ctd.NewContainerOpts) (ctd.Container, error) {
 	lctx, done, err := c.tempLease(ctx, owner)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer done()
-	_, err = c.snapshots.Prepare(lctx, &snapshotsapi.PrepareSnapshotRequest{Snapshotter: ct.Snapshotter, Key: ct.SnapshotKey,
-		Parent: parent, Labels: ct.Labels})
-	if err != nil {
-		return c.fail("create the snapshot of container "+ct.ID, native(err))
-	}
-	if _, err = c.containers.Create(lctx, &containersapi.CreateContainerRequest{Container: ct}); err != nil {
-		return c.fail("create container "+ct.ID, native(err))
-	}
-	return nil
+	return c.api.NewContainer(lctx, id, opts...)
 }
 
 // waitRunning fails early when the probe's process exited at once (a
 // user-named image without the helper, say).
-func (c *Client) waitRunning(ctx context.Context, id string) error {
+func (c *Client) waitRunning(ctx context.Context, task ctd.Task) error {
 	deadline := time.Now().Add(runningTimeout)
 	delay := 10 * time.Millisecond
 	for {
-		st, err := c.taskProcess(ctx, id, "")
+		st, err := task.Status(ctx)
 		if err != nil {
 			return c.fail("probe task status", err)
 		}
 		switch st.Status {
-		case task.Status_RUNNING:
+		case ctd.Running:
 			return nil
-		case task.Status_STOPPED:
+		case ctd.Stopped:
 			return fmt.Errorf("start probe task on engine %s: it exited at once with code %d", c.name, st.ExitStatus)
 		}
 		if time.Now().After(deadline) {
@@ -171,22 +184,17 @@ func (c *Client) waitRunning(ctx context.Context, id string) error {
 	}
 }
 
-// upperDir is the host directory the probe's writes land in, when the
+// upperDirOf is the host directory a snapshot's writes land in, when the
 // snapshotter's mounts tell it: overlay's upperdir, native's bind source.
-// btrfs mounts a subvolume by id, so it stays "" there.
-func (c *Client) upperDir(ctx context.Context, key string) string {
-	return c.upperDirOf(ctx, c.snapshotter, key)
-}
-
-// upperDirOf is upperDir for a snapshot of the given snapshotter: the
-// advisor's containers need not use the measured one.
+// btrfs mounts a subvolume by id, so it stays "" there. The advisor's
+// containers need not use the measured snapshotter.
 func (c *Client) upperDirOf(ctx context.Context, snapshotter, key string) string {
-	resp, err := c.snapshots.Mounts(ctx, &snapshotsapi.MountsRequest{Snapshotter: snapshotter, Key: key})
+	mounts, err := c.api.SnapshotService(snapshotter).Mounts(ctx, key)
 	if err != nil {
 		c.logger.Debug("snapshot mounts", "snapshot", key, "err", err)
 		return ""
 	}
-	for _, m := range resp.Mounts {
+	for _, m := range mounts {
 		for _, o := range m.Options {
 			if d, ok := strings.CutPrefix(o, "upperdir="); ok {
 				return d
@@ -201,32 +209,22 @@ func (c *Client) upperDirOf(ctx context.Context, snapshotter, key string) string
 
 // withWriteIOPS throttles the container's writes to one block device
 // (tests inject a real slowdown with it).
-func withWriteIOPS(s *specs.Spec, device string, iops uint64) error {
-	var st unix.Stat_t
-	if err := unix.Stat(device, &st); err != nil {
-		return fmt.Errorf("throttle %s: %w", device, err)
+func withWriteIOPS(device string, iops uint64) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		var st unix.Stat_t
+		if err := unix.Stat(device, &st); err != nil {
+			return fmt.Errorf("throttle %s: %w", device, err)
+		}
+		if s.Linux.Resources.BlockIO == nil {
+			s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{}
+		}
+		dev := specs.LinuxThrottleDevice{Rate: iops}
+		// Rdev is uint64 on Linux and int32 on darwin, where this builds too.
+		rdev := uint64(st.Rdev) //nolint:unconvert
+		dev.Major, dev.Minor = int64(unix.Major(rdev)), int64(unix.Minor(rdev))
+		s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice = append(s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice, dev)
+		return nil
 	}
-	if s.Linux.Resources.BlockIO == nil {
-		s.Linux.Resources.BlockIO = &specs.LinuxBlockIO{}
-	}
-	dev := specs.LinuxThrottleDevice{Rate: iops}
-	dev.Major, dev.Minor = int64(unix.Major(uint64(st.Rdev))), int64(unix.Minor(uint64(st.Rdev)))
-	s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice = append(s.Linux.Resources.BlockIO.ThrottleWriteIOPSDevice, dev)
-	return nil
-}
-
-// specTypeURL is how containerd names the runtime spec's types in an Any
-// (their JSON is the value).
-const specTypeURL = "types.containerd.io/opencontainers/runtime-spec/1/"
-
-// marshalSpec wraps a spec or a process spec (kind "Spec", "Process") in
-// the Any containerd reads it from.
-func marshalSpec(v any, kind string) (*anypb.Any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode the OCI %s: %w", kind, err)
-	}
-	return &anypb.Any{TypeUrl: specTypeURL + kind, Value: b}, nil
 }
 
 // Exec runs argv in the probe's task and returns its output and exit code.
@@ -276,6 +274,26 @@ func (s *syncBuffer) Bytes() []byte {
 	return bytes.Clone(s.b.Bytes())
 }
 
+// execProcess is the process an exec runs: the probe's own (its user,
+// environment, capabilities, limits) with argv, and no terminal.
+func (c *Client) execProcess(ctx context.Context, cont ctd.Container, argv []string) (*specs.Process, error) {
+	info, err := cont.Info(ctx, ctd.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := specOf(info)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Process == nil {
+		return nil, errors.New("its spec has no process")
+	}
+	pspec := *spec.Process
+	pspec.Args = argv
+	pspec.Terminal = false
+	return &pspec, nil
+}
+
 // exec runs argv. When ctx ends first the process is killed and, with
 // killFio, every fio in the probe too, before the exec is deleted (which
 // waits until nothing holds its output open).
@@ -288,79 +306,76 @@ func (c *Client) exec(ctx context.Context, p *engine.Probe, argv []string, killF
 		return res, errors.New("exec in probe: empty command")
 	}
 	ctx = c.ns(ctx)
-	cont, err := c.getContainer(ctx, p.ContainerID)
+	cont, err := c.api.LoadContainer(ctx, p.ContainerID)
 	if err != nil {
 		return res, c.fail("load probe "+p.Name, err)
 	}
-	spec, err := decodeSpec(cont)
+	pspec, err := c.execProcess(ctx, cont, argv)
 	if err != nil {
 		return res, c.fail("read the spec of probe "+p.Name, err)
 	}
-	if spec.Process == nil {
-		return res, fmt.Errorf("exec in probe %s: its spec has no process", p.Name)
-	}
-	pspec := *spec.Process
-	pspec.Args = argv
-	pspec.Terminal = false
-	pAny, err := marshalSpec(&pspec, "Process")
+	task, err := cont.Task(ctx, nil)
 	if err != nil {
-		return res, fmt.Errorf("exec in probe: %w", err)
+		return res, c.fail("load the task of probe "+p.Name, err)
 	}
 
 	suffix := make([]byte, 8)
 	if _, err := rand.Read(suffix); err != nil {
 		return res, fmt.Errorf("exec in probe: %w", err)
 	}
-	execID := "lp-" + hex.EncodeToString(suffix)
+	// The output FIFOs go in the probe's own directory, where its removal
+	// finds them when this process is gone (readOrphanOutput).
 	var stdout, stderr syncBuffer
-	pio, err := newExecIO(ctx, probeFIFODir(p.ContainerID), execID, &stdout, &stderr)
+	proc, err := task.Exec(ctx, "lp-"+hex.EncodeToString(suffix), pspec,
+		cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr), cio.WithFIFODir(probeFIFODir(p.ContainerID))))
 	if err != nil {
-		return res, fmt.Errorf("exec in probe %s: %w", p.Name, err)
-	}
-	_, err = c.tasks.Exec(ctx, &tasksapi.ExecProcessRequest{ContainerID: p.ContainerID, ExecID: execID,
-		Stdout: pio.stdout, Stderr: pio.stderr, Spec: pAny})
-	if err != nil {
-		pio.close()
-		return res, c.fail("create exec in probe "+p.Name, native(err))
+		return res, c.fail("create exec in probe "+p.Name, err)
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		defer cancel()
-		if derr := c.deleteProcess(dctx, p.ContainerID, execID); derr != nil && !errdefs.IsNotFound(derr) {
-			c.logger.Debug("delete exec", "container", p.Name, "err", derr)
+		if _, derr := proc.Delete(dctx, ctd.WithProcessKill); derr != nil {
+			if !errdefs.IsNotFound(derr) {
+				c.logger.Debug("delete exec", "container", p.Name, "err", derr)
+			}
+			// Delete closes the FIFOs only once the exec is gone.
+			proc.IO().Close()
 		}
-		pio.close()
 	}()
-	// Wait is not cancelled with ctx: a cancelled Wait would report ctx's
-	// error, and when that raced ctx.Done below, the select could take it
-	// for the process's exit and wait for the output of an fio nobody had
-	// killed, to the end of its runtime.
-	exited := c.wait(context.WithoutCancel(ctx), p.ContainerID, execID)
+	// Wait is not cancelled with ctx: a cancelled Wait reports an exit
+	// status carrying ctx's error, and when that raced ctx.Done below, the
+	// select could take it for the process's exit and wait for the output
+	// of an fio nobody had killed, to the end of its runtime.
+	exited, err := proc.Wait(context.WithoutCancel(ctx))
+	if err != nil {
+		return res, c.fail("wait for exec in probe "+p.Name, err)
+	}
 	// Start is not cancelled with ctx: a Start abandoned by the client can
 	// still complete in containerd after the kill below found nothing to
 	// kill, and fio would then run to its end with nobody waiting. Once
 	// Start has answered, the process is there to be killed.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-	_, err = c.tasks.Start(sctx, &tasksapi.StartRequest{ContainerID: p.ContainerID, ExecID: execID})
+	err = proc.Start(sctx)
 	cancel()
 	if err != nil {
-		return res, c.fail("start exec in probe "+p.Name, native(err))
+		return res, c.fail("start exec in probe "+p.Name, err)
 	}
 	select {
 	case st := <-exited:
 		// The exit is reported once the process is gone; its output may
 		// still be in flight in the FIFOs.
-		pio.wait()
+		proc.IO().Wait()
 		res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-		if st.err != nil {
-			return res, c.fail("exec in probe "+p.Name, st.err)
+		code, _, err := st.Result()
+		if err != nil {
+			return res, c.fail("exec in probe "+p.Name, err)
 		}
-		res.ExitCode = int(st.code)
+		res.ExitCode = int(code)
 		return res, nil
 	case <-ctx.Done():
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 		defer cancel()
-		if kerr := c.kill(kctx, p.ContainerID, execID, false); kerr != nil && !errdefs.IsNotFound(kerr) {
+		if kerr := proc.Kill(kctx, syscall.SIGKILL); kerr != nil && !errdefs.IsNotFound(kerr) {
 			c.logger.Warn("kill a cancelled exec", "container", p.Name, "err", kerr)
 		}
 		if killFio {
@@ -382,28 +397,32 @@ func (c *Client) RemoveProbe(ctx context.Context, p *engine.Probe) error {
 		return err
 	}
 	// A container that was never created may have left its snapshot.
-	err := c.removeSnapshot(ctx, c.snapshotter, p.ContainerID)
+	err := c.api.SnapshotService(c.snapshotter).Remove(ctx, p.ContainerID)
 	if err != nil && !errdefs.IsNotFound(err) {
 		return c.fail("remove probe snapshot "+p.ContainerID, err)
 	}
 	return nil
 }
 
-// deleteTask kills a probe's task and deletes it. A refused delete (the
-// shim still busy with an orphaned exec, see readOrphanOutput) is tried
-// again until the task is gone or taskDeleteTimeout has passed.
-func (c *Client) deleteTask(ctx context.Context, id string) error {
+// deleteTask kills a probe's task and deletes it. The task is loaded anew
+// for each attempt: a task loaded while its shim could not answer (see
+// readOrphanOutput) carries pid 0, and the client's kill skips a task with
+// pid 0, so every delete of that task would be refused ("task must be
+// stopped before deletion") however long the shim has been answering
+// again. Each attempt's wait for the exit is bounded, and a refused delete
+// is tried again until the task is gone or taskDeleteTimeout has passed.
+func (c *Client) deleteTask(ctx context.Context, cont ctd.Container) error {
 	deadline := time.Now().Add(taskDeleteTimeout)
 	delay := 100 * time.Millisecond
 	for {
-		err := c.deleteProcess(ctx, id, "")
+		err := c.deleteTaskOnce(ctx, cont)
 		if err == nil || errdefs.IsNotFound(err) {
 			return nil
 		}
 		if time.Now().After(deadline) {
 			return err
 		}
-		c.logger.Debug("task delete refused; trying again", "container", id, "err", err)
+		c.logger.Debug("task delete refused; trying again", "container", cont.ID(), "err", err)
 		select {
 		case <-ctx.Done():
 			return err
@@ -413,10 +432,21 @@ func (c *Client) deleteTask(ctx context.Context, id string) error {
 	}
 }
 
+func (c *Client) deleteTaskOnce(ctx context.Context, cont ctd.Container) error {
+	ctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
+	task, err := cont.Task(ctx, nil)
+	if err != nil {
+		return err
+	}
+	_, err = task.Delete(ctx, ctd.WithProcessKill)
+	return err
+}
+
 // removeContainer deletes a container's task (killing it) and the
 // container with its snapshot; ctx carries the namespace.
 func (c *Client) removeContainer(ctx context.Context, id string) error {
-	cont, err := c.getContainer(ctx, id)
+	cont, err := c.api.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		_ = removeProbeFIFODir(id)
 		return nil
@@ -424,21 +454,16 @@ func (c *Client) removeContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return c.fail("load probe "+id, err)
 	}
-	// Before the task is asked about: that asks the shim, which may be
+	// Before the task is loaded: loading it asks the shim, which may be
 	// waiting for a reader of an orphaned exec's output.
 	release := readOrphanOutput(ctx, id)
-	err = c.deleteTask(ctx, id)
+	err = c.deleteTask(ctx, cont)
 	release()
 	if err != nil {
 		return c.fail("delete the task of probe "+id, err)
 	}
-	if _, err := c.containers.Delete(ctx, &containersapi.DeleteContainerRequest{ID: id}); err != nil && !errdefs.IsNotFound(native(err)) {
-		return c.fail("remove probe "+id, native(err))
-	}
-	if cont.SnapshotKey != "" && cont.Snapshotter != "" {
-		if err := c.removeSnapshot(ctx, cont.Snapshotter, cont.SnapshotKey); err != nil && !errdefs.IsNotFound(err) {
-			return c.fail("remove the snapshot of probe "+id, err)
-		}
+	if err := cont.Delete(ctx, ctd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return c.fail("remove probe "+id, err)
 	}
 	if err := removeProbeFIFODir(id); err != nil {
 		c.logger.Warn("remove the output FIFOs of a removed probe", "container", id, "err", err)

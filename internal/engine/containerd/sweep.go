@@ -3,14 +3,13 @@ package containerd
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 
-	containersapi "github.com/containerd/containerd/api/services/containers/v1"
-	contentapi "github.com/containerd/containerd/api/services/content/v1"
-	imagesapi "github.com/containerd/containerd/api/services/images/v1"
-	leasesapi "github.com/containerd/containerd/api/services/leases/v1"
-	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
+	ctd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/image-spec/identity"
 
@@ -27,10 +26,7 @@ import (
 // labelled. What vanishes meanwhile is skipped; one failure does not stop
 // the rest.
 func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (engine.SweepReport, error) {
-	dead := func(labels map[string]string) bool {
-		return alive == nil || !alive(labels[engine.LabelOwner])
-	}
-	return c.sweep(ctx, dead, alive, includeImages)
+	return c.sweep(ctx, engine.DeadOwner(alive), alive, includeImages)
 }
 
 // SweepStale is the sweep before a new probe session: as Sweep without
@@ -38,13 +34,7 @@ func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, inclu
 // same engine name, which can only be leftovers of a session that could
 // not be closed while containerd was down.
 func (c *Client) SweepStale(ctx context.Context, alive func(owner string) bool, owner, engineName string) (engine.SweepReport, error) {
-	dead := func(labels map[string]string) bool {
-		if owner != "" && labels[engine.LabelOwner] == owner && labels[engine.LabelEngine] == engineName {
-			return true
-		}
-		return alive == nil || !alive(labels[engine.LabelOwner])
-	}
-	return c.sweep(ctx, dead, alive, false)
+	return c.sweep(ctx, engine.StaleOwner(alive, owner, engineName), alive, false)
 }
 
 func (c *Client) sweep(ctx context.Context, dead func(map[string]string) bool, alive func(string) bool, includeImages bool) (engine.SweepReport, error) {
@@ -52,11 +42,11 @@ func (c *Client) sweep(ctx context.Context, dead func(map[string]string) bool, a
 	rep := engine.SweepReport{Containers: []string{}, Volumes: []string{}, Images: []string{}}
 	var errs []error
 
-	ctrs, err := c.containers.List(ctx, &containersapi.ListContainersRequest{Filters: []string{managedFilter}})
+	ctrs, err := c.api.ContainerService().List(ctx, managedFilter)
 	if err != nil {
-		return rep, c.fail("sweep: list containers", native(err))
+		return rep, c.fail("sweep: list containers", err)
 	}
-	for _, ctr := range ctrs.Containers {
+	for _, ctr := range ctrs {
 		if !dead(ctr.Labels) {
 			continue
 		}
@@ -93,19 +83,20 @@ func (c *Client) sweep(ctx context.Context, dead func(map[string]string) bool, a
 // synchronous: containerd's garbage collector removes the image's content
 // and layer snapshot before it returns.
 func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
-	imgs, err := c.listImages(ctx)
+	is := c.api.ImageService()
+	imgs, err := is.List(ctx, managedFilter)
 	if err != nil {
-		return err
+		return c.fail("sweep: list images", err)
 	}
 	if len(imgs) == 0 {
 		return nil
 	}
-	all, err := c.containers.List(ctx, &containersapi.ListContainersRequest{})
+	all, err := c.api.ContainerService().List(ctx)
 	if err != nil {
-		return c.fail("sweep: list containers", native(err))
+		return c.fail("sweep: list containers", err)
 	}
 	used := map[string]bool{}
-	for _, ctr := range all.Containers {
+	for _, ctr := range all {
 		used[ctr.Image] = true
 	}
 	var errs []error
@@ -113,8 +104,7 @@ func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) b
 		if used[img.Name] || !dead(img.Labels) {
 			continue
 		}
-		_, err := c.images.Delete(ctx, &imagesapi.DeleteImageRequest{Name: img.Name, Sync: true})
-		err = native(err)
+		err := is.Delete(ctx, img.Name, images.SynchronousDelete())
 		switch {
 		case err == nil:
 			rep.Images = append(rep.Images, img.Name)
@@ -129,17 +119,16 @@ func (c *Client) sweepImages(ctx context.Context, dead func(map[string]string) b
 // sweepLeases removes the import leases of dead owners: what only they
 // held (an import's content) goes with the next garbage collection.
 func (c *Client) sweepLeases(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
-	ls, err := c.leases.List(ctx, &leasesapi.ListRequest{Filters: []string{managedFilter}})
+	ls, err := c.api.LeasesService().List(ctx, managedFilter)
 	if err != nil {
-		return c.fail("sweep: list leases", native(err))
+		return c.fail("sweep: list leases", err)
 	}
 	var errs []error
-	for _, l := range ls.Leases {
+	for _, l := range ls {
 		if !dead(l.Labels) {
 			continue
 		}
-		_, err := c.leases.Delete(ctx, &leasesapi.DeleteRequest{ID: l.ID, Sync: true})
-		err = native(err)
+		err := c.api.LeasesService().Delete(ctx, l, leases.SynchronousDelete)
 		switch {
 		case err == nil:
 			rep.Leases = append(rep.Leases, l.ID)
@@ -157,7 +146,12 @@ func (c *Client) sweepLeases(ctx context.Context, dead func(map[string]string) b
 // layerprobe image refers to any more. A layer is shared by every process
 // that uses the same probe image, so its owner does not matter.
 func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string) bool, rep *engine.SweepReport) error {
-	found, err := c.listSnapshots(ctx, managedFilter)
+	sn := c.api.SnapshotService(c.snapshotter)
+	var found []snapshots.Info
+	err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		found = append(found, info)
+		return nil
+	}, managedFilter)
 	if err != nil {
 		return c.fail("sweep: list snapshots", err)
 	}
@@ -168,16 +162,16 @@ func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string
 	if err != nil {
 		return err
 	}
-	ctrs, err := c.containers.List(ctx, &containersapi.ListContainersRequest{})
+	ctrs, err := c.api.ContainerService().List(ctx)
 	if err != nil {
-		return c.fail("sweep: list containers", native(err))
+		return c.fail("sweep: list containers", err)
 	}
 	// Children first: a parent cannot go while a child exists.
-	slices.SortFunc(found, func(a, b *snapshotsapi.Info) int {
+	slices.SortFunc(found, func(a, b snapshots.Info) int {
 		if a.Kind == b.Kind {
 			return 0
 		}
-		if a.Kind == snapshotsapi.Kind_COMMITTED {
+		if a.Kind == snapshots.KindCommitted {
 			return 1
 		}
 		return -1
@@ -190,13 +184,13 @@ func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string
 				continue
 			}
 		default:
-			if !dead(info.Labels) || slices.ContainsFunc(ctrs.Containers, func(ct *containersapi.Container) bool {
+			if !dead(info.Labels) || slices.ContainsFunc(ctrs, func(ct containers.Container) bool {
 				return ct.SnapshotKey == info.Name && ct.Snapshotter == c.snapshotter
 			}) {
 				continue
 			}
 		}
-		err := c.removeSnapshot(ctx, c.snapshotter, info.Name)
+		err := sn.Remove(ctx, info.Name)
 		switch {
 		case err == nil:
 			rep.Snapshots = append(rep.Snapshots, info.Name)
@@ -214,67 +208,39 @@ func (c *Client) sweepSnapshots(ctx context.Context, dead func(map[string]string
 // imageLayers returns the chain IDs of the layers of every layerprobe image
 // left in the namespace: the layer snapshots that must stay.
 func (c *Client) imageLayers(ctx context.Context) (map[string]bool, error) {
-	imgs, err := c.listImages(ctx)
+	imgs, err := c.api.ImageService().List(ctx, managedFilter)
 	if err != nil {
-		return nil, err
+		return nil, c.fail("sweep: list images", err)
 	}
 	out := map[string]bool{}
 	for _, img := range imgs {
-		i, err := c.resolveImage(ctx, img.Target)
+		diffIDs, err := ctd.NewImage(c.api, img).RootFS(ctx)
 		if err != nil {
 			// Content already gone: nothing can be unpacked from it.
 			continue
 		}
-		for n := range i.diffIDs {
-			out[identity.ChainID(i.diffIDs[:n+1]).String()] = true
+		for i := range diffIDs {
+			out[identity.ChainID(diffIDs[:i+1]).String()] = true
 		}
 	}
 	return out, nil
 }
 
-// listImages lists layerprobe's images in the namespace.
-func (c *Client) listImages(ctx context.Context) ([]*imagesapi.Image, error) {
-	resp, err := c.images.List(ctx, &imagesapi.ListImagesRequest{Filters: []string{managedFilter}})
-	if err != nil {
-		return nil, c.fail("sweep: list images", native(err))
-	}
-	return resp.Images, nil
-}
-
-// listSnapshots lists the snapshots of the configured snapshotter that
-// match filter.
-func (c *Client) listSnapshots(ctx context.Context, filter string) ([]*snapshotsapi.Info, error) {
-	stream, err := c.snapshots.List(ctx, &snapshotsapi.ListSnapshotsRequest{Snapshotter: c.snapshotter, Filters: []string{filter}})
-	if err != nil {
-		return nil, native(err)
-	}
-	var out []*snapshotsapi.Info
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, native(err)
-		}
-		out = append(out, resp.Info...)
-	}
-}
-
 // sweepIngests aborts unfinished content uploads of dead owners (an import
 // killed half way).
 func (c *Client) sweepIngests(ctx context.Context, alive func(string) bool) error {
-	sts, err := c.content.ListStatuses(ctx, &contentapi.ListStatusesRequest{})
+	cs := c.api.ContentStore()
+	sts, err := cs.ListStatuses(ctx)
 	if err != nil {
-		return c.fail("sweep: list content ingests", native(err))
+		return c.fail("sweep: list content ingests", err)
 	}
 	var errs []error
-	for _, st := range sts.Statuses {
+	for _, st := range sts {
 		owner := ownerOfIngest(st.Ref)
 		if owner == "" || (alive != nil && alive(owner)) {
 			continue
 		}
-		if _, err := c.content.Abort(ctx, &contentapi.AbortRequest{Ref: st.Ref}); err != nil && !errdefs.IsNotFound(native(err)) {
+		if err := cs.Abort(ctx, st.Ref); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, c.fail("sweep: abort content ingest "+st.Ref, err))
 		}
 	}

@@ -6,7 +6,6 @@
 package docker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ type Client struct {
 	endpoint string
 	api      *client.Client
 	logger   *slog.Logger
+	reach    engine.Reach
 
 	// fsName names the file system of a path on this host; a field so the
 	// recorded-answer tests can stand in for data roots that do not exist
@@ -81,6 +81,7 @@ func New(name, host string, logger *slog.Logger) (*Client, error) {
 		logger:   logger.With("engine", name),
 		fsName:   hostfs.FSName,
 	}
+	c.reach = engine.Reach{Name: name, Runtime: "Docker engine", Endpoint: c.endpoint, NoConnection: noConnection, Cause: c.dialCause}
 	return c, nil
 }
 
@@ -90,26 +91,8 @@ func (c *Client) Endpoint() string { return c.endpoint }
 // Close releases the client's idle connections.
 func (c *Client) Close() error { return c.api.Close() }
 
-// asUnreachable returns an unreachable error when err means the engine could
-// not be reached, else nil.
-func (c *Client) asUnreachable(err error) error {
-	if err == nil {
-		return nil
-	}
-	var u *engine.UnreachableError
-	if errors.As(err, &u) {
-		return u
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return &engine.UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: "no answer before the deadline", Err: err}
-	case errors.Is(err, context.Canceled):
-		return nil
-	case client.IsErrConnectionFailed(err), isDialError(err):
-		return &engine.UnreachableError{Runtime: "Docker engine", Endpoint: c.endpoint, Cause: c.dialCause(err), Err: err}
-	}
-	return nil
-}
+// noConnection tells whether err is the moby client's failure to connect.
+func noConnection(err error) bool { return client.IsErrConnectionFailed(err) || isDialError(err) }
 
 func isDialError(err error) bool {
 	var op *net.OpError
@@ -165,12 +148,7 @@ func firstLine(s string) string {
 
 // fail wraps err with the operation's name; an engine that cannot be
 // reached is reported as such, in one line.
-func (c *Client) fail(op string, err error) error {
-	if u := c.asUnreachable(err); u != nil {
-		return fmt.Errorf("%s: %w", op, u)
-	}
-	return fmt.Errorf("%s on engine %s: %w", op, c.name, err)
-}
+func (c *Client) fail(op string, err error) error { return c.reach.Fail(op, err) }
 
 // isNotFound reports a 404 from the engine (object already gone).
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

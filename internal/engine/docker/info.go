@@ -28,7 +28,7 @@ const containerdSnapshotter = "io.containerd.snapshotter.v1"
 func (c *Client) Info(ctx context.Context) (engine.Info, error) {
 	ping, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
-		if u := c.asUnreachable(err); u != nil {
+		if u := c.reach.Unreachable(err); u != nil {
 			return engine.Info{}, u
 		}
 		return engine.Info{}, c.fail("ping", err)

@@ -19,19 +19,16 @@ import (
 	"github.com/layerprobe/layerprobe/internal/engine"
 )
 
-// Probe container limits. They bound what a misbehaving job can take from
-// the host; fio's built-in profiles need far less.
+// The probe container's own settings on a Docker engine; its limits are
+// every engine's (engine.ProbePidsLimit, ...).
 const (
-	probePidsLimit = 64
-	// The probe's own open-file and process limits (probeUlimits).
-	probeNoFile      = 1024
-	probeNProc       = 4096
-	probeMemoryBytes = 512 << 20
-	probeLogMaxSize  = "1m"
-	probeNamePrefix  = "layerprobe-probe-"
-	runningTimeout   = 10 * time.Second
-	killTimeout      = 10 * time.Second
-	exitCodeTimeout  = 5 * time.Second
+	// The probe's process limit (probeUlimits).
+	probeNProc      = 4096
+	probeLogMaxSize = "1m"
+	probeNamePrefix = "layerprobe-probe-"
+	runningTimeout  = 10 * time.Second
+	killTimeout     = 10 * time.Second
+	exitCodeTimeout = 5 * time.Second
 )
 
 // probeUlimits are the probe container's open-file and process limits,
@@ -46,7 +43,7 @@ const (
 // whose other processes count too, so there the engine's (the user's own)
 // limit stays.
 func probeUlimits(rootless bool) []*container.Ulimit {
-	out := []*container.Ulimit{{Name: "nofile", Soft: probeNoFile, Hard: probeNoFile}}
+	out := []*container.Ulimit{{Name: "nofile", Soft: engine.ProbeNoFile, Hard: engine.ProbeNoFile}}
 	if !rootless {
 		out = append(out, &container.Ulimit{Name: "nproc", Soft: probeNProc, Hard: probeNProc})
 	}
@@ -111,7 +108,7 @@ func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engi
 	}
 	maps.Copy(labels, managed)
 
-	pids := int64(probePidsLimit)
+	pids := int64(engine.ProbePidsLimit)
 	hc := &container.HostConfig{
 		NetworkMode: "none",
 		CapDrop:     []string{"ALL"},
@@ -123,7 +120,7 @@ func (c *Client) StartProbe(ctx context.Context, spec engine.ProbeSpec) (p *engi
 		AutoRemove: false,
 		Resources: container.Resources{
 			PidsLimit: &pids,
-			Memory:    probeMemoryBytes,
+			Memory:    engine.ProbeMemoryBytes,
 			Ulimits:   probeUlimits(spec.Rootless),
 		},
 	}

@@ -18,10 +18,7 @@ import (
 // name. alive == nil removes everything labelled. Sweep is idempotent: what
 // vanishes meanwhile is skipped, and one failure does not stop the rest.
 func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, includeImages bool) (engine.SweepReport, error) {
-	dead := func(labels map[string]string) bool {
-		return alive == nil || !alive(labels[engine.LabelOwner])
-	}
-	return c.sweep(ctx, dead, includeImages)
+	return c.sweep(ctx, engine.DeadOwner(alive), includeImages)
 }
 
 // SweepStale is the sweep before a new probe session: it removes the
@@ -34,13 +31,7 @@ func (c *Client) Sweep(ctx context.Context, alive func(owner string) bool, inclu
 // would leak one probe container and volume for the agent's lifetime.
 // Images are not touched.
 func (c *Client) SweepStale(ctx context.Context, alive func(owner string) bool, owner, engineName string) (engine.SweepReport, error) {
-	dead := func(labels map[string]string) bool {
-		if owner != "" && labels[engine.LabelOwner] == owner && labels[engine.LabelEngine] == engineName {
-			return true
-		}
-		return alive == nil || !alive(labels[engine.LabelOwner])
-	}
-	return c.sweep(ctx, dead, false)
+	return c.sweep(ctx, engine.StaleOwner(alive, owner, engineName), false)
 }
 
 // sweep removes what is labelled managed and dead says may go.

@@ -11,19 +11,31 @@ import (
 )
 
 // ReleaseTags are the build tags of `make build` (the Makefile's GO_TAGS):
-// none.
-const ReleaseTags = ""
+// gin without its MessagePack codec.
+const ReleaseTags = "nomsgpack"
 
 // HookTags are ReleaseTags and testhooks: the binary that ships, with the
 // LAYERPROBE_TEST_* hooks of cmd/layerprobe/testhooks.go that the tests and
 // the benchmark use to inject faults and shorten waits.
-const HookTags = "testhooks"
+const HookTags = ReleaseTags + ",testhooks"
 
 // Build builds cmd/layerprobe into out the way `make build` does
 // (CGO_ENABLED=0, -trimpath) with the given build tags: ReleaseTags for
 // the shipped binary, "" for the one without them.
 func Build(ctx context.Context, out, tags string) error {
 	return buildPackage(ctx, out, "./cmd/layerprobe", tags)
+}
+
+// BuildStripped builds cmd/layerprobe into out as the release archives
+// ship it (.goreleaser.yaml): ReleaseTags, CGO_ENABLED=0, -trimpath, and
+// without the symbol table and DWARF (-ldflags -s -w). Its size is the
+// one the footprint budget counts.
+func BuildStripped(ctx context.Context, out string) error {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return err
+	}
+	return buildFlags(ctx, root, out, "./cmd/layerprobe", ReleaseTags, "-s -w")
 }
 
 // buildPackage builds the main package pkg (relative to the module root)
@@ -43,11 +55,16 @@ func BuildIn(ctx context.Context, root, out, tags string) error {
 }
 
 func buildIn(ctx context.Context, root, out, pkg, tags string) error {
+	return buildFlags(ctx, root, out, pkg, tags, "")
+}
+
+// buildFlags is buildIn with extra -ldflags before the version's.
+func buildFlags(ctx context.Context, root, out, pkg, tags, ldflags string) error {
 	args := []string{"build", "-trimpath"}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	if ld := VersionLDFlags(root); ld != "" {
+	if ld := strings.TrimSpace(ldflags + " " + VersionLDFlags(root)); ld != "" {
 		args = append(args, "-ldflags", ld)
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, pkg)...)
