@@ -121,9 +121,9 @@ unit:
 # BENCH_OLD_DEFAULT_RUNS, BENCH_REFERENCE_RUNS, BENCH_UNPERTURBED_CYCLES,
 # BENCH_FLEET_SIZES (the fleet section's HOSTSxDAYS list, default
 # 100x30,1000x30: about an hour on their own) and BENCH_ONLY shrink it.
-# BENCH_ONLY=cgroupv2 runs the cgroup v2 guest's sections alone (this
-# tree's commit and, for comparison, BENCH_CGROUPV2_BEFORE's: an hour or
-# more each under TCG). Writes docs/benchmarks.md, docs/bench/*.png
+# BENCH_ONLY=cgroupv2 runs the cgroup v2 guest's pass of this tree's
+# commit, BENCH_ONLY=cgroupv2-before the same deployments of
+# BENCH_CGROUPV2_BEFORE's for comparison (an hour or more each under TCG). Writes docs/benchmarks.md, docs/bench/*.png
 # and docs/bench/results.json (BENCH_OUT moves them). bench-smoke runs every
 # section with tiny sizes into a temporary directory; bench-report
 # regenerates the page from docs/bench/results.json.

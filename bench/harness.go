@@ -93,8 +93,11 @@ func (s settings) selects(name string) bool {
 	if s.only == nil || s.only[name] {
 		return true
 	}
+	// Only the per-driver sections answer to their kind or driver:
+	// "cgroupv2" names the cgroup v2 guest's own pass, not the
+	// hour-long cgroupv2-before beside it.
 	kind, driver, ok := strings.Cut(name, "-")
-	return ok && (s.only[kind] || s.only[driver])
+	return ok && slices.Contains(sectionKinds, kind) && (s.only[kind] || s.only[driver])
 }
 
 func loadSettings() (settings, error) {
