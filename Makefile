@@ -113,13 +113,17 @@ unit:
 
 # Benchmarks of layerprobe itself (precision for the bytes written next to
 # the earlier method, bias and coverage against a long reference, detection
-# power, footprint, a default run on every engine and driver): about 7 hours
+# power, footprint, a default run on every engine and driver, the shipped
+# deployments under load in a cgroup v2 guest): about 7 hours
 # on a shared 2-core machine (most of it the default runs and the agent's
 # detection cycles) and hundreds of GiB
 # written, root, not part of `make test`. BENCH_COVERAGE_RUNS,
 # BENCH_OLD_DEFAULT_RUNS, BENCH_REFERENCE_RUNS, BENCH_UNPERTURBED_CYCLES,
 # BENCH_FLEET_SIZES (the fleet section's HOSTSxDAYS list, default
-# 100x30,1000x30: about an hour on their own) and BENCH_ONLY shrink it. Writes docs/benchmarks.md, docs/bench/*.png
+# 100x30,1000x30: about an hour on their own) and BENCH_ONLY shrink it.
+# BENCH_ONLY=cgroupv2 runs the cgroup v2 guest's pass of this tree's
+# commit, BENCH_ONLY=cgroupv2-before the same deployments of
+# BENCH_CGROUPV2_BEFORE's for comparison (an hour or more each under TCG). Writes docs/benchmarks.md, docs/bench/*.png
 # and docs/bench/results.json (BENCH_OUT moves them). bench-smoke runs every
 # section with tiny sizes into a temporary directory; bench-report
 # regenerates the page from docs/bench/results.json.

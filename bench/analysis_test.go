@@ -297,6 +297,10 @@ func TestUnitSettings(t *testing.T) {
 			t.Errorf("BENCH_ONLY=defaults,btrfs,detection selects %s: %v, want %v", name, !want, want)
 		}
 	}
+	s = settings{only: map[string]bool{"cgroupv2": true}}
+	if !s.selects("cgroupv2") || s.selects("cgroupv2-before") {
+		t.Errorf("BENCH_ONLY=cgroupv2 selects cgroupv2 %v, cgroupv2-before %v; want the first alone", s.selects("cgroupv2"), s.selects("cgroupv2-before"))
+	}
 }
 
 func TestUnitInterleave(t *testing.T) {

@@ -228,6 +228,23 @@ func TestBench(t *testing.T) {
 		res.Install = runs
 		return err
 	})
+	section("cgroupv2", func(t *testing.T) error {
+		// Short: the pod alone, whose join is the hardest.
+		var skip []string
+		if s.short {
+			skip = []string{"systemd", "deb", "compose"}
+		}
+		pass, err := measureCgroupV2(ctx, t, p, "fix", "", skip...)
+		res.setCgroupV2(pass)
+		return err
+	})
+	if !s.short {
+		section("cgroupv2-before", func(t *testing.T) error {
+			pass, err := measureCgroupV2(ctx, t, p, "before", s.v2BeforeRev, "deb")
+			res.setCgroupV2(pass)
+			return err
+		})
+	}
 	section("fleet", func(t *testing.T) error {
 		fr, err := runFleet(ctx, t, s, p, func(fr *fleetResults) { res.Fleet = fr; save() })
 		res.Fleet = fr

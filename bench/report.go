@@ -41,6 +41,7 @@ func writeReport(s settings, r *results) error {
 	writeEngines(w, r)
 	writeInstall(w, r)
 	writeFleet(w, r)
+	writeCgroupV2(w, r)
 	writeReproduce(w, r)
 	writeRerunLog(w, r)
 	if err := os.WriteFile(s.reportPath(), []byte(w.String()), 0o644); err != nil {
@@ -347,12 +348,13 @@ func writeReproduce(w *mdWriter, r *results) {
 		"`docs/bench/results.json` (a checkpoint after every section). Every run's exact command line and " +
 		"configuration are in that file (`args`, `config`). `make bench-smoke` runs every section with tiny " +
 		"sizes into a temporary directory, to check the harness. `make bench-report` regenerates this page " +
-		"from the results file alone. `BENCH_ONLY=old,unbounded,reference,defaults,detection,footprint,engines` (or " +
+		"from the results file alone. `BENCH_ONLY=old,unbounded,reference,defaults,detection,footprint,engines,install,cgroupv2,fleet` (or " +
 		"`old-btrfs` and so on, one driver) runs some sections only and replaces their figures in the existing " +
 		"results file. When both are selected, a driver's reference runs are spread among its default runs in one " +
 		"section (`reference-overlay2+defaults-overlay2`), so that the two see the same hours of the disk. " +
 		"`BENCH_COVERAGE_RUNS` (`40`, or `overlay2=40,btrfs=12`), `BENCH_OLD_DEFAULT_RUNS`, " +
-		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes. " +
+		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes; `BENCH_CGROUPV2_BEFORE` the " +
+		"revision the cgroup v2 section compares with. " +
 		"A results file is written after every run, so a long section can be measured in sittings: " +
 		"`BENCH_TIMEOUT=70m` ends the sitting at that deadline (less two minutes; the run under way is dropped), and " +
 		"`BENCH_RESUME=1` with the same `BENCH_ONLY` keeps the reference and default runs made so far and " +

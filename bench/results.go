@@ -56,9 +56,23 @@ type results struct {
 	Install []installRun `json:"install,omitempty"`
 	// Fleet is one Prometheus over generated fleets (bench/fleet.go).
 	Fleet *fleetResults `json:"fleet,omitempty"`
+	// CgroupV2 is the shipped deployments in a cgroup v2 guest under load
+	// (bench/cgroupv2.go), a pass per revision: this tree's ("fix") and
+	// the one before the join from a private cgroup namespace.
+	CgroupV2 []*cgroupV2Pass `json:"cgroupv2,omitempty"`
 	// Carried are sections copied unchanged from an earlier results file
 	// instead of being measured in this run; the report says so.
 	Carried []carried `json:"carried,omitempty"`
+}
+
+// setCgroupV2 keeps pass in place of an earlier pass of its label.
+func (r *results) setCgroupV2(pass *cgroupV2Pass) {
+	if pass == nil {
+		return
+	}
+	r.CgroupV2 = slices.DeleteFunc(r.CgroupV2, func(p *cgroupV2Pass) bool { return p.Label == pass.Label })
+	r.CgroupV2 = append(r.CgroupV2, pass)
+	slices.SortFunc(r.CgroupV2, func(a, b *cgroupV2Pass) int { return strings.Compare(b.Label, a.Label) })
 }
 
 // carried is one section taken over from an earlier run's results.

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/layerprobe/layerprobe/internal/testsupport/asshipped"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
@@ -412,23 +413,11 @@ type k8sSecurityContext struct {
 	} `yaml:"capabilities"`
 }
 
-type k8sVolumeMount struct {
-	Name      string `yaml:"name"`
-	MountPath string `yaml:"mountPath"`
-	ReadOnly  bool   `yaml:"readOnly"`
-}
-
-type k8sVolume struct {
-	Name     string `yaml:"name"`
-	HostPath *struct {
-		Path string `yaml:"path"`
-		Type string `yaml:"type"`
-	} `yaml:"hostPath"`
-	ConfigMap *struct {
-		Name string `yaml:"name"`
-	} `yaml:"configMap"`
-	EmptyDir *struct{} `yaml:"emptyDir"`
-}
+// The pod's volumes and their mounts, as asshipped.RunFlags reads them.
+type (
+	k8sVolumeMount = asshipped.VolumeMount
+	k8sVolume      = asshipped.Volume
+)
 
 // podMount is a container's volume mount with the pod volume it names.
 type podMount struct {
@@ -634,30 +623,9 @@ func TestShippedAgentConfigs(t *testing.T) {
 }
 
 // unitDirectives parses a systemd unit: key to values, per section.
-func unitDirectives(t testing.TB, path string) map[string][]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	section := ""
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if strings.HasPrefix(line, "[") {
-			section = strings.Trim(line, "[]")
-			continue
-		}
-		k, v, _ := strings.Cut(line, "=")
-		out[section+"."+k] = append(out[section+"."+k], v)
-	}
-	return out
-}
+var unitDirectives = asshipped.UnitDirectives
 
-const unitFile = "deploy/systemd/layerprobe.service"
+const unitFile = asshipped.UnitFile
 
 // TestSystemdUnit checks the unit with systemd itself: `systemd-analyze
 // verify` (syntax, unknown directives, executables; ExecStart is pointed at

@@ -10,10 +10,7 @@ package vm
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -21,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +25,7 @@ import (
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/report"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/testvm"
 )
 
 // binary is the layerprobe binary the test runs, built once.
@@ -49,81 +46,50 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The guest's root file system is testharness.DebianRoot: debootstrap's
-// minimal base with systemd, the kernel (Debian's linux-image-amd64,
-// booted by QEMU directly), Debian's Docker engine, fio, and sshd for the
-// socket's forwarding; test/ops's box is made from the same one.
-
-// guestFiles are written into the guest's root file system. lp-share
-// mounts the virtio-9p share (tag lpshare) where the kernel command line's
-// lp.share= says, with Lima's options for a writable 9p mount; it runs
-// after systemd-tmpfiles has emptied /tmp, where the test's share lives.
-var guestFiles = map[string]string{
-	"etc/hostname":                        "lpvm\n",
-	"etc/fstab":                           "/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
-	"etc/systemd/network/10-lp.network":   "[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n",
-	"etc/docker/daemon.json":              `{"bridge": "none", "iptables": false, "ip6tables": false, "storage-driver": "overlay2"}` + "\n",
-	"etc/systemd/system/lp-share.service": "[Unit]\nDescription=Mount the host's shared directory\nAfter=local-fs.target systemd-tmpfiles-setup.service\nBefore=docker.service\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/usr/local/sbin/lp-share\n[Install]\nWantedBy=multi-user.target\n",
-	"usr/local/sbin/lp-share": `#!/bin/sh
-set -e
-for arg in $(cat /proc/cmdline); do
-  case $arg in
-    lp.share=*)
-      dir=${arg#lp.share=}
-      mkdir -p "$dir"
-      mount -t 9p -o trans=virtio,version=9p2000.L,msize=131072,cache=mmap,rw lpshare "$dir"
-      ;;
-  esac
-done
-`,
+// vmEngine is the running guest and its forwarded engine socket.
+type vmEngine struct {
+	share  string // the host directory shared into the guest at the same path
+	socket string // the guest's docker.sock, forwarded to this host
+	dir    string
 }
 
-// guestImage is the cached guest: a raw ext4 disk, the kernel and initrd
-// taken out of it, and the ssh key root accepts.
-type guestImage struct {
-	dir, disk, kernel, initrd, key string
-}
-
-// cacheDir keeps the guest between runs (debootstrap takes minutes); its
-// name hashes the recipe, so a changed recipe builds a new one.
-func cacheDir() string {
-	h := sha256.New()
-	fmt.Fprintln(h, "layerprobe test guest 2", testharness.DebianPackages)
-	for _, k := range sortedKeys(guestFiles) {
-		fmt.Fprintln(h, k, guestFiles[k])
-	}
-	base := cmp.Or(os.Getenv("LAYERPROBE_TEST_CACHE"), "/var/cache/layerprobe-test")
-	return filepath.Join(base, "vm-"+hex.EncodeToString(h.Sum(nil))[:16])
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	for i := range keys {
-		for j := i + 1; j < len(keys); j++ {
-			if keys[j] < keys[i] {
-				keys[i], keys[j] = keys[j], keys[i]
-			}
-		}
-	}
-	return keys
-}
-
-func tool(t *testing.T, name string) string {
+// forwardEngine forwards the guest's engine socket to this host.
+func forwardEngine(t *testing.T, g *testvm.Guest) *vmEngine {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if p2 := "/usr/sbin/" + name; fileExists(p2) {
-			return p2
-		}
-		testharness.SkipOrFail(t, "%s: %v (scripts/install-deps.sh installs it)", name, err)
-	}
-	return p
+	v := &vmEngine{share: g.Share, socket: filepath.Join(g.Dir, "docker.sock"), dir: g.Dir}
+	// The socket's forwarding, as Lima and Colima forward theirs.
+	g.Forward(t, v.socket, "/run/docker.sock")
+	docker := testvm.Tool(t, "docker")
+	testharness.Eventually(t, time.Minute, time.Second, "the forwarded engine socket", func() (bool, string) {
+		out, err := run(t, 30*time.Second, []string{"DOCKER_HOST=unix://" + v.socket}, docker, "info", "--format", "{{.Name}}")
+		return err == nil && strings.TrimSpace(out) == "lpvm", out
+	})
+	return v
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+// TestGuest boots one Debian 12 guest (testvm) on the unified cgroup
+// hierarchy and runs the tests that need it one after the other: a boot
+// under TCG is minutes of this machine's CPU, which the rest of the suite
+// shares.
+func TestGuest(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		testharness.SkipOrFail(t, "needs root (debootstrap, QEMU's 9p share as root)")
+	}
+	start := time.Now()
+	g := testvm.Boot(t, testvm.BuildImage(t), testvm.Options{Cmdline: testvm.V2Cmdline})
+	t.Run("EngineInVM", func(t *testing.T) {
+		start := time.Now()
+		testEngineInVM(t, forwardEngine(t, g))
+		t.Logf("EngineInVM: %s", time.Since(start).Round(time.Second))
+	})
+	t.Run("JoinOnCgroupV2", func(t *testing.T) {
+		start := time.Now()
+		testJoinOnCgroupV2(t, g)
+		t.Logf("JoinOnCgroupV2: %s", time.Since(start).Round(time.Second))
+	})
+	t.Logf("the guest booted in %s; its tests took %s in all", g.Booted.Round(time.Second), time.Since(start).Round(time.Second))
+}
 
 // run runs a command with a timeout and returns its combined output.
 func run(t *testing.T, timeout time.Duration, env []string, name string, args ...string) (string, error) {
@@ -136,241 +102,12 @@ func run(t *testing.T, timeout time.Duration, env []string, name string, args ..
 	return string(out), err
 }
 
-// buildGuest makes the guest image from a copy of the Debian root, unless
-// the cache has it. It builds in a temporary directory beside the cache
-// and renames it into place, so a killed build leaves no half image.
-func buildGuest(t *testing.T) guestImage {
-	t.Helper()
-	dir := cacheDir()
-	g := guestImage{dir: dir, disk: filepath.Join(dir, "disk.img"), kernel: filepath.Join(dir, "vmlinuz"),
-		initrd: filepath.Join(dir, "initrd.img"), key: filepath.Join(dir, "key")}
-	if fileExists(filepath.Join(dir, "done")) {
-		return g
-	}
-	mkfs, keygen := tool(t, "mkfs.ext4"), tool(t, "ssh-keygen")
-	debian := testharness.DebianRoot(t)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), "building-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	start := time.Now()
-	root := filepath.Join(tmp, "root")
-	testharness.CopyTree(t, debian, root)
-	for p, content := range guestFiles {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if out, err := run(t, time.Minute, nil, keygen, "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(tmp, "key")); err != nil {
-		t.Fatalf("ssh-keygen: %v\n%s", err, out)
-	}
-	pub, err := os.ReadFile(filepath.Join(tmp, "key.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(root, "root/.ssh"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "root/.ssh/authorized_keys"), pub, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := run(t, time.Minute, nil, "chroot", root, "systemctl", "enable", "systemd-networkd", "lp-share.service"); err != nil {
-		t.Fatalf("systemctl enable: %v\n%s", err, out)
-	}
-	// Nothing waits for the network to be "online": sshd and dockerd
-	// start as soon as they can, which is all the test needs.
-	_, _ = run(t, time.Minute, nil, "chroot", root, "systemctl", "disable", "systemd-networkd-wait-online.service")
-	for _, k := range []struct{ glob, to string }{{"boot/vmlinuz-*", "vmlinuz"}, {"boot/initrd.img-*", "initrd.img"}} {
-		m, _ := filepath.Glob(filepath.Join(root, k.glob))
-		if len(m) != 1 {
-			t.Fatalf("the guest's %s: %v", k.glob, m)
-		}
-		b, err := os.ReadFile(m[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(tmp, k.to), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	disk := filepath.Join(tmp, "disk.img")
-	if err := os.Truncate(createFile(t, disk), 6<<30); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := run(t, 5*time.Minute, nil, mkfs, "-q", "-F", "-L", "lproot", "-d", root, disk); err != nil {
-		t.Fatalf("mkfs.ext4 -d: %v\n%s", err, out)
-	}
-	if err := os.RemoveAll(root); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "done"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.RemoveAll(dir)
-	if err := os.Rename(tmp, dir); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("guest image built in %s (from the Debian root with docker.io, fio and the kernel)", time.Since(start).Round(time.Second))
-	return g
-}
-
-func createFile(t *testing.T, p string) string {
-	t.Helper()
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	return p
-}
-
-// accel picks QEMU's accelerator: KVM where /dev/kvm boots an unmodified
-// guest, TCG otherwise. A /dev/kvm served by kvm_pvm (the
-// pagetable-based VM that nested sandboxes offer) runs only guests with
-// PVM support: Debian's kernel hangs there in its decompressor, right
-// after the real-mode setup prints "Probing EDD". LAYERPROBE_VM_ACCEL
-// overrides the choice.
-func accel() string {
-	if a := os.Getenv("LAYERPROBE_VM_ACCEL"); a != "" {
-		return a
-	}
-	if !fileExists("/dev/kvm") || fileExists("/sys/module/kvm_pvm") {
-		return "tcg,thread=multi"
-	}
-	return "kvm"
-}
-
-// guestCmdline trims the guest's boot to what the test uses. apparmor=0:
-// Debian's kernel enables AppArmor, and dockerd then wants
-// apparmor_parser, which the guest does not need. quiet: fewer console
-// writes, each one emulated. mitigations=off: the guest's speculative
-// execution mitigations cost emulated instructions on every system call
-// and protect nothing in a throwaway test guest. The blacklisted modules
-// drive devices the guest has not got (-nodefaults) or nested KVM; the
-// masked units are a login manager, a getty, a clock sync and a scrub
-// that nothing here needs. no_timer_check: at boot the kernel waits a
-// few busy-loop iterations for the emulated timer's first interrupt
-// through the IO-APIC, and an emulator that the rest of the suite keeps
-// off the CPU can miss them: "IO-APIC + timer doesn't work!", a panic
-// 0.05 s into a fresh-clone run's boot. The check guards against broken
-// chipsets, which QEMU's is not.
-const guestCmdline = "apparmor=0 quiet mitigations=off no_timer_check" +
-	" modprobe.blacklist=kvm,kvm_amd,kvm_intel,bochs,drm,parport_pc,pcspkr,floppy,sr_mod,sg" +
-	" systemd.mask=systemd-logind.service systemd.mask=getty@tty1.service" +
-	" systemd.mask=systemd-timesyncd.service systemd.mask=e2scrub_reap.service"
-
-// vmEngine is the running guest and its forwarded engine socket.
-type vmEngine struct {
-	share  string // the host directory shared into the guest at the same path
-	socket string // the guest's docker.sock, forwarded to this host
-	dir    string
-}
-
-// bootGuest boots the guest with the share and forwards its engine's socket.
-func bootGuest(t *testing.T, g guestImage) *vmEngine {
-	t.Helper()
-	qemu, ssh := tool(t, "qemu-system-x86_64"), tool(t, "ssh")
-	// Short: unix socket paths have a 108-byte limit.
-	dir, err := os.MkdirTemp("", "lpvm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	v := &vmEngine{share: filepath.Join(dir, "share"), socket: filepath.Join(dir, "docker.sock"), dir: dir}
-	if err := os.MkdirAll(v.share, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	port := testharness.MustFreePort(t)
-	console := filepath.Join(dir, "console.log")
-	a := accel()
-	// -nodefaults -vga none: no VGA, CD-ROM, floppy or parallel port for
-	// the guest to probe and drive. Under TCG every instruction of the
-	// guest's boot is this machine's CPU, which the rest of the suite
-	// shares; a loaded machine took over five minutes to boot the guest
-	// with them.
-	args := []string{"-accel", a, "-smp", "2", "-m", "2048", "-nodefaults", "-vga", "none", "-display", "none", "-no-reboot",
-		"-kernel", g.kernel, "-initrd", g.initrd,
-		"-append", "root=/dev/vda rw console=ttyS0 panic=-1 " + guestCmdline + " lp.share=" + v.share,
-		// snapshot=on: the guest's writes go to a temporary overlay, the
-		// cached disk stays as built.
-		"-drive", "file=" + g.disk + ",format=raw,if=virtio,snapshot=on",
-		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", port), "-device", "virtio-net-pci,netdev=n0",
-		"-virtfs", "local,path=" + v.share + ",mount_tag=lpshare,security_model=none,id=lpshare",
-		"-serial", "file:" + console}
-	if strings.HasPrefix(a, "kvm") {
-		args = append(args, "-cpu", "host")
-	} else {
-		args = append(args, "-cpu", "max")
-	}
-	cmd := exec.Command(qemu, args...)
-	var qout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &qout, &qout
-	cmd.Env = append(os.Environ(), "TMPDIR="+dir) // the snapshot overlay
-	p, err := testharness.Start(cmd)
-	if err != nil {
-		t.Fatalf("qemu: %v", err)
-	}
-	t.Cleanup(func() {
-		p.Stop(10 * time.Second)
-		if t.Failed() {
-			b, _ := os.ReadFile(console)
-			t.Logf("guest console (tail):\n%s", testharness.Tail(string(b), 40))
-		}
-	})
-	start := time.Now()
-	sshArgs := []string{"-i", g.key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-		"-o", "ConnectTimeout=10", "-p", strconv.Itoa(port)}
-	// Idle, the guest is up in about 30 s under TCG; the wait is for a
-	// machine that the whole suite loads.
-	testharness.Eventually(t, 12*time.Minute, 3*time.Second, "the guest's sshd and dockerd", func() (bool, string) {
-		if !p.Running() {
-			t.Fatalf("qemu exited: %s", qout.String())
-		}
-		out, err := run(t, 30*time.Second, nil, ssh, append(sshArgs, "root@127.0.0.1", "docker version --format '{{.Server.Version}}' && mountpoint -q "+v.share)...)
-		return err == nil, out
-	})
-	t.Logf("guest up with %s in %s", a, time.Since(start).Round(time.Second))
-	// The socket's forwarding, as Lima and Colima forward theirs.
-	fwd := exec.Command(ssh, append(sshArgs, "-nNT", "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5",
-		"-L", v.socket+":/run/docker.sock", "root@127.0.0.1")...)
-	var fout bytes.Buffer
-	fwd.Stdout, fwd.Stderr = &fout, &fout
-	fp, err := testharness.Start(fwd)
-	if err != nil {
-		t.Fatalf("ssh -L: %v", err)
-	}
-	t.Cleanup(func() { fp.Stop(5 * time.Second) })
-	testharness.Eventually(t, time.Minute, time.Second, "the forwarded engine socket", func() (bool, string) {
-		if !fp.Running() {
-			t.Fatalf("ssh -L exited: %s", fout.String())
-		}
-		out, err := run(t, 30*time.Second, []string{"DOCKER_HOST=unix://" + v.socket}, tool(t, "docker"), "info", "--format", "{{.Name}}")
-		return err == nil && strings.TrimSpace(out) == "lpvm", out
-	})
-	return v
-}
-
-// TestEngineInVM boots the guest, runs `layerprobe run` and an agent
-// cycle against its engine from this host, and checks the topology: every
+// testEngineInVM runs `layerprobe run` and an agent cycle against the
+// guest's engine from this host, and checks the topology: every
 // target measured, host on this host's disk (native), bind through the
 // 9p share, the host arm's cgroup not applicable, and every ratio labelled
 // as against the native host disk.
-func TestEngineInVM(t *testing.T) {
-	t.Parallel()
-	if os.Geteuid() != 0 {
-		testharness.SkipOrFail(t, "needs root (debootstrap, QEMU's 9p share as root)")
-	}
-	g := buildGuest(t)
-	v := bootGuest(t, g)
-
+func testEngineInVM(t *testing.T, v *vmEngine) {
 	scratch := filepath.Join(v.share, "layerprobe")
 	cfg := filepath.Join(v.dir, "config.yaml")
 	// No topology key: layerprobe must find the VM itself (the data root

@@ -24,17 +24,21 @@ type ArmProcess struct {
 	Cgroup string   `json:"cgroup"`
 }
 
-// armcgPoll is how often armcg scans /proc. The smoke profile's host arms
-// live a few hundred milliseconds (fio's start, a 50–100 ms job, its
-// exit), so a few milliseconds between scans sees nearly every one.
+// armcgPoll is how often armcg scans /proc unless told. The smoke
+// profile's host arms live a few hundred milliseconds (fio's start, a
+// 50–100 ms job, its exit), so a few milliseconds between scans sees nearly
+// every one. In an emulated guest a scan takes tens of milliseconds of
+// the guest's CPU and a host arm lives seconds: the watcher there scans
+// less often.
 const armcgPoll = 3 * time.Millisecond
 
 // armcg records, until the file stop exists, the processes of the arms of
 // the agent whose PID is pidArg: what lets a test check where the host arm
 // really ran, rather than what the agent says of it. A process is written
 // once per program: a process that execs (probe-helper cgexec becoming fio)
-// is written again with its new argv and cgroups.
-func armcg(pidArg, out, stop string) error {
+// is written again with its new argv and cgroups. It scans /proc every
+// poll.
+func armcg(pidArg, out, stop string, poll time.Duration) error {
 	agent, err := strconv.Atoi(pidArg)
 	if err != nil || agent <= 0 {
 		return fmt.Errorf("armcg: bad PID %q", pidArg)
@@ -107,7 +111,7 @@ func armcg(pidArg, out, stop string) error {
 				return err
 			}
 		}
-		time.Sleep(armcgPoll)
+		time.Sleep(poll)
 	}
 }
 

@@ -6,12 +6,13 @@
 //	lpworkload spin             keep one CPU busy until SIGTERM (a loaded host)
 //	lpworkload write PATH SIZE  write SIZE (4096, 64KiB, 64MiB) to PATH with
 //	                            fsync, print "done PATH", then idle
-//	lpworkload armcg PID OUT STOP
+//	lpworkload armcg PID OUT STOP [POLL]
 //	                            until the file STOP exists, write to OUT the
 //	                            cgroups of agent PID, of every process it
 //	                            starts and their children (the host arms),
 //	                            and of every probe container process
-//	                            (argv[0] under /lp/bin/); see armcg.go
+//	                            (argv[0] under /lp/bin/), scanning /proc
+//	                            every POLL (3ms); see armcg.go
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -34,10 +36,18 @@ func main() {
 	case "spin":
 		spin()
 	case "armcg":
-		if len(os.Args) != 5 {
-			fail("armcg PID OUT STOP")
+		if len(os.Args) != 5 && len(os.Args) != 6 {
+			fail("armcg PID OUT STOP [POLL]")
 		}
-		if err := armcg(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+		poll := armcgPoll
+		if len(os.Args) == 6 {
+			d, err := time.ParseDuration(os.Args[5])
+			if err != nil || d <= 0 {
+				fail("armcg: bad POLL " + os.Args[5])
+			}
+			poll = d
+		}
+		if err := armcg(os.Args[2], os.Args[3], os.Args[4], poll); err != nil {
 			fail(err.Error())
 		}
 		return
