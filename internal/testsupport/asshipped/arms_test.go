@@ -62,3 +62,23 @@ func TestArmCgroupProblems(t *testing.T) {
 		}
 	}
 }
+
+// A verdict has its interval only with bind's 95% interval for every
+// loaded workload.
+func TestVerdictIntervals(t *testing.T) {
+	both := []AAFigure{{Workload: "randwrite", N: 6, Coverage: 0.97}, {Workload: "smallfiles", N: 8, Coverage: 0.96}}
+	for _, c := range []struct {
+		aa   []AAFigure
+		want bool
+	}{
+		{both, true},
+		{both[:1], false},
+		{[]AAFigure{both[0], {Workload: "smallfiles", N: 5, Coverage: 0.94}}, false},
+		{[]AAFigure{both[0], both[0]}, false},
+	} {
+		v := Verdict{AA: c.aa}
+		if got := v.intervals(); got != c.want {
+			t.Errorf("intervals of %+v = %v, want %v", c.aa, got, c.want)
+		}
+	}
+}

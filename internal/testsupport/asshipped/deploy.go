@@ -129,10 +129,12 @@ func RunUnit(t testing.TB, h Host, src Source) Agent {
 			t.Fatal(r)
 		}
 	}
+	installed := time.Now()
 	if r := h.Exec(t, time.Minute, "systemctl", "enable", "--now", "layerprobe"); r.Err != nil {
 		t.Fatalf("systemctl enable --now layerprobe:\n%s", r)
 	}
 	a := unitAgent(t, h, port)
+	a.Installed = installed
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("journal of layerprobe.service:\n%s", testharness.Tail(a.Log(), 40))
@@ -156,12 +158,14 @@ func RunDeb(t testing.TB, h Host, src Source) Agent {
 	if r := h.Exec(t, time.Minute, "install", "-D", "-m", "0644", cfg, "/etc/layerprobe/config.yaml"); r.Err != nil {
 		t.Fatal(r)
 	}
+	installed := time.Now()
 	r := h.Exec(t, 10*time.Minute, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "--no-install-recommends",
 		"-o", "Dpkg::Options::=--force-confold", deb)
 	if r.Err != nil {
 		t.Fatalf("apt-get install ./layerprobe.deb:\n%s", r)
 	}
 	a := unitAgent(t, h, port)
+	a.Installed = installed
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("journal of layerprobe.service:\n%s", testharness.Tail(a.Log(), 40))
@@ -201,6 +205,7 @@ func RunCompose(t testing.TB, h Host, src Source, compose []string) Agent {
 		return Run(timeout, src.Path("deploy/compose"), append(h.DockerEnv(), "COMPOSE_PROJECT_NAME=lpops", fmt.Sprintf("LAYERPROBE_PORT=%d", port)), compose[0],
 			append(append(compose[1:len(compose):len(compose)], "--file", "docker-compose.yml", "--file", override), args...)...)
 	}
+	installed := time.Now()
 	if r := run(5*time.Minute, "up", "-d", "--no-deps", "--no-build", "layerprobe"); r.Err != nil {
 		t.Fatalf("docker compose up:\n%s", r)
 	}
@@ -229,7 +234,7 @@ func RunCompose(t testing.TB, h Host, src Source, compose []string) Agent {
 			}
 			return ""
 		},
-		Log: logs,
+		Log: logs, Installed: installed,
 	}
 }
 
@@ -247,6 +252,7 @@ func RunPod(t testing.TB, h Host, src Source, cgroupNS string) Agent {
 	const name = "lpops-daemonset"
 	argv := append(append(append([]string{"run", "-d", "--name", name, "--network", "host"}, flags...), image), args...)
 	t.Logf("the pod: docker %s", strings.Join(argv, " "))
+	installed := time.Now()
 	if r := Docker(h, 2*time.Minute, argv...); r.Err != nil {
 		t.Fatalf("docker run (the DaemonSet's pod):\n%s", r)
 	}
@@ -271,6 +277,6 @@ func RunPod(t testing.TB, h Host, src Source, cgroupNS string) Agent {
 			}
 			return ""
 		},
-		Log: logs,
+		Log: logs, Installed: installed,
 	}
 }
