@@ -246,14 +246,22 @@ func (im *Image) WriteTar(w io.Writer) error {
 	if n := im.Layers(); n != 1 {
 		return fmt.Errorf("write probe image tar: the image has %d layers; write each with WriteLayer", n)
 	}
-	return im.WriteLayer(w, 0)
+	_, err := im.WriteLayer(w, 0)
+	return err
 }
 
 // WriteLayer writes the entries of one layer as an uncompressed tar
-// stream. Each host file is hashed again while it is copied: a file that
+// stream and returns its size (what a content store's descriptor
+// needs). Each host file is hashed again while it is copied: a file that
 // changed since Build fails the write rather than producing an image that
 // does not match its digest.
-func (im *Image) WriteLayer(w io.Writer, layer int) error {
+func (im *Image) WriteLayer(w io.Writer, layer int) (int64, error) {
+	cw := &countWriter{w: w}
+	err := im.writeLayer(cw, layer)
+	return cw.n, err
+}
+
+func (im *Image) writeLayer(w io.Writer, layer int) error {
 	tw := tar.NewWriter(w)
 	for _, f := range im.Files {
 		if f.Layer != layer {
@@ -380,11 +388,11 @@ func (im *Image) LayerStreams() ([]LayerStream, error) {
 	out := make([]LayerStream, im.Layers())
 	for i := range out {
 		h := sha256.New()
-		n := &countWriter{w: h}
-		if err := im.WriteLayer(n, i); err != nil {
+		n, err := im.WriteLayer(h, i)
+		if err != nil {
 			return nil, err
 		}
-		out[i] = LayerStream{DiffID: hex.EncodeToString(h.Sum(nil)), Size: n.n}
+		out[i] = LayerStream{DiffID: hex.EncodeToString(h.Sum(nil)), Size: n}
 	}
 	return out, nil
 }

@@ -392,8 +392,12 @@ func TestWithCopyUpFiles(t *testing.T) {
 	var first []byte
 	for layer := range im.Layers() {
 		var buf bytes.Buffer
-		if err := im.WriteLayer(&buf, layer); err != nil {
+		n, err := im.WriteLayer(&buf, layer)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if n != int64(buf.Len()) {
+			t.Errorf("layer %d: WriteLayer says %d bytes, wrote %d", layer, n, buf.Len())
 		}
 		if sum := sha256.Sum256(buf.Bytes()); hex.EncodeToString(sum[:]) != streams[layer].DiffID || int64(buf.Len()) != streams[layer].Size {
 			t.Errorf("layer %d: %d bytes, not the stream LayerStreams described (%+v)", layer, buf.Len(), streams[layer])

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"regexp"
 	"strings"
@@ -183,15 +182,15 @@ func (c *Client) writeLayer(ctx context.Context, cs content.Store, im *probeimag
 	if err := w.Truncate(0); err != nil {
 		return ocispec.Descriptor{}, c.fail("reset content writer", err)
 	}
-	cw := &countWriter{w: w}
-	if err := im.WriteLayer(cw, i); err != nil {
+	n, err := im.WriteLayer(w, i)
+	if err != nil {
 		if u := c.reach.Unreachable(err); u != nil {
 			return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", u)
 		}
 		return ocispec.Descriptor{}, fmt.Errorf("import probe image: %w", err)
 	}
-	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: w.Digest(), Size: cw.n}
-	if err := w.Commit(ctx, cw.n, desc.Digest); err != nil && !errdefs.IsAlreadyExists(err) {
+	desc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: w.Digest(), Size: n}
+	if err := w.Commit(ctx, n, desc.Digest); err != nil && !errdefs.IsAlreadyExists(err) {
 		return ocispec.Descriptor{}, c.fail("commit probe image layer", err)
 	}
 	return desc, nil
@@ -209,17 +208,6 @@ func (c *Client) writeJSON(ctx context.Context, cs content.Store, mediaType stri
 		return ocispec.Descriptor{}, c.fail("write "+mediaType, err)
 	}
 	return desc, nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (cw *countWriter) Write(p []byte) (int, error) {
-	n, err := cw.w.Write(p)
-	cw.n += int64(n)
-	return n, err
 }
 
 // unpack unpacks img on the configured snapshotter unless it is already.

@@ -82,7 +82,7 @@ func writeArchive(w io.Writer, im *probeimage.Image, layers []probeimage.LayerSt
 		if err := tw.WriteHeader(&tar.Header{Name: l.DiffID + "/layer.tar", Typeflag: tar.TypeReg, Mode: 0o644, Size: l.Size, ModTime: mtime}); err != nil {
 			return err
 		}
-		if err := im.WriteLayer(tw, i); err != nil {
+		if _, err := im.WriteLayer(tw, i); err != nil {
 			return err
 		}
 	}
