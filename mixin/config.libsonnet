@@ -28,6 +28,13 @@
     // instance label without its port (host-1:9100 and host-1:9811 are
     // both host-1). A regex with one capture group, anchored by PromQL.
     hostFromInstanceRegex: '(.+?)(?::[0-9]+)?',
+    // The label of node_uname_info that names the host as Kubernetes
+    // does: uname -n, the node name unless the kubelet overrides it. The
+    // chart names the agent's target after the node, while
+    // kube-prometheus-stack's node-exporter keeps its instance as
+    // IP:9100; the fleet rules join on this label too, the instance
+    // winning where both match. Empty: the instance only.
+    nodeExporterNodenameLabel: 'nodename',
     // Evaluation interval of the fleet recording rules. The agents publish
     // new figures once a cycle (6h); 5m keeps the fleet views fresh and
     // the rules' cost a fifth of a 1m evaluation.

@@ -14,6 +14,24 @@ local promql = import '../lib/promql.libsonnet';
     // The host of an instance: its name without the port, the key that
     // joins node_exporter's series to layerprobe's.
     local withHost(expr) = 'label_replace(%s, "host", "$1", "instance", "%s")' % [expr, c.hostFromInstanceRegex],
+    // node_exporter's kernel under each name of its host: the instance
+    // without its port (compose, systemd: the agent's instance names the
+    // host the same way) and node_uname_info's nodename (uname -n: the
+    // Kubernetes node name, which the chart makes the agent's instance,
+    // while kube-prometheus-stack keeps node-exporter's instance as
+    // IP:9100). The nodename side falls back to the instance where the
+    // label is empty, so it adds no host-less series. Where both name one
+    // host, the instance wins (`or`): it is the scrape's own address, the
+    // nodename only what the host calls itself.
+    local unameSeries = promql.series('node_uname_info', [c.nodeExporterSelector]),
+    local kernelsBy(expr) = 'max by (%s, host, release) (%s)' % [cl, expr],
+    local hostKernels =
+      if c.nodeExporterNodenameLabel == '' then kernelsBy(withHost(unameSeries))
+      else '%s\n  or on (%s, host)\n%s' % [
+        kernelsBy(withHost(unameSeries)),
+        cl,
+        kernelsBy('label_replace(%s, "host", "$1", "%s", "(.+)")' % [withHost(unameSeries), c.nodeExporterNodenameLabel]),
+      ],
     // The headline overheads per host: fsync p99 (the cost of durable
     // writes), random 4 KiB write IOPS and sequential write bandwidth (the
     // cost of the container layer's copy-on-write for data), steady
@@ -42,14 +60,22 @@ local promql = import '../lib/promql.libsonnet';
         interval: c.fleetRulesInterval,
         rules: [
           // The kernel of every host node_exporter reports, keyed by host
-          // (instance without port); value 1.
+          // (instance without port, and nodename); value 1. At most one
+          // series per host, or the join below would fail for every
+          // agent: a name claimed by two kernels (two machines that kept
+          // the hostname localhost) is left out, and its agent reads
+          // "unknown".
           {
             record: 'host:layerprobe_node_uname:info',
             expr: |||
-              max by (%s, host, release) (
-                %s
+              (
+                %(k)s
               )
-            ||| % [cl, withHost(promql.series('node_uname_info', [c.nodeExporterSelector]))],
+                unless on (%(cl)s, host)
+              count by (%(cl)s, host) (
+                %(k)s
+              ) > 1
+            ||| % { cl: cl, k: std.strReplace(hostKernels, '\n', '\n  ') },
           },
           // The headline steady overheads of every engine, with every
           // label of the raw series: one plain selector per figure (an
