@@ -199,7 +199,7 @@ func TestHelmChart(t *testing.T) {
 	}
 
 	def := helmTemplate(t, helm, false)
-	validate("defaults", def, 3) // ConfigMap, Service, DaemonSet
+	validate("defaults", def, 4) // ServiceAccount, ConfigMap, Service, DaemonSet
 	kinds := func(objs []k8sObject) []string {
 		var out []string
 		for _, o := range objs {
@@ -208,9 +208,10 @@ func TestHelmChart(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if got := kinds(decodeObjects(t, def)); !slices.Equal(got, []string{"ConfigMap", "DaemonSet", "Service"}) {
+	if got := kinds(decodeObjects(t, def)); !slices.Equal(got, []string{"ConfigMap", "DaemonSet", "Service", "ServiceAccount"}) {
 		t.Errorf("defaults render %v", got)
 	}
+	checkHelmDefaults(t, objectMaps(t, def))
 	// Kubernetes' own engine by default: containerd's agent, with
 	// CAP_SYS_ADMIN for the host arm's join on cgroup v2 nodes, or with
 	// no capability when the operator turns that off.
@@ -228,12 +229,16 @@ func TestHelmChart(t *testing.T) {
 	}
 
 	all := helmTemplate(t, helm, false, "monitor.enabled=true", "prometheusRule.enabled=true", "dashboards.enabled=true",
-		"engine.type=docker", "engine.socket=/run/docker-alt.sock", "engine.dataRoot=/srv/docker", "stateDir=/srv/layerprobe")
-	validate("all", all, 5) // and the two dashboard ConfigMaps
+		"engine.type=docker", "engine.socket=/run/docker-alt.sock", "engine.dataRoot=/srv/docker", "stateDir=/srv/layerprobe",
+		"networkPolicy.enabled=true", "serviceAccount.name=probe", "serviceAccount.annotations.owner=storage", "commonLabels.fleet=eu",
+		"monitor.jobLabel=app.kubernetes.io/name", "monitor.podTargetLabels={team,fleet}", "monitor.sampleLimit=2000000", "monitor.targetLimit=100",
+		"port=9900")
+	validate("all", all, 7) // and the two dashboard ConfigMaps
 	objs := decodeObjects(t, all)
-	if got := kinds(objs); !slices.Equal(got, []string{"ConfigMap", "ConfigMap", "ConfigMap", "DaemonSet", "PodMonitor", "PrometheusRule", "Service"}) {
+	if got := kinds(objs); !slices.Equal(got, []string{"ConfigMap", "ConfigMap", "ConfigMap", "DaemonSet", "NetworkPolicy", "PodMonitor", "PrometheusRule", "Service", "ServiceAccount"}) {
 		t.Errorf("everything on renders %v", got)
 	}
+	checkHelmAllOn(t, objectMaps(t, all))
 	byKind := map[string]k8sObject{}
 	dashboards := map[string]string{}
 	for _, o := range objs {
@@ -307,7 +312,7 @@ func TestHelmChart(t *testing.T) {
 	for _, set := range [][]string{{"engine.type=containerd"}, {"engine.type=containerd", "engine.socket=/run/k3s/containerd/containerd.sock"}} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
 			text := helmTemplate(t, helm, false, set...)
-			validate("containerd", text, 3)
+			validate("containerd", text, 4)
 			byKind := map[string]k8sObject{}
 			for _, o := range decodeObjects(t, text) {
 				byKind[o.Kind] = o
@@ -343,9 +348,210 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
+// helmSchemaRejects are values values.schema.json must refuse, each with
+// the path helm's message names.
+var helmSchemaRejects = []struct {
+	set  []string
+	path string
+}{
+	{[]string{"global=mirror"}, "/global"},
+	{[]string{"global.imageRegistry=1"}, "/global/imageRegistry"},
+	{[]string{"commonLabels.team=1"}, "/commonLabels/team"},
+	{[]string{"podSecurityContext=privileged"}, "/podSecurityContext"},
+	{[]string{"serviceAccount.create=maybe"}, "/serviceAccount/create"},
+	{[]string{"serviceAccount.automountServiceAccountToken=true"}, "/serviceAccount"},
+	{[]string{"networkPolicy.enabled=yes"}, "/networkPolicy/enabled"},
+	{[]string{"networkPolicy.ingress=all"}, "/networkPolicy/ingress"},
+	{[]string{"updateStrategy.type=Recreate"}, "/updateStrategy/type"},
+	{[]string{"revisionHistoryLimit=-1"}, "/revisionHistoryLimit"},
+	{[]string{"terminationGracePeriodSeconds=-1"}, "/terminationGracePeriodSeconds"},
+	{[]string{"readinessProbe.periodSeconds=0"}, "/readinessProbe/periodSeconds"},
+	{[]string{"livenessProbe.successThreshold=2"}, "/livenessProbe/successThreshold"},
+	{[]string{"livenessProbe.httpGet.path=/metrics"}, "/livenessProbe"},
+	{[]string{"extraVolumes[0].emptyDir.medium=Memory"}, "/extraVolumes/0"},
+	{[]string{"extraVolumeMounts[0].name=extra"}, "/extraVolumeMounts/0"},
+	{[]string{"service.type=ExternalName"}, "/service/type"},
+	{[]string{"service.port=70000"}, "/service/port"},
+	{[]string{"service.annotations.a=1"}, "/service/annotations/a"},
+	{[]string{"monitor.jobLabel=1"}, "/monitor/jobLabel"},
+	{[]string{"monitor.podTargetLabels=team"}, "/monitor/podTargetLabels"},
+	{[]string{"monitor.sampleLimit=-1"}, "/monitor/sampleLimit"},
+	{[]string{"monitor.targetLimit=-1"}, "/monitor/targetLimit"},
+}
+
+// TestHelmChartSchemaRejects: wrong types, ranges and unknown keys of the
+// chart's values fail `helm template` with a message that names them.
+func TestHelmChartSchemaRejects(t *testing.T) {
+	helm := tool(t, "helm", "/opt/layerprobe-test-tools/bin")
+	for _, c := range helmSchemaRejects {
+		if out := helmTemplate(t, helm, true, c.set...); !strings.Contains(out, "at '"+c.path+"'") {
+			t.Errorf("helm template --set %v: %q does not name %s", c.set, out, c.path)
+		}
+	}
+}
+
+// TestHelmChartSubchart installs the chart as a subchart of an umbrella
+// chart whose global values carry keys of other charts: the schema must
+// let them through, and global.imageRegistry must move the image.
+func TestHelmChartSubchart(t *testing.T) {
+	helm := tool(t, "helm", "/opt/layerprobe-test-tools/bin")
+	parent := t.TempDir()
+	if err := os.CopyFS(filepath.Join(parent, "charts", "layerprobe"), os.DirFS(repoPath(chartPath))); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: fleet\nversion: 1.0.0\n",
+		"values.yaml": `global:
+  imageRegistry: mirror.example.com
+  imagePullSecrets: [{name: mirror}]
+  storageClass: fast
+layerprobe:
+  serviceAccount:
+    name: probe
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(parent, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run(t, time.Minute, "", nil, helm, "template", "fleet", parent, "--namespace", "layerprobe", "--kube-version", kubernetesVersion)
+	if r.err != nil {
+		t.Fatalf("helm template of the umbrella chart:\n%s", r)
+	}
+	objs := objectMaps(t, r.stdout)
+	ds := objs["DaemonSet/fleet-layerprobe"]
+	pod := dig[map[string]any](ds, "spec", "template", "spec")
+	if got, want := dig[string](pod, "containers", 0, "image"), "mirror.example.com/layerprobe:"+versionFile(t); got != want {
+		t.Errorf("image %q, want %q (global.imageRegistry)", got, want)
+	}
+	if objs["ServiceAccount/probe"] == nil || dig[string](pod, "serviceAccountName") != "probe" {
+		t.Errorf("subchart values: ServiceAccount %v, serviceAccountName %q", slices.Sorted(maps.Keys(objs)), dig[string](pod, "serviceAccountName"))
+	}
+}
+
+// objectMaps decodes a rendered chart into its objects by kind/name.
+func objectMaps(t *testing.T, text string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("decode: %v", err)
+			}
+			return out
+		}
+		if o != nil {
+			out[dig[string](o, "kind")+"/"+dig[string](o, "metadata", "name")] = o
+		}
+	}
+}
+
+// checkHelmDefaults: what the chart sets without values, beside the
+// engine: a ServiceAccount and a pod without a token, the pod's seccomp
+// profile with the container's privileges as they were, the update and
+// probe settings, a headless Service on the agent's port, no NetworkPolicy.
+func checkHelmDefaults(t *testing.T, objs map[string]map[string]any) {
+	t.Helper()
+	sa, ds, svc := objs["ServiceAccount/lp-layerprobe"], objs["DaemonSet/lp-layerprobe"], objs["Service/lp-layerprobe"]
+	if sa == nil || ds == nil || svc == nil {
+		t.Fatalf("defaults render %v", slices.Sorted(maps.Keys(objs)))
+	}
+	if v, ok := sa["automountServiceAccountToken"].(bool); !ok || v {
+		t.Errorf("ServiceAccount automountServiceAccountToken %v, want false", sa["automountServiceAccountToken"])
+	}
+	pod := dig[map[string]any](ds, "spec", "template", "spec")
+	if v, ok := pod["automountServiceAccountToken"].(bool); !ok || v || dig[string](pod, "serviceAccountName") != "lp-layerprobe" {
+		t.Errorf("pod: serviceAccountName %v, automountServiceAccountToken %v", pod["serviceAccountName"], pod["automountServiceAccountToken"])
+	}
+	if dig[string](pod, "securityContext", "seccompProfile", "type") != "RuntimeDefault" {
+		t.Errorf("pod securityContext %v, want the RuntimeDefault seccomp profile", pod["securityContext"])
+	}
+	c := dig[map[string]any](pod, "containers", 0)
+	if !dig[bool](pod, "hostPID") || dig[int](c, "securityContext", "runAsUser") != 0 || c["securityContext"] == nil ||
+		!slices.Equal(dig[[]any](c, "securityContext", "capabilities", "add"), []any{"SYS_ADMIN"}) {
+		t.Errorf("the agent's privileges changed: hostPID %v, securityContext %v", pod["hostPID"], c["securityContext"])
+	}
+	if dig[int](ds, "spec", "revisionHistoryLimit") != 10 || dig[string](ds, "spec", "updateStrategy", "type") != "RollingUpdate" ||
+		dig[int](ds, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable") != 1 || dig[int](pod, "terminationGracePeriodSeconds") != 60 {
+		t.Errorf("DaemonSet: revisionHistoryLimit %v, updateStrategy %v, terminationGracePeriodSeconds %v",
+			dig[any](ds, "spec", "revisionHistoryLimit"), dig[any](ds, "spec", "updateStrategy"), pod["terminationGracePeriodSeconds"])
+	}
+	for probe, want := range map[string][3]any{"readinessProbe": {"/readyz", 10, 3}, "livenessProbe": {"/healthz", 30, 5}} {
+		p := dig[map[string]any](c, probe)
+		if dig[string](p, "httpGet", "path") != want[0] || dig[string](p, "httpGet", "port") != "metrics" ||
+			dig[int](p, "periodSeconds") != want[1] || dig[int](p, "failureThreshold") != want[2] ||
+			dig[int](p, "timeoutSeconds") != 5 || dig[int](p, "successThreshold") != 1 {
+			t.Errorf("%s %v, want GET %v every %vs, %v failures", probe, p, want[0], want[1], want[2])
+		}
+	}
+	if dig[string](svc, "spec", "type") != "ClusterIP" || dig[string](svc, "spec", "clusterIP") != "None" ||
+		dig[int](svc, "spec", "ports", 0, "port") != 9811 || dig[map[string]any](svc, "metadata", "annotations") != nil {
+		t.Errorf("Service spec %v, annotations %v: want headless on 9811", svc["spec"], dig[any](svc, "metadata", "annotations"))
+	}
+	for k := range objs {
+		if strings.HasPrefix(k, "NetworkPolicy/") {
+			t.Errorf("%s rendered by default: networkPolicy is off, as node-exporter's", k)
+		}
+	}
+}
+
+// checkHelmAllOn: the NetworkPolicy's own rule (the agent's port, from
+// anywhere, no egress), a named ServiceAccount, common labels on every
+// object but in no selector, and the PodMonitor's job label and limits.
+func checkHelmAllOn(t *testing.T, objs map[string]map[string]any) {
+	t.Helper()
+	np := objs["NetworkPolicy/lp-layerprobe"]
+	ds := objs["DaemonSet/lp-layerprobe"]
+	if np == nil || ds == nil {
+		t.Fatalf("render %v", slices.Sorted(maps.Keys(objs)))
+	}
+	podLabels := dig[map[string]any](ds, "spec", "template", "metadata", "labels")
+	sel := dig[map[string]any](np, "spec", "podSelector", "matchLabels")
+	if len(sel) == 0 || !selectsAny(sel, podLabels) {
+		t.Errorf("NetworkPolicy selects %v; the pods have %v", sel, podLabels)
+	}
+	if !slices.Equal(dig[[]any](np, "spec", "policyTypes"), []any{"Ingress", "Egress"}) ||
+		len(dig[[]any](np, "spec", "ingress")) != 1 || dig[any](np, "spec", "ingress", 0, "from") != nil ||
+		dig[int](np, "spec", "ingress", 0, "ports", 0, "port") != 9900 ||
+		dig[[]any](np, "spec", "egress") == nil || len(dig[[]any](np, "spec", "egress")) != 0 {
+		t.Errorf("NetworkPolicy spec %v: want ingress to port 9900 from anywhere, no egress", np["spec"])
+	}
+	if sa := objs["ServiceAccount/probe"]; sa == nil || dig[string](sa, "metadata", "annotations", "owner") != "storage" ||
+		dig[string](ds, "spec", "template", "spec", "serviceAccountName") != "probe" {
+		t.Errorf("serviceAccount.name/annotations: %v, pod's %q", slices.Sorted(maps.Keys(objs)), dig[string](ds, "spec", "template", "spec", "serviceAccountName"))
+	}
+	for k, o := range objs {
+		if dig[string](o, "metadata", "labels", "fleet") != "eu" {
+			t.Errorf("%s lacks commonLabels: %v", k, dig[any](o, "metadata", "labels"))
+		}
+	}
+	if podLabels["fleet"] != "eu" || dig[any](ds, "spec", "selector", "matchLabels", "fleet") != nil || sel["fleet"] != nil {
+		t.Errorf("commonLabels: pod labels %v, selector %v: on the pods, in no selector", podLabels, dig[any](ds, "spec", "selector"))
+	}
+	pm := objs["PodMonitor/lp-layerprobe"]
+	if dig[string](pm, "spec", "jobLabel") != "app.kubernetes.io/name" ||
+		!slices.Equal(dig[[]any](pm, "spec", "podTargetLabels"), []any{"team", "fleet"}) ||
+		dig[int](pm, "spec", "sampleLimit") != 2000000 || dig[int](pm, "spec", "targetLimit") != 100 {
+		t.Errorf("PodMonitor spec %v: want jobLabel, podTargetLabels and the limits", pm["spec"])
+	}
+}
+
+// selectsAny is selects over decoded maps.
+func selectsAny(selector, labels map[string]any) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
+}
+
 // helmValuesFiles are the values files TestHelmChartValuesFiles renders
 // the chart with, besides its defaults.
-var helmValuesFiles = []string{"secured", "placement", "existing-secrets"}
+var helmValuesFiles = []string{"secured", "placement", "existing-secrets", "operations"}
 
 // TestHelmChartValuesFiles renders the chart under each values file in
 // testdata/helm, validates every object with kubernetes-validate (the
@@ -528,6 +734,8 @@ func checkHelmValues(t *testing.T, name string, objs map[string]map[string]any) 
 		if dig[string](ep, "scheme") != "https" || dig[bool](ep, "tlsConfig", "insecureSkipVerify") != true {
 			t.Errorf("ServiceMonitor endpoint: %v", ep)
 		}
+	case "operations":
+		checkHelmOperations(t, objs, ds, pod, c)
 	case "placement":
 		if got := dig[string](ds, "metadata", "name"); got != "lp-storage-probe" {
 			t.Errorf("nameOverride: DaemonSet %q", got)
@@ -563,6 +771,85 @@ func checkHelmValues(t *testing.T, name string, objs map[string]map[string]any) 
 			t.Errorf("podLabels/podAnnotations: %v", dig[map[string]any](ds, "spec", "template", "metadata"))
 		}
 	}
+}
+
+// checkHelmOperations checks testdata/helm/operations.yaml's values in
+// the objects.
+func checkHelmOperations(t *testing.T, objs map[string]map[string]any, ds, pod, c map[string]any) {
+	t.Helper()
+	if got, want := dig[string](c, "image"), "mirror.example.com/layerprobe:"+versionFile(t); got != want {
+		t.Errorf("image %q, want %q: global.imageRegistry replaces image.registry", got, want)
+	}
+	for k, o := range objs {
+		if dig[string](o, "metadata", "labels", "team") != "storage" || dig[string](o, "metadata", "labels", "cost-center") != "4711" {
+			t.Errorf("%s lacks commonLabels: %v", k, dig[any](o, "metadata", "labels"))
+		}
+		if strings.HasPrefix(k, "ServiceAccount/") {
+			t.Errorf("%s rendered with serviceAccount.create false", k)
+		}
+	}
+	if dig[string](ds, "spec", "template", "metadata", "labels", "team") != "storage" || dig[any](ds, "spec", "selector", "matchLabels", "team") != nil {
+		t.Errorf("commonLabels: pod labels %v, selector %v", dig[any](ds, "spec", "template", "metadata", "labels"), dig[any](ds, "spec", "selector"))
+	}
+	if v, ok := pod["automountServiceAccountToken"].(bool); !ok || v || dig[string](pod, "serviceAccountName") != "node-agents" {
+		t.Errorf("pod: serviceAccountName %v, automountServiceAccountToken %v", pod["serviceAccountName"], pod["automountServiceAccountToken"])
+	}
+	np := objs["NetworkPolicy/lp-layerprobe"]
+	if dig[string](np, "spec", "ingress", 0, "from", 0, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name") != "monitoring" ||
+		len(dig[[]any](np, "spec", "ingress")) != 1 || len(dig[[]any](np, "spec", "egress")) != 0 ||
+		dig[any](np, "spec", "podSelector", "matchLabels", "team") != nil {
+		t.Errorf("NetworkPolicy spec %v: want networkPolicy.ingress's rule and no egress", np["spec"])
+	}
+	if dig[string](ds, "spec", "updateStrategy", "type") != "OnDelete" || dig[any](ds, "spec", "updateStrategy", "rollingUpdate") != nil ||
+		dig[int](ds, "spec", "revisionHistoryLimit") != 3 || dig[int](pod, "terminationGracePeriodSeconds") != 120 {
+		t.Errorf("DaemonSet: updateStrategy %v, revisionHistoryLimit %v, terminationGracePeriodSeconds %v",
+			dig[any](ds, "spec", "updateStrategy"), dig[any](ds, "spec", "revisionHistoryLimit"), pod["terminationGracePeriodSeconds"])
+	}
+	rp, lp := dig[map[string]any](c, "readinessProbe"), dig[map[string]any](c, "livenessProbe")
+	if dig[string](rp, "httpGet", "path") != "/readyz" || dig[int](rp, "initialDelaySeconds") != 5 || dig[int](rp, "periodSeconds") != 15 ||
+		dig[int](rp, "timeoutSeconds") != 3 || dig[int](rp, "successThreshold") != 2 || dig[int](rp, "failureThreshold") != 4 {
+		t.Errorf("readinessProbe %v", rp)
+	}
+	// Helm merges the probe maps: the keys not set keep the chart's.
+	if dig[string](lp, "httpGet", "path") != "/healthz" || dig[int](lp, "periodSeconds") != 60 || dig[int](lp, "failureThreshold") != 10 ||
+		dig[int](lp, "timeoutSeconds") != 5 || dig[int](lp, "successThreshold") != 1 {
+		t.Errorf("livenessProbe %v", lp)
+	}
+	var vol, mount map[string]any
+	for _, v := range dig[[]any](pod, "volumes") {
+		if dig[string](v, "name") == "ca-bundle" {
+			vol, _ = v.(map[string]any)
+		}
+	}
+	for _, m := range dig[[]any](c, "volumeMounts") {
+		if dig[string](m, "name") == "ca-bundle" {
+			mount, _ = m.(map[string]any)
+		}
+	}
+	if dig[string](vol, "configMap", "name") != "corporate-ca" || dig[string](mount, "mountPath") != "/etc/ssl/corporate" || !dig[bool](mount, "readOnly") {
+		t.Errorf("extraVolumes %v, extraVolumeMounts %v", vol, mount)
+	}
+	svc := objs["Service/lp-layerprobe"]
+	if dig[string](svc, "spec", "type") != "NodePort" || dig[any](svc, "spec", "clusterIP") != nil ||
+		dig[int](svc, "spec", "ports", 0, "port") != 19811 || dig[string](svc, "spec", "ports", 0, "targetPort") != "metrics" ||
+		dig[string](svc, "metadata", "annotations", "example.com/scrape") != "false" {
+		t.Errorf("Service %v, annotations %v: want NodePort 19811 with the annotation", svc["spec"], dig[any](svc, "metadata", "annotations"))
+	}
+	sm := objs["ServiceMonitor/lp-layerprobe"]
+	if dig[string](sm, "spec", "jobLabel") != "app.kubernetes.io/name" || !slices.Equal(dig[[]any](sm, "spec", "podTargetLabels"), []any{"team"}) ||
+		dig[int](sm, "spec", "sampleLimit") != 5000 || dig[int](sm, "spec", "targetLimit") != 500 ||
+		!selects(stringMap(dig[map[string]any](sm, "spec", "selector", "matchLabels")), stringMap(dig[map[string]any](svc, "metadata", "labels"))) {
+		t.Errorf("ServiceMonitor spec %v", sm["spec"])
+	}
+}
+
+// stringMap turns a decoded label map into a map of strings.
+func stringMap(m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
 }
 
 // TestHelmChartREADME: the chart's README lists every top-level value, the

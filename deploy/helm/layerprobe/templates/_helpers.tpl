@@ -27,13 +27,30 @@ app.kubernetes.io/component: agent
 app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
-{{/* The agent image: [registry/]repository:tag, or @digest when set. */}}
+{{/* The pods' ServiceAccount: the chart's, or one named in serviceAccount.name. */}}
+{{- define "layerprobe.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "layerprobe.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The agent image: [registry/]repository:tag, or @digest when set. A parent
+chart's global.imageRegistry replaces image.registry, so that one value
+moves every image of an umbrella chart to a mirror.
+*/}}
 {{- define "layerprobe.image" -}}
 {{- $repo := .Values.image.repository -}}
-{{- if .Values.image.registry -}}
-{{- $repo = printf "%s/%s" .Values.image.registry $repo -}}
+{{- $registry := (.Values.global).imageRegistry | default .Values.image.registry -}}
+{{- if $registry -}}
+{{- $repo = printf "%s/%s" $registry $repo -}}
 {{- end -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" $repo .Values.image.digest -}}
