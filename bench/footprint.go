@@ -837,8 +837,8 @@ func strippedVerdict(r *footprintResult) string {
 		verdict = "**missed**"
 	}
 	return fmt.Sprintf("The release binary, built from the same tree as the release archives ship it "+
-		"(`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`, no build tags): %.1f MB; budget ≤ %.0f MB: %s.\n\n",
-		float64(r.StrippedBytes)/1e6, float64(strippedBudgetBytes)/1e6, verdict)
+		"(`CGO_ENABLED=0 go build -trimpath -tags %s -ldflags '-s -w'`): %.1f MB; budget ≤ %.0f MB: %s.\n\n",
+		testharness.ReleaseTags, float64(r.StrippedBytes)/1e6, float64(strippedBudgetBytes)/1e6, verdict)
 }
 
 func afterLoad(v variantResult) string {
