@@ -23,9 +23,10 @@ import (
 type Plan struct {
 	// Rounds is a fixed number of rounds of every job. 0 makes the
 	// measurement adaptive: MinRounds rounds of every job, then more rounds
-	// of the job whose interval is furthest from Precision, per byte, until
-	// every headline interval is within Precision or the next round would
-	// exceed MaxBytes.
+	// of the job whose interval the next round narrows most per byte or
+	// per second, whichever budget binds (binding), until every headline
+	// interval is within Precision or the next round would exceed
+	// MaxBytes or MaxDuration.
 	Rounds    int
 	MinRounds int
 	// MaxRounds bounds the rounds of any one job (0: DefaultMaxRounds).
@@ -395,10 +396,12 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 		return nil, measure.StopRounds
 	}
 	// Adaptive: the job whose next round narrows its interval most for
-	// what the round costs, in shares of the byte and time budgets (a
-	// round of fsync writes little but takes long; one of seqwrite the
-	// opposite). A job without an interval yet (every pair failed) cannot
-	// be helped by more rounds of the same failures.
+	// what the round costs of the budget the run will stop on (binding:
+	// a round of smallfiles writes little but takes long, one of
+	// seqwrite the opposite, and only the budget that runs out first
+	// limits the rounds). A job without an interval yet (every pair
+	// failed) cannot be helped by more rounds of the same failures.
+	charge := s.charge(jobs, plan, maxRounds, spent, elapsed)
 	var best *jobState
 	bestScore, blocked, late, capped := 0.0, false, false, false
 	for _, js := range order {
@@ -421,7 +424,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 			blocked = true
 			continue
 		}
-		score := narrowing(hw, js.pairs(), plan.Precision) / s.shareCost(js, plan)
+		score := narrowing(hw, js.pairs(), plan.Precision) / s.chargedCost(js, charge)
 		if best == nil || score > bestScore {
 			best, bestScore = js, score
 		}
@@ -551,18 +554,37 @@ func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	return job, job.WriteBytes(fio.Steady, len(round), unlaid) <= left
 }
 
-// shareCost is what the job's next round costs as the larger of its share
-// of the byte budget and its share of the time budget (without budgets:
-// bytes, then seconds, as the measure of cost).
-func (s *Session) shareCost(js *jobState, plan Plan) float64 {
-	b, d := float64(max(s.roundCost(js), 1)), max(js.lastTime.Seconds(), 1e-3)
-	switch {
-	case plan.MaxBytes > 0 && plan.MaxDuration > 0:
-		return max(b/float64(plan.MaxBytes), d/plan.MaxDuration.Seconds())
-	case plan.MaxDuration > 0:
-		return d / plan.MaxDuration.Seconds()
+// charge is the budget the adaptive rounds to come are charged to
+// (binding), from the next rounds of the jobs that want more.
+func (s *Session) charge(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration) budget {
+	var spends []roundSpend
+	for _, js := range jobs {
+		if hw := js.halfWidth; !math.IsNaN(hw) && hw > plan.Precision && js.rounds < maxRounds {
+			spends = append(spends, roundSpend{bytes: float64(s.roundCost(js)), seconds: s.roundSeconds(js).Seconds(),
+				noise: hw * hw * float64(js.pairs())})
+		}
 	}
-	return b
+	return binding(spends, plan.MaxBytes, spent, plan.MaxDuration, elapsed)
+}
+
+// chargedCost is what the job's next round costs of the budget charged:
+// its bytes (roundCost) or its seconds (roundSeconds).
+func (s *Session) chargedCost(js *jobState, charge budget) float64 {
+	if charge == chargeTime {
+		return max(s.roundSeconds(js).Seconds(), 1e-3)
+	}
+	return float64(max(s.roundCost(js), 1))
+}
+
+// roundSeconds estimates how long the job's next round takes: its last
+// round's time per target, times the next round's targets (0 before a
+// first round). A round after the minimum rounds leaves the side targets
+// out (roundTargets) and takes about half the time of one with them.
+func (s *Session) roundSeconds(js *jobState) time.Duration {
+	if js.lastTargets <= 0 {
+		return js.lastTime
+	}
+	return js.lastTime * time.Duration(len(s.roundTargets(js))) / time.Duration(js.lastTargets)
 }
 
 // shuffled is a copy of xs in a random order drawn from rng.
