@@ -93,7 +93,7 @@ func measureCgroupV2(ctx context.Context, t *testing.T, p *progress, label, rev 
 	compose := []string{"docker", "compose"}
 	cv := asshipped.Run(time.Minute, "", nil, "docker", "compose", "version", "--short")
 	if cv.Err != nil || !strings.HasPrefix(strings.TrimPrefix(strings.TrimSpace(cv.Stdout), "v"), "2.") {
-		return nil, fmt.Errorf("Docker Compose v2 (the docker CLI plugin; scripts/install-deps.sh builds it): %s", cv)
+		return nil, fmt.Errorf("no Docker Compose v2 (the docker CLI plugin; scripts/install-deps.sh builds it): %s", cv)
 	}
 	if rev == "" {
 		rev = "HEAD"

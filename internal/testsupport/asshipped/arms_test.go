@@ -1,6 +1,7 @@
 package asshipped
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,24 @@ func TestVerdictIntervals(t *testing.T) {
 		v := Verdict{AA: c.aa}
 		if got := v.intervals(); got != c.want {
 			t.Errorf("intervals of %+v = %v, want %v", c.aa, got, c.want)
+		}
+	}
+}
+
+// A status command that failed with nothing on stdout is no verdict; one
+// that answered a state, even with a failing exit, is.
+func TestUnanswered(t *testing.T) {
+	for _, c := range []struct {
+		r    Result
+		want bool
+	}{
+		{Result{Err: errors.New("signal: killed")}, true},
+		{Result{Stdout: "inactive\n", Err: errors.New("exit status 3")}, false},
+		{Result{Stdout: "active\n"}, false},
+		{Result{}, false},
+	} {
+		if got := unanswered(c.r); got != c.want {
+			t.Errorf("unanswered(%+v) = %v, want %v", c.r, got, c.want)
 		}
 	}
 }

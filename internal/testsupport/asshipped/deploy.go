@@ -92,8 +92,9 @@ func unitAgent(t testing.TB, h Host, port int) Agent {
 			return n
 		},
 		Alive: func() string {
-			if r := h.Exec(t, time.Minute, "systemctl", "is-active", "layerprobe"); strings.TrimSpace(r.Stdout) != "active" {
-				return "layerprobe.service is " + strings.TrimSpace(r.Stdout) + "\n" + testharness.Tail(log(), 20)
+			r := h.Exec(t, time.Minute, "systemctl", "is-active", "layerprobe")
+			if st := strings.TrimSpace(r.Stdout); st != "active" && !unanswered(r) {
+				return "layerprobe.service is " + st + "\n" + testharness.Tail(log(), 20)
 			}
 			return ""
 		},
@@ -229,7 +230,7 @@ func RunCompose(t testing.TB, h Host, src Source, compose []string) Agent {
 			return ContainerPID(h, id)
 		},
 		Alive: func() string {
-			if r := run(time.Minute, "ps", "--services", "--filter", "status=running"); !strings.Contains(r.Stdout, "layerprobe") {
+			if r := run(time.Minute, "ps", "--services", "--filter", "status=running"); !strings.Contains(r.Stdout, "layerprobe") && !unanswered(r) {
 				return "the layerprobe service is not running:\n" + testharness.Tail(logs(), 20)
 			}
 			return ""
@@ -272,11 +273,20 @@ func RunPod(t testing.TB, h Host, src Source, cgroupNS string) Agent {
 		Port: port,
 		PID:  func() int { return ContainerPID(h, name) },
 		Alive: func() string {
-			if st := strings.TrimSpace(Docker(h, time.Minute, "inspect", "-f", "{{.State.Status}}", name).Stdout); st != "running" {
+			r := Docker(h, time.Minute, "inspect", "-f", "{{.State.Status}}", name)
+			if st := strings.TrimSpace(r.Stdout); st != "running" && (!unanswered(r) || strings.Contains(r.Stderr, "No such")) {
 				return "the pod's container is " + st + ":\n" + testharness.Tail(logs(), 20)
 			}
 			return ""
 		},
 		Log: logs, Installed: installed,
 	}
+}
+
+// unanswered says a status command gave no answer: it failed with nothing
+// on stdout (a loaded guest's ssh or the command timed out). That is no
+// verdict on the agent: Alive then says it runs, and the wait that asks
+// goes on until an answer or its own deadline.
+func unanswered(r Result) bool {
+	return r.Err != nil && strings.TrimSpace(r.Stdout) == ""
 }
