@@ -561,3 +561,26 @@ func TestUnitOneMedian(t *testing.T) {
 		t.Errorf("quantile(%v, 0.25) = %v, want 1 (type 4)", xs, got)
 	}
 }
+
+func TestUnitCgroupV2Rerun(t *testing.T) {
+	if _, err := rerunSkip("systemd,kubelet"); err == nil || !strings.Contains(err.Error(), "kubelet") {
+		t.Errorf("rerunSkip with an unknown deployment: %v", err)
+	}
+	skip, err := rerunSkip("systemd")
+	if err != nil || !slices.Equal(skip, []string{"deb", "compose", "daemonset"}) {
+		t.Errorf("rerunSkip(systemd) = %v, %v", skip, err)
+	}
+	prev := &cgroupV2Pass{Label: "fix", Rev: "aaa", Deployments: []cgroupV2Deployment{
+		{Name: "systemd", Error: "no verdict"}, {Name: "deb"}, {Name: "compose"}, {Name: "daemonset"}}}
+	got := mergeCgroupV2(prev, &cgroupV2Pass{Label: "fix", Rev: "bbb", Deployments: []cgroupV2Deployment{{Name: "systemd", Seconds: 1}}})
+	if got.Rev != "aaa" || len(got.Deployments) != 4 || got.Deployments[0].Name != "systemd" ||
+		got.Deployments[0].Error != "" || got.Deployments[0].Rev != "bbb" || got.Deployments[1].Rev != "" {
+		t.Errorf("merged pass: %+v", got)
+	}
+	if prev.Deployments[0].Error != "no verdict" {
+		t.Error("the merge changed the recorded pass")
+	}
+	if mergeCgroupV2(nil, got) != got {
+		t.Error("no recorded pass: the rerun is the pass")
+	}
+}

@@ -234,7 +234,19 @@ func TestBench(t *testing.T) {
 		if s.short {
 			skip = []string{"systemd", "deb", "compose"}
 		}
+		// BENCH_CGROUPV2_RERUN: only the deployments it names, merged
+		// into the recorded pass.
+		rerun := os.Getenv("BENCH_CGROUPV2_RERUN")
+		if rerun != "" {
+			var err error
+			if skip, err = rerunSkip(rerun); err != nil {
+				return err
+			}
+		}
 		pass, err := measureCgroupV2(ctx, t, p, "fix", "", skip...)
+		if rerun != "" {
+			pass = mergeCgroupV2(res.cgroupV2Pass("fix"), pass)
+		}
 		res.setCgroupV2(pass)
 		return err
 	})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,58 @@ type cgroupV2Deployment struct {
 	Error string `json:"error,omitempty"`
 	// Seconds is the deployment's install and first cycle.
 	Seconds float64 `json:"seconds"`
+	// Rev is the commit this deployment ran from when it differs from
+	// its pass's: a deployment run again (BENCH_CGROUPV2_RERUN) into a
+	// recorded pass.
+	Rev string `json:"rev,omitempty"`
+}
+
+// mergeCgroupV2 puts the deployments of rerun, a pass that ran some of
+// the deployments again, into prev, the recorded pass of the same label:
+// each replaces the one of its name, with its own revision where that
+// differs; the pass keeps prev's guest and revision. Without prev it is
+// rerun itself.
+func mergeCgroupV2(prev, rerun *cgroupV2Pass) *cgroupV2Pass {
+	if prev == nil || rerun == nil {
+		return rerun
+	}
+	out := *prev
+	out.Deployments = slices.Clone(prev.Deployments)
+	for _, d := range rerun.Deployments {
+		if rerun.Rev != prev.Rev {
+			d.Rev = rerun.Rev
+		}
+		if i := slices.IndexFunc(out.Deployments, func(o cgroupV2Deployment) bool { return o.Name == d.Name }); i >= 0 {
+			out.Deployments[i] = d
+		} else {
+			out.Deployments = append(out.Deployments, d)
+		}
+	}
+	slices.SortStableFunc(out.Deployments, func(a, b cgroupV2Deployment) int {
+		return slices.Index(cgroupV2Deployments, a.Name) - slices.Index(cgroupV2Deployments, b.Name)
+	})
+	return &out
+}
+
+// rerunSkip is the skip list of a pass that runs only the deployments
+// named in rerun (BENCH_CGROUPV2_RERUN, comma-separated), or an error
+// naming an unknown one.
+func rerunSkip(rerun string) ([]string, error) {
+	want := map[string]bool{}
+	for _, n := range strings.Split(rerun, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(cgroupV2Deployments, n) {
+			return nil, fmt.Errorf("BENCH_CGROUPV2_RERUN: %q is no deployment (%s)", n, strings.Join(cgroupV2Deployments, ", "))
+		}
+		want[n] = true
+	}
+	var skip []string
+	for _, n := range cgroupV2Deployments {
+		if !want[n] {
+			skip = append(skip, n)
+		}
+	}
+	return skip, nil
 }
 
 // ok says the deployment passed every check.

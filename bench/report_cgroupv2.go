@@ -37,7 +37,7 @@ func writeCgroupV2(w *mdWriter, r *results) {
 	var rows [][]string
 	for _, pass := range r.CgroupV2 {
 		for _, d := range pass.Deployments {
-			row := []string{d.Name, fmt.Sprintf("%s (%s)", pass.Label, shortRev(pass.Rev))}
+			row := []string{d.Name, fmt.Sprintf("%s (%s)", pass.Label, shortRev(cmpOr(d.Rev, pass.Rev)))}
 			if d.Verdict == nil {
 				row = append(row, "—", "—", "—", "—", "—", dur(d.Seconds), "—", "no verdict: "+d.Error)
 				rows = append(rows, row)

@@ -66,6 +66,16 @@ type results struct {
 }
 
 // setCgroupV2 keeps pass in place of an earlier pass of its label.
+// cgroupV2Pass is the recorded pass of that label, or nil.
+func (r *results) cgroupV2Pass(label string) *cgroupV2Pass {
+	for _, p := range r.CgroupV2 {
+		if p.Label == label {
+			return p
+		}
+	}
+	return nil
+}
+
 func (r *results) setCgroupV2(pass *cgroupV2Pass) {
 	if pass == nil {
 		return
