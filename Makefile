@@ -159,16 +159,22 @@ bench-report: build-testhooks
 # linux/arm64 binaries in Prometheus-style archives, SHA256SUMS, a CycloneDX
 # SBOM per binary, a .deb per architecture (the binary in /usr/bin, the
 # systemd unit, /etc/layerprobe/config.yaml as a conffile, the man page;
-# Depends: fio), and the agent image for this machine's architecture built
-# from the release binary, saved as a docker-load tarball. The tools
-# (goreleaser, cyclonedx-gomod) are built from the Go module proxy into
-# .build/tools, outside layerprobe's go.mod. RELEASE_IMAGE=0 skips the
-# image (it needs a running engine; its base is made with debootstrap unless
-# BASE_IMAGE names a local one).
+# Depends: fio), the agent image for linux/amd64 and linux/arm64 as an OCI
+# image layout tarball (an image index; scripts/release-index.sh writes it
+# from the static binaries and Debian's fio packages of each architecture,
+# with no engine and no arm64 code run), and the agent image for this
+# machine's architecture built from the release binary, saved as a
+# docker-load tarball. The tools (goreleaser, cyclonedx-gomod) are built from
+# the Go module proxy into .build/tools, tools/ociimage from its own module
+# there too, all outside layerprobe's go.mod. RELEASE_INDEX=0 skips the
+# index (it needs deb.debian.org or a warm package cache); RELEASE_IMAGE=0
+# skips the docker-load image (it needs a running engine; its base is made
+# with debootstrap unless BASE_IMAGE names a local one).
 GORELEASER    := github.com/goreleaser/goreleaser/v2@v2.15.1
 CYCLONEDX     := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
 TOOLS_BIN     := $(CURDIR)/.build/tools
 RELEASE_IMAGE ?= 1
+RELEASE_INDEX ?= 1
 HOST_ARCH     := $(shell $(GO) env GOARCH)
 
 release-tools:
@@ -186,6 +192,11 @@ release: build release-tools
 	gzip -9n < .build/layerprobe.1 > .build/layerprobe.1.gz
 	PATH="$(TOOLS_BIN):$$PATH" VERSION=$(VERSION) REVISION=$(REVISION) BUILD_DATE=$(RELEASE_DATE) \
 		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(TOOLS_BIN)/goreleaser release --snapshot --clean
+ifeq ($(RELEASE_INDEX),1)
+	GO=$(GO) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) scripts/release-index.sh dist layerprobe:$(VERSION) $(VERSION) \
+		dist/layerprobe-$(VERSION).oci.tar
+	cd dist && sha256sum layerprobe-$(VERSION).oci.tar >> SHA256SUMS
+endif
 ifeq ($(RELEASE_IMAGE),1)
 	scripts/release-image.sh dist/layerprobe_linux_$(HOST_ARCH)_*/layerprobe layerprobe:$(VERSION) \
 		dist/layerprobe-$(VERSION).linux-$(HOST_ARCH).image.tar

@@ -159,6 +159,7 @@ func releaseCloneInto(t *testing.T, dir string) string {
 
 // The release that `make release RELEASE_IMAGE=0` builds in a fresh copy of
 // the repository, once per test binary run: TestReleaseArtifacts checks it,
+// TestReleaseImageIndex imports its two-platform image,
 // TestShippedDeploymentsUnderLoad installs its .deb. Its directory outlives
 // the test that built it (TestMain removes it).
 var release struct {
@@ -231,6 +232,8 @@ func TestReleaseArtifacts(t *testing.T) {
 			// darwin: archives and SBOMs, no .deb.
 			"layerprobe-"+version+".darwin-"+arch+".tar.gz", "layerprobe-"+version+".darwin-"+arch+".cdx.json")
 	}
+	// The two-platform image (TestReleaseImageIndex reads it).
+	want = append(want, "layerprobe-"+version+".oci.tar")
 	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
 	if err != nil {
 		t.Fatal(err)
