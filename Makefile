@@ -56,9 +56,10 @@ mixin:
 	$(GO) -C mixin/gen run . -root $(CURDIR)
 
 # The modules: the product (.), the benchmark (bench, beside the product
-# and never in its binary or go.mod) and the mixin's generator (mixin/gen,
-# which keeps go-jsonnet out of the product's go.mod).
-MODULES       := . bench mixin/gen
+# and never in its binary or go.mod), the mixin's generator (mixin/gen,
+# which keeps go-jsonnet out of the product's go.mod) and the release's
+# image index writer (tools/ociimage).
+MODULES       := . bench mixin/gen tools/ociimage
 
 # The build tags the repository's own files use: bench (bench/), race
 # (internal/detector, whose !race file the untagged run sees) and testhooks
