@@ -87,24 +87,37 @@ lint:
 # packages run at once (-p 3): the end-to-end, operations, fault and VM
 # packages each spend much of their time waiting on daemons, cycles and a
 # guest, so the long ones overlap instead of queueing behind each other
-# on two cores. Then
-# the unit tests of the benchmark's own statistics (bench/, build tag bench;
-# `make bench` itself is not part of it) and the mixin generator's tests
-# (the checked-in outputs are what it builds).
+# on two cores. go test starts packages in the order it is given them
+# (TEST_PACKAGES): the longest first, so that the end-to-end package,
+# the run's longest, starts at once instead of after the unit packages,
+# which fill the slots the shorter long ones free. Beside them, in the
+# background, lint, then the unit tests of the benchmark's own statistics
+# (bench/, build tag bench; `make bench` itself is not part of it) and the
+# mixin generator's tests (the checked-in outputs are what it builds):
+# their output comes at the end, and a failure there fails the run.
 # gotestsum (a tool, never in go.mod) runs go test with go test's own
 # output and keeps its JSON events in bin/test.json, from which the tests
 # that took a minute or more are listed at the end, pass or fail: where
 # the time of a run goes.
-test: deps-test lint
-	@echo "test: every package ($$(date -u +%T))"
+# Every package of the module, the longest-running first (make test).
+LONG_PACKAGES := ./test/e2e ./test/ops ./test/vm ./test/faults
+TEST_PACKAGES  = $(LONG_PACKAGES) $(shell $(GO) list ./... | grep -v -x -F $(foreach p,$(LONG_PACKAGES),-e github.com/layerprobe/layerprobe/$(p:./%=%)))
+
+test: deps-test
+	@echo "test: every package; lint and the benchmark's and the mixin generator's own tests beside them ($$(date -u +%T))"
 	@mkdir -p bin
-	status=0; $(GO) run $(GOTESTSUM) --format standard-quiet --jsonfile bin/test.json -- \
-		-race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 32 ./... || status=$$?; \
+	@status=0; \
+	( $(MAKE) --no-print-directory lint && \
+	  $(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' . && \
+	  $(GO) -C mixin/gen test -count=1 . ) > bin/side.log 2>&1 & side=$$!; \
+	$(GO) run $(GOTESTSUM) --format standard-quiet --jsonfile bin/test.json -- \
+		-race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 32 $(TEST_PACKAGES) || status=$$?; \
 	echo "test: tests that took a minute or more ($$(date -u +%T))"; \
 	$(GO) run $(GOTESTSUM) tool slowest --jsonfile bin/test.json --threshold 60s; \
+	echo "test: lint, the benchmark's and the mixin generator's tests ($$(date -u +%T))"; \
+	wait $$side || { status=1; echo "test: FAILED: lint, or the benchmark's or the mixin generator's tests (below)"; }; \
+	cat bin/side.log; \
 	exit $$status
-	$(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' .
-	$(GO) -C mixin/gen test -count=1 .
 
 # Unit tests only (no root, no daemons), the benchmark's arithmetic too.
 unit:
