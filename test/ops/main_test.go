@@ -11,9 +11,6 @@
 package ops
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/testsupport/asshipped"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
@@ -102,22 +100,11 @@ func composeV2(t testing.TB) []string {
 // repository root), with env added to the test's environment.
 func run(t testing.TB, timeout time.Duration, dir string, env []string, name string, args ...string) cmdResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
 	if dir == "" {
 		dir = repoRoot
 	}
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%s did not finish within %s: %w", name, timeout, errors.Join(err, ctx.Err()))
-	}
-	return cmdResult{out.String(), errb.String(), err}
+	r := asshipped.Run(timeout, dir, env, name, args...)
+	return cmdResult{r.Stdout, r.Stderr, r.Err}
 }
 
 // agentBinary returns the release layerprobe binary, built once per test
