@@ -11,6 +11,14 @@ local panel(type) = { type: type, datasource: datasource };
 
   pos(x, y, w, h):: { h: h, w: w, x: x, y: y },
 
+  // needsDetail marks a panel that reads series the agent exposes only
+  // with agent.metrics_detail: true (docs/metrics.md): when the lean
+  // default leaves it empty, it says so instead of "No data" (its
+  // description says what the default shows of it).
+  needsDetail:: {
+    fieldConfig+: { defaults+: { noValue: 'needs agent.metrics_detail: true' } },
+  },
+
   row(id, title, y):: {
     id: id,
     type: 'row',

@@ -85,7 +85,9 @@ local promql = import '../lib/promql.libsonnet';
   // dashboards or in the alerts reads them, and at 1000 hosts they divide
   // about 120k raw series in every evaluation (160-270 ms per group on two
   // vCPUs, docs/fleet.md). deploy/prometheus/layerprobe-raw-ratio-rules.yml
-  // holds them for whoever wants the raw figures the agent does not pair.
+  // holds them for whoever wants the raw figures the agent does not pair;
+  // they need agent.metrics_detail: true (the lean default exposes each
+  // workload's headline raw figure only).
   prometheusRawRatioRules+:: {
     local c = $._config,
     local s(metric, matchers=[]) = promql.series(metric, [c.layerprobeSelector] + matchers),

@@ -300,7 +300,7 @@ func (h Host) value(rec *Recording, si int, t time.Time, cfg Config) (float64, b
 		return 0, true
 	case "layerprobe_written_bytes_total":
 		return s.Value / 2 * float64(n), true
-	case "layerprobe_container_layer_written_bytes", "layerprobe_container_block_written_bytes", "layerprobe_container_database_in_layer":
+	case "layerprobe_container_layer_written_bytes", "layerprobe_container_block_written_bytes_total", "layerprobe_container_database_in_layer":
 		c := l["container"]
 		if c == "_other" {
 			return s.Value, h.Databases > 0
