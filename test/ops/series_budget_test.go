@@ -163,13 +163,14 @@ func TestSeriesBudget(t *testing.T) {
 	// cold cycle a minute after the first steady one, and three start-up
 	// images as the default has, small ones (the series count the sizes,
 	// not their bytes).
-	config := func(rounds int) string {
+	config := func(rounds int, coldInterval string) string {
 		return fmt.Sprintf(`profile: smoke
 engines:
 %sagent:
   interval: 1h
   jitter: 0
   window_rounds: 6
+  cold_interval: %s
   cold_rounds: %d
   startup_images: [1MiB, 2MiB, 3MiB]
   daily_byte_budget: 16GiB
@@ -180,17 +181,20 @@ engines:
     rounds: %d
 advisor:
   metrics_top_n: %d
-`, engines.String(), rounds, rounds, budgetTopN)
+`, engines.String(), coldInterval, rounds, rounds, budgetTopN)
 	}
-	files := testharness.MustWriteAgentFiles(t, config(6), "ops-budget-token-0123456789abcdef")
+	files := testharness.MustWriteAgentFiles(t, config(6, "12h"), "ops-budget-token-0123456789abcdef")
 
 	raw, ms := budgetScrape(t, bin, files)
 	checkSeriesBudget(t, "lean", lean, raw, ms, 0)
 	if t.Failed() {
 		return
 	}
-	// The detail level from the same state: one round a cycle now.
-	if err := os.WriteFile(files.Config, []byte(config(1)), 0o644); err != nil {
+	// The detail level from the same state: one round a cycle now, and a
+	// cold interval shorter than the time since the first agent's cold
+	// cycles, so that the restarted agent's first cold cycle comes a
+	// minute after its first steady one, not 12 hours after the last.
+	if err := os.WriteFile(files.Config, []byte(config(1, "1m")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	raw, ms = budgetScrape(t, bin, files, "--metrics.detail")
