@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -337,7 +338,25 @@ type dashboardPanel struct {
 		Expr    string `json:"expr"`
 		RefID   string `json:"refId"`
 		Instant bool   `json:"instant"`
+		// Interval is the query's min step ("1h" for an hourly record).
+		Interval string `json:"interval"`
 	} `json:"targets"`
+}
+
+// grafanaMinStep is what Grafana makes of a query's min step (minStep,
+// "" for none) at a step and rate interval: the step at least the min
+// step, and the min step taken as the scrape interval, so that
+// $__rate_interval is the step plus it, at least four of it.
+func grafanaMinStep(step, rate time.Duration, minStep string) (time.Duration, time.Duration, error) {
+	if minStep == "" {
+		return step, rate, nil
+	}
+	m, err := time.ParseDuration(minStep)
+	if err != nil {
+		return 0, 0, fmt.Errorf("min step %q: %w", minStep, err)
+	}
+	step = max(step, m)
+	return step, max(step+m, 4*m), nil
 }
 
 // fleetQueries runs every query of the fleet and host dashboards with the
@@ -393,6 +412,13 @@ func fleetQueries(ctx context.Context, bed *fleetgen.Bed, hosts []fleetgen.Host)
 						continue
 					}
 					expr := tg.Expr
+					step, rate, err := grafanaMinStep(step, rate, tg.Interval)
+					if err != nil {
+						return append(out, fleetQuery{Dashboard: d.UID, Panel: p.Title, RefID: tg.RefID, Error: err.Error()})
+					}
+					subs := maps.Clone(subs)
+					subs["$__rate_interval"] = fmt.Sprintf("%ds", int(rate.Seconds()))
+					subs["$__interval"] = fmt.Sprintf("%ds", int(step.Seconds()))
 					keys := make([]string, 0, len(subs))
 					for k := range subs {
 						keys = append(keys, k)
