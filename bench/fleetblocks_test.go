@@ -4,6 +4,7 @@ package bench
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,26 @@ func TestUnitFleetRuleIntervals(t *testing.T) {
 		if got, ok := every[rec]; !ok || got != want {
 			t.Errorf("%s: every %s (in the bed's rules: %v), want %s", rec, got, ok, want)
 		}
+	}
+}
+
+// TestUnitFleetRuleGroupGoal: a run that recorded the groups' intervals
+// is judged against 10% of each (a 1m group's 1.3 s meets it, a 5m
+// group's 31 s misses it); an older run without them against 100 ms.
+func TestUnitFleetRuleGroupGoal(t *testing.T) {
+	run := fleetRun{Hosts: 1000, Days: 30,
+		RuleGroupSeconds:  map[string]float64{"layerprobe.alerts": 1.3, "layerprobe.fleet": 31, "layerprobe.recording.hourly": 0},
+		RuleGroupInterval: map[string]float64{"layerprobe.alerts": 60, "layerprobe.fleet": 300, "layerprobe.recording.hourly": 3600}}
+	w := &mdWriter{}
+	writeFleet(w, &results{Fleet: &fleetResults{Runs: []fleetRun{run}}})
+	got := w.String()
+	if !strings.Contains(got, "rule groups under 10% of their interval: missed, over: layerprobe.fleet (31000 ms of 30000).") {
+		t.Errorf("the 10%% goal, 31 s of a 5m group: not in\n%s", got)
+	}
+	run.RuleGroupInterval = nil
+	w = &mdWriter{}
+	writeFleet(w, &results{Fleet: &fleetResults{Runs: []fleetRun{run}}})
+	if got := w.String(); !strings.Contains(got, "rule groups under 100 ms: missed, over: layerprobe.alerts (1300 ms of 100); layerprobe.fleet (31000 ms of 100).") {
+		t.Errorf("a run without intervals, against 100 ms: not in\n%s", got)
 	}
 }
