@@ -66,6 +66,26 @@ local promql = import '../lib/promql.libsonnet';
               sum without (mode) (%s)
             ||| % s('layerprobe_cycles_total'),
           },
+          // The counters the fleet dashboard counts over its whole range,
+          // once an hour (one sample per counter): the bytes the
+          // measurement jobs wrote per engine, over targets, and the
+          // guardrails' skips per engine and reason. The dashboard takes
+          // increase() of these over $__range, 720 samples per series for
+          // 30 days instead of every scraped one; as above, an agent's
+          // restart resets all its counters at once, so each sum is a
+          // counter too.
+          {
+            record: 'engine:layerprobe_written_bytes_total:sum',
+            expr: |||
+              sum without (target) (%s)
+            ||| % s('layerprobe_written_bytes_total'),
+          },
+          {
+            record: 'engine_reason:layerprobe_cycle_skips_total:sum',
+            expr: |||
+              sum without () (%s)
+            ||| % s('layerprobe_cycle_skips_total'),
+          },
           // The last successful steady cycle in the hour, for
           // LayerprobeAgentStale's agents that have gone away: its 7 days
           // then read 168 samples per engine instead of every scraped one.

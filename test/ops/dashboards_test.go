@@ -70,6 +70,9 @@ type panelTarget struct {
 	Instant    bool   `json:"instant"`
 	Range      bool   `json:"range"`
 	Format     string `json:"format"`
+	// Interval is the query's min step (Grafana's "Min step"), for series
+	// recorded at a coarser interval than the scrape.
+	Interval string `json:"interval"`
 }
 
 type variable struct {
@@ -342,11 +345,14 @@ func checkPanels(t *testing.T, d dashboard, docs, recorded map[string]bool) {
 }
 
 // counterSumRules are the recording rules allowed to sum a counter outside
-// rate() or increase(), and the counter: one agent's cycle counters summed
-// over modes, which all start again from 0 together when the agent
-// restarts, so the sum is a counter too (its readers take increase()).
+// rate() or increase(), and the counter: one agent's counters summed over
+// modes or targets (or copied, once an hour), which all start again from 0
+// together when the agent restarts, so the sum is a counter too (its
+// readers take increase() or rate()).
 var counterSumRules = map[string]string{
-	"engine_result:layerprobe_cycles_total:sum": "layerprobe_cycles_total",
+	"engine_result:layerprobe_cycles_total:sum":      "layerprobe_cycles_total",
+	"engine:layerprobe_written_bytes_total:sum":      "layerprobe_written_bytes_total",
+	"engine_reason:layerprobe_cycle_skips_total:sum": "layerprobe_cycle_skips_total",
 }
 
 // checkExpr checks one dashboard or rule expression: known metrics only,
