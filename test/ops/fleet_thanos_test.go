@@ -129,13 +129,16 @@ func TestFleetThanos(t *testing.T) {
 		t.Fatal(err)
 	}
 	histBed := &fleetgen.Bed{Promtool: promtool, Dir: histDir}
-	if err := histBed.BackfillOpenMetrics(ctx, om, 2*time.Hour); err != nil {
+	// Day blocks: promtool reads the whole file once per block, and the
+	// sidecar uploads blocks of any length that Prometheus has not
+	// compacted.
+	if err := histBed.BackfillOpenMetrics(ctx, om, 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(om)
 	blocks := blockDirs(t, histBed.Data())
-	if len(blocks) < 7 {
-		t.Fatalf("%d blocks of 2h from 14h of history", len(blocks))
+	if len(blocks) == 0 {
+		t.Fatal("no block from 14h of history")
 	}
 	backfilled := time.Now()
 
