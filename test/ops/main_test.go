@@ -35,7 +35,7 @@ var repoRoot = func() string {
 // that much later when they start last.
 var queue = testharness.NewQueue(4,
 	"TestShippedDeploymentsUnderLoad", "TestSeriesBudget", "TestAgentImage", "TestPrometheusScrapesAgent",
-	"TestFleetInPrometheus", "TestPromtoolRules", "TestReleaseArtifacts", "TestReleaseImageIndex", "TestFleetClusters", "TestDocsPromQLExamples")
+	"TestFleetInPrometheus", "TestFleetThanos", "TestPromtoolRules", "TestReleaseArtifacts", "TestReleaseImageIndex", "TestFleetClusters", "TestDocsPromQLExamples")
 
 // repoPath joins a slash-separated path below the repository root.
 func repoPath(p string) string { return filepath.Join(repoRoot, filepath.FromSlash(p)) }
