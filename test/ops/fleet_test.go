@@ -283,38 +283,61 @@ func TestFleetInPrometheus(t *testing.T) {
 // but the firing alerts' (no alert was evaluated over the history) have
 // data, the fleet's exceptions included.
 func checkFleetDashboard(t *testing.T, bed *fleetgen.Bed, at time.Time) {
+	qs := fleetDashboardQueries(t)
+	for _, q := range qs {
+		var r []fleetgen.Sample
+		var err error
+		if q.instant {
+			r, _, err = bed.Query(t.Context(), q.expr, time.Time{}, at, 0)
+		} else {
+			r, _, err = bed.Query(t.Context(), q.expr, at.Add(-fleetQueryRange), at, q.step)
+		}
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", q.key, err)
+		case len(r) == 0 && !strings.Contains(q.expr, "ALERTS"):
+			t.Errorf("%s: no data for %q", q.key, q.expr)
+		}
+	}
+}
+
+// fleetQueryRange and fleetQueryStep are the range and step of the fleet
+// dashboard's range queries in the fleet tests: a day, as the dashboard
+// opens.
+const (
+	fleetQueryRange = 24 * time.Hour
+	fleetQueryStep  = 10 * time.Minute
+)
+
+// fleetQuery is one query of the fleet dashboard, its variables expanded.
+type fleetQuery struct {
+	key, expr string // key: panel title/refId
+	instant   bool
+	step      time.Duration // a range query's step: fleetQueryStep, or the panel's min step
+}
+
+// fleetDashboardQueries are the queries of the fleet dashboard's panels,
+// with the variables at "All" and the default target.
+func fleetDashboardQueries(t testing.TB) []fleetQuery {
+	t.Helper()
 	subs := map[string]string{"$__rate_interval": "20m", "$__range": "1d", "$__interval": "5m",
 		"$cluster": ".*", "$job": ".+", "$instance": ".+", "$engine": ".+", "$target": "container"}
-	n := 0
+	var out []fleetQuery
 	for _, d := range loadDashboards(t) {
 		if d.UID != "layerprobe-fleet" {
 			continue
 		}
 		for _, p := range d.dataPanels() {
 			for _, tg := range p.Targets {
-				key := p.Title + "/" + tg.RefID
-				s, step := grafanaMinStep(t, subs, 10*time.Minute, tg.Interval)
-				expr := substitute(tg.Expr, s)
-				var r []fleetgen.Sample
-				var err error
-				if tg.Instant {
-					r, _, err = bed.Query(t.Context(), expr, time.Time{}, at, 0)
-				} else {
-					r, _, err = bed.Query(t.Context(), expr, at.Add(-24*time.Hour), at, step)
-				}
-				n++
-				switch {
-				case err != nil:
-					t.Errorf("%s: %v", key, err)
-				case len(r) == 0 && !strings.Contains(expr, "ALERTS"):
-					t.Errorf("%s: no data for %q", key, expr)
-				}
+				s, step := grafanaMinStep(t, subs, fleetQueryStep, tg.Interval)
+				out = append(out, fleetQuery{key: p.Title + "/" + tg.RefID, expr: substitute(tg.Expr, s), instant: tg.Instant, step: step})
 			}
 		}
 	}
-	if n < 40 {
-		t.Errorf("ran %d fleet dashboard queries", n)
+	if len(out) < 40 {
+		t.Errorf("the fleet dashboard has %d queries", len(out))
 	}
+	return out
 }
 
 // hourlyRecords are the hourly records of counters that fleet panels count
@@ -468,7 +491,7 @@ func checkHourlyPanels(t *testing.T, bed *fleetgen.Bed, hosts []fleetgen.Host, c
 // interval, "" for none): the step at least that, $__interval the step,
 // and the min step taken as the scrape interval, so that $__rate_interval
 // is the step plus it, at least four of it.
-func grafanaMinStep(t *testing.T, subs map[string]string, step time.Duration, minStep string) (map[string]string, time.Duration) {
+func grafanaMinStep(t testing.TB, subs map[string]string, step time.Duration, minStep string) (map[string]string, time.Duration) {
 	t.Helper()
 	if minStep == "" {
 		return subs, step

@@ -315,7 +315,18 @@ type Sample struct {
 // Query runs an instant (end zero: now) or range query (step > 0) and
 // returns the result and how long Prometheus took to answer.
 func (b *Bed) Query(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]Sample, time.Duration, error) {
+	return Query(ctx, b.URL(), nil, expr, start, end, step)
+}
+
+// Query runs an instant (end zero: now) or range query (step > 0) on the
+// Prometheus query API at base (Prometheus, or any server that speaks its
+// API, such as Thanos Query), with the extra form parameters given, and
+// returns the result and how long the server took to answer.
+func Query(ctx context.Context, base string, params url.Values, expr string, start, end time.Time, step time.Duration) ([]Sample, time.Duration, error) {
 	q := url.Values{"query": {expr}}
+	for k, v := range params {
+		q[k] = v
+	}
 	path := "/api/v1/query"
 	if step > 0 {
 		path = "/api/v1/query_range"
@@ -326,7 +337,7 @@ func (b *Bed) Query(ctx context.Context, expr string, start, end time.Time, step
 		// Milliseconds: a recorded sample's own time selects it.
 		q.Set("time", fmt.Sprintf("%.3f", float64(end.UnixMilli())/1000))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.URL()+path, strings.NewReader(q.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(q.Encode()))
 	if err != nil {
 		return nil, 0, err
 	}
