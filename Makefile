@@ -100,7 +100,7 @@ lint:
 # that took a minute or more are listed at the end, pass or fail: where
 # the time of a run goes.
 # Every package of the module, the longest-running first (make test).
-LONG_PACKAGES := ./test/e2e ./test/ops ./test/vm ./test/kube ./test/faults
+LONG_PACKAGES := ./test/e2e ./test/ops ./test/vm ./test/faults
 TEST_PACKAGES  = $(LONG_PACKAGES) $(shell $(GO) list ./... | grep -v -x -F $(foreach p,$(LONG_PACKAGES),-e github.com/layerprobe/layerprobe/$(p:./%=%)))
 
 # SIDE_MAKE is $(MAKE) under another name: a recipe line that names MAKE

@@ -13,8 +13,6 @@ command -v dockerd >/dev/null || need+=(docker.io)
 # pulls it in too, but a machine may have dockerd from elsewhere.
 command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || [[ -x /usr/sbin/runc ]] || need+=(runc)
-# test/kube's pods' network: the bridge, host-local and loopback plugins.
-[[ -x /usr/lib/cni/bridge ]] || need+=(containernetworking-plugins)
 command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v promtool >/dev/null || need+=(prometheus)
@@ -130,13 +128,4 @@ if ! go version -m "$tools/bin/goreleaser" 2>/dev/null | grep -Eq "^[[:space:]]+
   mkdir -p "$tools/bin"
   GOBIN=$tools/bin go install "github.com/goreleaser/goreleaser/v2@$goreleaser_version"
   GOBIN=$tools/bin go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$cyclonedx_version"
-fi
-
-# test/kube's single-node Kubernetes: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubelet and kubectl at the
-# release tools/kube/go.mod pins, built from their Go modules once into
-# /var/cache/layerprobe-test/kube-<release> (scripts/build-kube.sh; a cold
-# build takes a long time on two cores, a warm cache nothing).
-if [[ $(id -u) -eq 0 ]]; then
-  "$(dirname "$0")/build-kube.sh" >/dev/null
 fi

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && kube
 
 // Package kube installs the Helm chart on a real single-node Kubernetes
 // cluster (internal/testsupport/testkube: etcd, kube-apiserver,
