@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -84,8 +85,11 @@ type fleetRun struct {
 	HeapInuseBytes   float64            `json:"heap_inuse_bytes"`
 	BlocksBytes      float64            `json:"blocks_bytes"`
 	RuleGroupSeconds map[string]float64 `json:"rule_group_seconds"`
-	Queries          []fleetQuery       `json:"queries"`
-	Error            string             `json:"error,omitempty"`
+	// RuleGroupInterval is each group's interval in seconds (absent from
+	// runs before issue 62's goal of 10% of it).
+	RuleGroupInterval map[string]float64 `json:"rule_group_interval_seconds,omitempty"`
+	Queries           []fleetQuery       `json:"queries"`
+	Error             string             `json:"error,omitempty"`
 }
 
 type fleetResults struct {
@@ -246,7 +250,12 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	}
 	run.Queries = fleetQueries(ctx, bed, hosts)
 	// Rule groups: their largest last duration over the measurement.
-	for _, q := range []string{`max by (rule_group) (max_over_time(prometheus_rule_group_last_duration_seconds[10m]))`} {
+	// And their intervals, for the goal of 10% of each.
+	run.RuleGroupInterval = map[string]float64{}
+	for q, dst := range map[string]map[string]float64{
+		`max by (rule_group) (max_over_time(prometheus_rule_group_last_duration_seconds[10m]))`: run.RuleGroupSeconds,
+		`max by (rule_group) (prometheus_rule_group_interval_seconds)`:                          run.RuleGroupInterval,
+	} {
 		r, _, err := bed.Query(ctx, q, time.Time{}, time.Time{}, 0)
 		if err != nil {
 			return run, err
@@ -256,7 +265,7 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 			if i := strings.LastIndex(g, ";"); i >= 0 {
 				g = g[i+1:]
 			}
-			run.RuleGroupSeconds[g] = sampleValue(s)
+			dst[g] = sampleValue(s)
 		}
 	}
 	for q, dst := range map[string]*float64{
@@ -337,7 +346,25 @@ type dashboardPanel struct {
 		Expr    string `json:"expr"`
 		RefID   string `json:"refId"`
 		Instant bool   `json:"instant"`
+		// Interval is the query's min step ("1h" for an hourly record).
+		Interval string `json:"interval"`
 	} `json:"targets"`
+}
+
+// grafanaMinStep is what Grafana makes of a query's min step (minStep,
+// "" for none) at a step and rate interval: the step at least the min
+// step, and the min step taken as the scrape interval, so that
+// $__rate_interval is the step plus it, at least four of it.
+func grafanaMinStep(step, rate time.Duration, minStep string) (time.Duration, time.Duration, error) {
+	if minStep == "" {
+		return step, rate, nil
+	}
+	m, err := time.ParseDuration(minStep)
+	if err != nil {
+		return 0, 0, fmt.Errorf("min step %q: %w", minStep, err)
+	}
+	step = max(step, m)
+	return step, max(step+m, 4*m), nil
 }
 
 // fleetQueries runs every query of the fleet and host dashboards with the
@@ -393,6 +420,13 @@ func fleetQueries(ctx context.Context, bed *fleetgen.Bed, hosts []fleetgen.Host)
 						continue
 					}
 					expr := tg.Expr
+					step, rate, err := grafanaMinStep(step, rate, tg.Interval)
+					if err != nil {
+						return append(out, fleetQuery{Dashboard: d.UID, Panel: p.Title, RefID: tg.RefID, Error: err.Error()})
+					}
+					subs := maps.Clone(subs)
+					subs["$__rate_interval"] = fmt.Sprintf("%ds", int(rate.Seconds()))
+					subs["$__interval"] = fmt.Sprintf("%ds", int(step.Seconds()))
 					keys := make([]string, 0, len(subs))
 					for k := range subs {
 						keys = append(keys, k)
@@ -452,7 +486,8 @@ func writeFleet(w *mdWriter, r *results) {
 		"of its rule. Latency is the HTTP API's answer time measured by the client, up to %d answers per query (p99 of 10 = "+
 		"the largest; a query stops after %s of answers, at least %d); \"default\" is the dashboard's own range (fleet 7 days, "+
 		"host 2 days). Goals (issue 47): every fleet panel under 1 s at N = 1000 "+
-		"over 30 days, every rule group under 100 ms at N = 1000, the host dashboard fast for one host.", fleetQueryRepeats,
+		"over 30 days, every rule group under 100 ms at N = 1000 (issue 62: under 10%% of its interval, judged so where the run "+
+		"recorded the intervals), the host dashboard fast for one host.", fleetQueryRepeats,
 		fleetQuerySpend, fleetQueryMinRepeats)
 	w.line("")
 	rows := [][]string{}
@@ -506,9 +541,17 @@ func writeFleet(w *mdWriter, r *results) {
 			}
 		}
 		var slowGroups []string
+		groupGoal := "under 100 ms"
+		if len(run.RuleGroupInterval) > 0 {
+			groupGoal = "under 10% of their interval"
+		}
 		for g, v := range run.RuleGroupSeconds {
-			if v >= 0.1 {
-				slowGroups = append(slowGroups, fmt.Sprintf("%s (%.0f ms)", g, v*1000))
+			limit := 0.1
+			if iv, ok := run.RuleGroupInterval[g]; ok {
+				limit = 0.1 * iv
+			}
+			if v >= limit {
+				slowGroups = append(slowGroups, fmt.Sprintf("%s (%.0f ms of %.0f)", g, v*1000, limit*1000))
 			}
 		}
 		sort.Strings(slowGroups)
@@ -522,9 +565,9 @@ func writeFleet(w *mdWriter, r *results) {
 		if run.Days < 30 {
 			hist = fmt.Sprintf(" (a 30-day range over %d day(s) of history: the queries read only what exists)", run.Days)
 		}
-		w.p("- **%d hosts × %d days**: fleet panels under 1 s at 30 days%s: %s (slowest p99 %.0f ms%s); rule groups under 100 ms: %s%s.",
+		w.p("- **%d hosts × %d days**: fleet panels under 1 s at 30 days%s: %s (slowest p99 %.0f ms%s); rule groups %s: %s%s.",
 			run.Hosts, run.Days, hist, verdict(len(slow) == 0), worst*1000, listOrNone(", over 1 s: ", slow),
-			verdict(len(slowGroups) == 0), listOrNone(", over: ", slowGroups))
+			groupGoal, verdict(len(slowGroups) == 0), listOrNone(", over: ", slowGroups))
 		w.line("")
 	}
 	if !full {

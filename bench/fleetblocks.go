@@ -55,34 +55,62 @@ type fleetRule struct {
 	Record string            `yaml:"record"`
 	Expr   string            `yaml:"expr"`
 	Labels map[string]string `yaml:"labels"`
+	// every is its group's interval (0: the history's step): the hourly
+	// records are read over ranges, 720 samples for 30 days, and a bed
+	// that held them every 5 minutes would time the panels over 12 times
+	// as many.
+	every time.Duration
 }
 
-// writeFleetBlocks writes the history of hosts from cfg.Start to end (cfg's
-// step) into data as day blocks with the recording rules of the groups
-// named in rules (their layers: fleetgen.RuleLayers) evaluated over them
-// every step.
-func writeFleetBlocks(ctx context.Context, p *progress, data string, rec *fleetgen.Recording, hosts []fleetgen.Host,
-	cfg fleetgen.Config, end time.Time, rules []byte, groups ...string) (fleetBlockStats, error) {
-	var st fleetBlockStats
+// fleetRuleLayers are the recording rules of the groups named in rules,
+// in layers (fleetgen.RuleLayers), each with its group's interval.
+func fleetRuleLayers(rules []byte, groups ...string) ([][]fleetRule, error) {
 	layerFiles, err := fleetgen.RuleLayers(rules, groups...)
 	if err != nil {
-		return st, err
+		return nil, err
 	}
 	var layers [][]fleetRule
 	for _, lf := range layerFiles {
 		var f struct {
 			Groups []struct {
-				Rules []fleetRule `yaml:"rules"`
+				Name     string      `yaml:"name"`
+				Interval string      `yaml:"interval"`
+				Rules    []fleetRule `yaml:"rules"`
 			} `yaml:"groups"`
 		}
 		if err := yaml.Unmarshal(lf, &f); err != nil {
-			return st, err
+			return nil, err
 		}
 		var rs []fleetRule
 		for _, g := range f.Groups {
-			rs = append(rs, g.Rules...)
+			var every time.Duration
+			if g.Interval != "" {
+				// The mixin's intervals (5m, 1h) are Go durations too.
+				every, err = time.ParseDuration(g.Interval)
+				if err != nil {
+					return nil, fmt.Errorf("group %s: interval: %w", g.Name, err)
+				}
+			}
+			for _, r := range g.Rules {
+				r.every = every
+				rs = append(rs, r)
+			}
 		}
 		layers = append(layers, rs)
+	}
+	return layers, nil
+}
+
+// writeFleetBlocks writes the history of hosts from cfg.Start to end (cfg's
+// step) into data as day blocks with the recording rules of the groups
+// named in rules (their layers: fleetgen.RuleLayers) evaluated over them
+// at their groups' intervals (every step where a group has none).
+func writeFleetBlocks(ctx context.Context, p *progress, data string, rec *fleetgen.Recording, hosts []fleetgen.Host,
+	cfg fleetgen.Config, end time.Time, rules []byte, groups ...string) (fleetBlockStats, error) {
+	var st fleetBlockStats
+	layers, err := fleetRuleLayers(rules, groups...)
+	if err != nil {
+		return st, err
 	}
 	stage := data + ".stage"
 	// An empty write-ahead log: a read-only DB reads one.
@@ -232,7 +260,11 @@ func evalLayer(ctx context.Context, engine *promql.Engine, dir string, rules []f
 	q := storage.QueryableFunc(db.Querier)
 	_, err = writeBlock(ctx, dir, func(app func(labels.Labels, []int64, []float64) error) error {
 		for _, r := range rules {
-			qry, err := engine.NewRangeQuery(ctx, q, nil, r.Expr, from, to.Add(-time.Millisecond), step)
+			every := step
+			if r.every > 0 {
+				every = r.every
+			}
+			qry, err := engine.NewRangeQuery(ctx, q, nil, r.Expr, from, to.Add(-time.Millisecond), every)
 			if err != nil {
 				return fmt.Errorf("%s: %w", r.Record, err)
 			}

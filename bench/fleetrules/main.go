@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -349,6 +350,8 @@ type panel struct {
 		Expr    string `json:"expr"`
 		RefID   string `json:"refId"`
 		Instant bool   `json:"instant"`
+		// Interval is the query's min step ("1h" for an hourly record).
+		Interval string `json:"interval"`
 	} `json:"targets"`
 }
 
@@ -380,6 +383,18 @@ func timeDashboard(base, file string, repeat int) error {
 			for _, tg := range p.Targets {
 				if tg.Expr == "" {
 					continue
+				}
+				subs := subs
+				if tg.Interval != "" {
+					// Grafana takes a min step as the scrape interval:
+					// $__rate_interval is at least four of it.
+					m, err := time.ParseDuration(tg.Interval)
+					if err != nil {
+						return fmt.Errorf("%s %s: min step: %w", p.Title, tg.RefID, err)
+					}
+					subs = maps.Clone(subs)
+					subs["$__interval"] = fmt.Sprintf("%ds", int(max(step, m).Seconds()))
+					subs["$__rate_interval"] = fmt.Sprintf("%ds", int(max(max(step, m)+m, 4*m).Seconds()))
 				}
 				expr := vars.ReplaceAllStringFunc(tg.Expr, func(v string) string {
 					if s, ok := subs[v]; ok {

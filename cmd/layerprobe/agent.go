@@ -27,6 +27,7 @@ type agentOptions struct {
 	Profile         string
 	StateDir        string
 	APITokenFile    string
+	MetricsDetail   bool
 }
 
 func newAgentCommand(g *globalOptions) *cobra.Command {
@@ -68,6 +69,9 @@ cycle is recorded as interrupted) and exit 0.`,
 			if f.Changed("api-token-file") {
 				cfg.Agent.APITokenFile = o.APITokenFile
 			}
+			if f.Changed("metrics.detail") {
+				cfg.Agent.MetricsDetail = o.MetricsDetail
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError{fmt.Errorf("flags: %w", err)}
 			}
@@ -85,6 +89,7 @@ cycle is recorded as interrupted) and exit 0.`,
 	f.StringVar(&o.Profile, "profile", def.Profile, "built-in fio profile: "+strings.Join(fio.ProfileNames(), ", ")+" (overrides profile)")
 	f.StringVar(&o.StateDir, "state-dir", def.Agent.StateDir, "directory for the history database (overrides agent.state_dir)")
 	f.StringVar(&o.APITokenFile, "api-token-file", "", "file holding the bearer token that POST /api/v1/cycles requires; without one that route answers 403")
+	f.BoolVar(&o.MetricsDetail, "metrics.detail", def.Agent.MetricsDetail, "expose every figure on /metrics, not only each target's headline and the top 3 containers (overrides agent.metrics_detail)")
 	return cmd
 }
 

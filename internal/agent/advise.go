@@ -57,7 +57,7 @@ func (a *Agent) advisorSeries(e *engineState) *metrics.Advisor {
 	if c == nil || c.ObservedAt == nil {
 		return nil
 	}
-	m := &metrics.Advisor{At: *c.ObservedAt, Containers: len(c.Containers), RestBlockBytes: math.NaN()}
+	m := &metrics.Advisor{At: *c.ObservedAt, Containers: len(c.Containers)}
 	if p := c.Pass; p != nil {
 		m.PassSeconds, m.PassCPUSeconds, m.PassReadBytes = p.DurationSeconds, p.CPUSeconds, float64(p.ReadBytes)
 	}
@@ -78,7 +78,7 @@ func (a *Agent) advisorSeries(e *engineState) *metrics.Advisor {
 		m.Top = append(m.Top, s)
 	}
 	if rest.Containers > 0 {
-		m.RestContainers, m.RestLayerBytes, m.RestBlockBytes = rest.Containers, float64(rest.LayerBytes), float64(rest.BlockBytes)
+		m.RestContainers, m.RestLayerBytes = rest.Containers, float64(rest.LayerBytes)
 	}
 	return m
 }

@@ -212,7 +212,7 @@ func (a *Agent) close(ctx context.Context) {
 }
 
 func (a *Agent) newServer() *http.Server {
-	reg := metrics.NewRegistry(a)
+	reg := metrics.NewRegistry(a, a.cfg.Agent.MetricsDetail)
 	h := httpapi.New(httpapi.Options{
 		Source:   a,
 		Metrics:  metrics.Handler(reg, a.logger),

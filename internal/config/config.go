@@ -162,6 +162,13 @@ type Agent struct {
 	MaxIOPressure    float64       `yaml:"max_io_pressure"`    // PSI io "some" avg10, percent
 	MaxDiskUtil      float64       `yaml:"max_disk_util"`      // 0-1 busy fraction of the data root's device
 	ChurnQuietPeriod time.Duration `yaml:"churn_quiet_period"` // no container start/stop this recently
+	// MetricsDetail exposes every figure on /metrics: every overhead
+	// metric, every raw figure and percentile, the cold probe's raw
+	// figures and advisor.metrics_top_n containers. false (the default)
+	// keeps each target's and workload's headline figure and at most 3
+	// containers, so that an agent costs its Prometheus about a third of
+	// the series.
+	MetricsDetail bool `yaml:"metrics_detail"`
 }
 
 // FirstFill bounds the cycles that fill an empty window

@@ -159,6 +159,7 @@ func TestLoadFull(t *testing.T) {
 		{"interval", c.Agent.Interval, 15 * time.Minute},
 		{"retention", c.Agent.Retention, 720 * time.Hour},
 		{"churn_quiet_period", c.Agent.ChurnQuietPeriod, 2 * time.Minute},
+		{"metrics_detail", c.Agent.MetricsDetail, true},
 		{"daily_byte_budget", c.Agent.DailyByteBudget, 512 * MiB},
 		{"min_free_bytes", c.FreeSpace.MinFreeBytes, 10 * GiB},
 		{"max_io_pressure", c.Agent.MaxIOPressure, 20.5},

@@ -20,10 +20,12 @@ type Advisor struct {
 	DatabasesInLayer int
 	Top              []ContainerSeries
 	// RestContainers is how many containers were summed into the _other
-	// series (0: no such series), RestLayerBytes and RestBlockBytes their
-	// sums (NaN omits the block series).
-	RestContainers                 int
-	RestLayerBytes, RestBlockBytes float64
+	// series (0: no such series), RestLayerBytes their layers' bytes. Their
+	// block writes have no _other series: the sum's members change from
+	// pass to pass, so it can fall without any container's counter
+	// resetting, which no counter may do.
+	RestContainers int
+	RestLayerBytes float64
 	// What the pass cost this process.
 	PassSeconds, PassCPUSeconds, PassReadBytes float64
 }
@@ -54,10 +56,10 @@ var (
 			"driver's upper directory or the engine's SizeRw, else a lower bound). Only the top containers by this value carry their own series; "+
 			"container=\"_other\" sums the rest."+cachedPass,
 		containerLabels, nil)
-	descContainerBlock = prometheus.NewDesc(namespace+"_container_block_written_bytes",
-		"Block-device writes charged to the container's cgroup since it started, on the data root's disk and its mounts' disks: an estimate and "+
+	descContainerBlock = prometheus.NewDesc(namespace+"_container_block_written_bytes_total",
+		"Block-device writes charged to the container's cgroup since it started (a new start resets it), on the data root's disk and its mounts' disks: an estimate and "+
 			"an upper bound of all its writes on cgroup v2 (rewrites count every time); on cgroup v1 buffered writes flushed by the kernel are not "+
-			"charged to it. container=\"_other\" sums the containers without their own series."+cachedPass,
+			"charged to it. Top containers only (no _other sum)."+cachedPass,
 		containerLabels, nil)
 	descContainerDatabase = prometheus.NewDesc(namespace+"_container_database_in_layer",
 		"1 for a top container whose image is a known database or queue and whose data directory is on no volume or bind mount: its data lands "+
@@ -96,14 +98,15 @@ func collectAdvisor(ch chan<- prometheus.Metric, engine string, a *Advisor) {
 	}
 	for _, c := range a.Top {
 		gauge(descContainerLayer, c.LayerBytes, engine, c.Name, c.Image)
-		gauge(descContainerBlock, c.BlockBytes, engine, c.Name, c.Image)
+		// The cgroup's counter only grows while the container runs; a
+		// restart makes a new cgroup, a reset that rate() handles.
+		emit(ch, descContainerBlock, prometheus.CounterValue, c.BlockBytes, engine, c.Name, c.Image)
 		if c.Database != "" {
 			gauge(descContainerDatabase, 1, engine, c.Name, c.Image, c.Database)
 		}
 	}
 	if a.RestContainers > 0 {
 		gauge(descContainerLayer, a.RestLayerBytes, engine, OtherContainers, OtherContainers)
-		gauge(descContainerBlock, a.RestBlockBytes, engine, OtherContainers, OtherContainers)
 	}
 	gauge(descDatabasesInLayer, float64(a.DatabasesInLayer), engine)
 	gauge(descContainers, float64(a.Containers), engine)
@@ -113,4 +116,20 @@ func collectAdvisor(ch chan<- prometheus.Metric, engine string, a *Advisor) {
 	if !a.At.IsZero() {
 		gauge(descPassTime, unixSeconds(a.At), engine)
 	}
+}
+
+// lean returns a with at most n containers of its own, the others added to
+// the _other sum; a itself is left alone (it belongs to a snapshot that
+// concurrent scrapes read). Top is ranked already, so the first n stay.
+func (a *Advisor) lean(n int) *Advisor {
+	if a == nil || len(a.Top) <= n {
+		return a
+	}
+	out := *a
+	out.Top = a.Top[:n:n]
+	for _, c := range a.Top[n:] {
+		out.RestContainers++
+		out.RestLayerBytes += c.LayerBytes
+	}
+	return &out
 }

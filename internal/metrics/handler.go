@@ -21,11 +21,12 @@ const maxScrapesInFlight = 10
 // NewRegistry returns a fresh registry (not the global default, so no
 // package init elsewhere can add series to /metrics) holding the snapshot
 // collector, the Go runtime and process collectors, and
-// layerprobe_build_info (client_golang's version collector).
-func NewRegistry(src Source) *prometheus.Registry {
+// layerprobe_build_info (client_golang's version collector). detail
+// chooses the level (NewCollector).
+func NewRegistry(src Source, detail bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		NewCollector(src),
+		NewCollector(src, detail),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector(namespace),

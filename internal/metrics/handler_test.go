@@ -72,7 +72,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		t.Skip("promtool not found (Debian: apt-get install prometheus)")
 	}
 	logger, logs := bufLogger()
-	srv := httptest.NewServer(Handler(NewRegistry(staticSource{fullSnapshot()}), logger))
+	srv := httptest.NewServer(Handler(NewRegistry(staticSource{fullSnapshot()}, true), logger))
 	defer srv.Close()
 	// Twice: the second scrape also carries the promhttp self-metrics with
 	// non-zero values.
@@ -117,7 +117,7 @@ func TestConcurrentScrapesWhileSwapping(t *testing.T) {
 	}
 	src := &swapSource{}
 	src.p.Store(gen(0))
-	reg := NewRegistry(src)
+	reg := NewRegistry(src, true)
 	logger, logs := bufLogger()
 	srv := httptest.NewServer(Handler(reg, logger))
 	defer srv.Close()
@@ -244,7 +244,7 @@ func (b *blockingSource) Snapshot() *Snapshot {
 func TestHandlerLimitsScrapesInFlight(t *testing.T) {
 	src := &blockingSource{entered: make(chan struct{}, maxScrapesInFlight+1), release: make(chan struct{})}
 	logger, _ := bufLogger()
-	srv := httptest.NewServer(Handler(NewRegistry(src), logger))
+	srv := httptest.NewServer(Handler(NewRegistry(src, true), logger))
 	defer srv.Close()
 
 	var wg sync.WaitGroup
@@ -291,7 +291,7 @@ func TestHandlerContinuesOnError(t *testing.T) {
 	snap := fullSnapshot()
 	snap.Engines[1].EngineVersion = "28.\xff"
 	logger, logs := bufLogger()
-	srv := httptest.NewServer(Handler(NewRegistry(staticSource{snap}), logger))
+	srv := httptest.NewServer(Handler(NewRegistry(staticSource{snap}, true), logger))
 	defer srv.Close()
 	mfs := parse(t, scrape(t, srv.URL))
 	if mfs["layerprobe_overhead_ratio"] == nil || len(mfs["layerprobe_cycles_total"].GetMetric()) != 12 {
@@ -304,7 +304,7 @@ func TestHandlerContinuesOnError(t *testing.T) {
 }
 
 func TestBuildInfo(t *testing.T) {
-	mfs, err := NewRegistry(staticSource{nil}).Gather()
+	mfs, err := NewRegistry(staticSource{nil}, true).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,13 @@
 //
 // Metric names and labels are a contract (docs/metrics.md); dashboards and
 // alert rules depend on them. Extend, do not rename.
+//
+// Two levels of detail: the lean default exposes, per target and workload,
+// the headline figure only (measure.HeadlineMetric: its overhead with the
+// interval, and its raw value), and the advisor's top LeanTopN containers;
+// the detail level (agent.metrics_detail) exposes every figure of the
+// snapshot. The snapshot is the same at both levels: the level only
+// decides what a scrape shows, so switching it needs no new measurement.
 package metrics
 
 import (
@@ -260,6 +267,9 @@ var (
 	descUp = prometheus.NewDesc(namespace+"_engine_up",
 		"1 if the engine answered at the agent's last look, 0 if it did not (no socket, engine down: the agent's log and GET /api/v1/engines say why); absent before the first look."+cached,
 		[]string{"engine"}, nil)
+	descDetail = prometheus.NewDesc(namespace+"_metrics_detail",
+		"1 if this agent exposes every figure (agent.metrics_detail: true), 0 if only the headline of each target and workload and the top "+strconv.Itoa(LeanTopN)+" containers (the default).",
+		nil, nil)
 	descHostArm = prometheus.NewDesc(namespace+"_host_arm_cgroup_joined",
 		"1 if the host arm's fio runs in the probe container's CPU cgroups, 0 if it cannot join them (then CPU contention on a busy host reads as storage overhead: see the agent's warnings); absent before the probe container has started."+cached,
 		[]string{"engine"}, nil)
@@ -271,19 +281,26 @@ var (
 		descLookup, descLookupExtra, descLookupLow, descLookupHigh}
 )
 
+// LeanTopN is how many containers carry series of their own at the lean
+// level, whatever advisor.metrics_top_n says (a smaller top_n wins).
+const LeanTopN = 3
+
 type collector struct {
-	src Source
+	src    Source
+	detail bool
 }
 
-// NewCollector returns a collector that exposes src's snapshot. It never
-// measures: Collect only reads the snapshot current at scrape time.
-func NewCollector(src Source) prometheus.Collector {
-	return &collector{src: src}
+// NewCollector returns a collector that exposes src's snapshot, every
+// figure of it when detail is true, else the lean set (package doc). It
+// never measures: Collect only reads the snapshot current at scrape time.
+func NewCollector(src Source, detail bool) prometheus.Collector {
+	return &collector{src: src, detail: detail}
 }
 
 // Describe implements prometheus.Collector with static descriptors, so the
 // registry can check label consistency and name clashes at registration.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descDetail // not in allDescs: a setting, not a cached figure
 	for _, d := range allDescs {
 		ch <- d
 	}
@@ -296,16 +313,23 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // exactly once, so one scrape never mixes two cycles even if the agent
 // swaps snapshots meanwhile.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	// The level is known before any cycle, so dashboards can tell "needs
+	// the detail" from "not measured yet" from the start.
+	level := 0.0
+	if c.detail {
+		level = 1
+	}
+	emit(ch, descDetail, prometheus.GaugeValue, level)
 	snap := c.src.Snapshot()
 	if snap == nil {
 		return
 	}
 	for i := range snap.Engines {
-		collectEngine(ch, &snap.Engines[i])
+		collectEngine(ch, &snap.Engines[i], c.detail)
 	}
 }
 
-func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
+func collectEngine(ch chan<- prometheus.Metric, e *Engine, detail bool) {
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		emit(ch, d, prometheus.GaugeValue, v, lv...)
 	}
@@ -329,6 +353,9 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	}
 
 	for _, o := range e.Overheads {
+		if !detail && o.Metric != measure.HeadlineMetric(o.Workload) {
+			continue
+		}
 		lv := []string{e.Name, e.Driver, string(o.Target), string(o.Workload), o.Metric, modeOf(o.Mode)}
 		gauge(descOverhead, o.Ratio, lv...)
 		gauge(descCILow, o.CILow, lv...)
@@ -338,6 +365,16 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 	for _, r := range e.Raw {
 		m := modeOf(r.Mode)
 		t, w := string(r.Target), string(r.Workload)
+		if !detail {
+			if d, v, p, ok := rawHeadline(r); ok {
+				lv := []string{e.Name, e.Driver, t, w, r.Op, m}
+				if p != "" {
+					lv = append(lv, p)
+				}
+				gauge(d, v, lv...)
+			}
+			continue
+		}
 		gauge(descIOPS, r.IOPS, e.Name, e.Driver, t, w, r.Op, m)
 		gauge(descBandwidth, r.BandwidthBytes, e.Name, e.Driver, t, w, r.Op, m)
 		for p, v := range r.Latency {
@@ -407,7 +444,11 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		counter(descWritten, v, e.Name, string(t))
 	}
 
-	collectAdvisor(ch, e.Name, e.Advisor)
+	a := e.Advisor
+	if !detail {
+		a = a.lean(LeanTopN)
+	}
+	collectAdvisor(ch, e.Name, a)
 
 	gauge(descDuration, e.LastCycleDuration, e.Name, modeSteady)
 	if !e.LastSuccess.IsZero() {
@@ -419,6 +460,31 @@ func collectEngine(ch chan<- prometheus.Metric, e *Engine) {
 		gauge(descBudget, e.BudgetBytes, e.Name)
 		gauge(descBudgetUsed, e.BudgetUsedBytes, e.Name)
 	}
+}
+
+// rawHeadline is the one raw figure of r the lean level exposes: the raw
+// value behind the workload's headline overhead (measure.HeadlineMetric),
+// in the data direction that carries it. Bandwidth and IOPS are the
+// writes' (the overheads' read+write sums are the writes alone in these
+// write-only workloads), fsync_p99 is the sync calls' 99th percentile. It
+// returns the descriptor, the value, the percentile label ("" for none) and
+// false when r holds no headline figure.
+func rawHeadline(r Raw) (*prometheus.Desc, float64, string, bool) {
+	switch measure.HeadlineMetric(r.Workload) {
+	case measure.MetricBandwidth:
+		if r.Op == "write" {
+			return descBandwidth, r.BandwidthBytes, "", true
+		}
+	case measure.MetricIOPS:
+		if r.Op == "write" {
+			return descIOPS, r.IOPS, "", true
+		}
+	case measure.MetricFsyncP99:
+		if v, ok := r.Latency["99"]; ok && r.Op == "sync" {
+			return descLatency, v, "99", true
+		}
+	}
+	return nil, 0, "", false
 }
 
 // Values of the mode label.

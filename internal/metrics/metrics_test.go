@@ -146,7 +146,7 @@ func fullSnapshot() *Snapshot {
 				{Name: "writer", Image: "registry.example.com/app:1.2", LayerBytes: 67108864, BlockBytes: 67112960},
 				{Name: "pg", Image: "postgres:16", LayerBytes: 40960, BlockBytes: nan, Database: "postgres"},
 			},
-			RestContainers: 3, RestLayerBytes: 8192, RestBlockBytes: 134217728,
+			RestContainers: 3, RestLayerBytes: 8192,
 			PassSeconds: 0.21, PassCPUSeconds: 0.04, PassReadBytes: 0,
 		},
 	}
@@ -160,42 +160,48 @@ func fullSnapshot() *Snapshot {
 	return &Snapshot{Engines: []Engine{healthy, failed}}
 }
 
+// TestCollectGolden pins the exposition of fullSnapshot at both levels:
+// testdata/full.prom is the detail level, testdata/lean.prom the default.
 func TestCollectGolden(t *testing.T) {
-	c := NewCollector(staticSource{fullSnapshot()})
-	golden := filepath.Join("testdata", "full.prom")
-	if *update {
-		// Not testutil.CollectAndFormat: without metric names it
-		// formats nothing.
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(c)
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
+	for golden, detail := range map[string]bool{"full.prom": true, "lean.prom": false} {
+		t.Run(golden, func(t *testing.T) {
+			c := NewCollector(staticSource{fullSnapshot()}, detail)
+			golden := filepath.Join("testdata", golden)
+			if *update {
+				// Not testutil.CollectAndFormat: without metric names it
+				// formats nothing.
+				reg := prometheus.NewPedanticRegistry()
+				reg.MustRegister(c)
+				mfs, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var buf bytes.Buffer
+				enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+				for _, mf := range mfs {
+					if err := enc.Encode(mf); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testutil.CollectAndCompare(c, bytes.NewReader(want)); err != nil {
-		t.Fatalf("exposition differs from %s (go test -run TestCollectGolden -update rewrites it):\n%v", golden, err)
+			if err := testutil.CollectAndCompare(c, bytes.NewReader(want)); err != nil {
+				t.Fatalf("exposition differs from %s (go test -run TestCollectGolden -update rewrites it):\n%v", golden, err)
+			}
+		})
 	}
 }
 
 // The golden file already pins this; the explicit counts say why a
 // diff fails when NaN handling breaks.
 func TestCollectOmitsNaN(t *testing.T) {
-	c := NewCollector(staticSource{fullSnapshot()})
+	c := NewCollector(staticSource{fullSnapshot()}, true)
 	for name, want := range map[string]int{
 		"layerprobe_overhead_ratio":                 27, // 28 overheads, one all-NaN
 		"layerprobe_overhead_ci_low_ratio":          26, // and one more without interval
@@ -226,7 +232,7 @@ func TestCollectOmitsNaN(t *testing.T) {
 }
 
 func TestCollectLint(t *testing.T) {
-	problems, err := testutil.CollectAndLint(NewCollector(staticSource{fullSnapshot()}))
+	problems, err := testutil.CollectAndLint(NewCollector(staticSource{fullSnapshot()}, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +241,7 @@ func TestCollectLint(t *testing.T) {
 	}
 	// The whole registry too: Go, process and build info series are
 	// served on the same endpoint.
-	problems, err = testutil.GatherAndLint(NewRegistry(staticSource{fullSnapshot()}))
+	problems, err = testutil.GatherAndLint(NewRegistry(staticSource{fullSnapshot()}, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +264,7 @@ func TestHelpSaysCached(t *testing.T) {
 func TestCollectReadsSnapshotOnce(t *testing.T) {
 	src := &swapSource{}
 	src.p.Store(fullSnapshot())
-	c := NewCollector(src)
+	c := NewCollector(src, true)
 	ch := make(chan prometheus.Metric, 1024)
 	c.Collect(ch)
 	close(ch)
@@ -272,7 +278,7 @@ func TestCollectReadsSnapshotOnce(t *testing.T) {
 
 func TestCollectDoesNotModifySnapshot(t *testing.T) {
 	snap := fullSnapshot()
-	c := NewCollector(staticSource{snap})
+	c := NewCollector(staticSource{snap}, true)
 	testutil.CollectAndCount(c)
 	e := snap.Engines[0]
 	if len(e.CyclesTotal) != 2 || len(e.SkipsTotal) != 2 {
@@ -289,8 +295,9 @@ func TestCollectEmpty(t *testing.T) {
 		"no engines":   staticSource{&Snapshot{}}, // what the agent publishes before it knows its engines
 	} {
 		t.Run(name, func(t *testing.T) {
-			if n := testutil.CollectAndCount(NewCollector(src)); n != 0 {
-				t.Fatalf("%d series from an empty snapshot, want 0", n)
+			// Only the level, which is known before anything is measured.
+			if n := testutil.CollectAndCount(NewCollector(src, true)); n != 1 {
+				t.Fatalf("%d series from an empty snapshot, want 1 (layerprobe_metrics_detail)", n)
 			}
 		})
 	}
@@ -302,7 +309,7 @@ func TestCollectInvalidLabelValue(t *testing.T) {
 	snap := fullSnapshot()
 	snap.Engines[1].DataRoot = "/srv/\xff"
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(staticSource{snap}))
+	reg.MustRegister(NewCollector(staticSource{snap}, true))
 	mfs, err := reg.Gather()
 	if err == nil {
 		t.Fatal("Gather accepted an invalid UTF-8 label value")

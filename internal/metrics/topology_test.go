@@ -16,7 +16,7 @@ func TestHostArmNotApplicableHasNoSeries(t *testing.T) {
 	for state, want := range map[string]int{"not_applicable": 0, "outside": 1, "joined": 1} {
 		snap := &Snapshot{Engines: []Engine{{Name: "vm", EngineFacts: measure.EngineFacts{Runtime: "docker", Driver: "overlay2",
 			HostArmCgroup: state, TopologyFacts: measure.TopologyFacts{Topology: "vm", Baseline: "native host disk"}}}}}
-		if got := testutil.CollectAndCount(NewCollector(staticSource{snap}), "layerprobe_host_arm_cgroup_joined"); got != want {
+		if got := testutil.CollectAndCount(NewCollector(staticSource{snap}, true), "layerprobe_host_arm_cgroup_joined"); got != want {
 			t.Errorf("host arm %q: %d series, want %d", state, got, want)
 		}
 	}

@@ -370,7 +370,7 @@ function(c)
       g.panel.table + {
         id: 17,
         title: "Agent health per engine",
-        description: "Per host and engine: how long ago the last successful steady-state cycle ended (stale above 15h with the default 6h interval), the last steady cycle's duration, and the cycles (steady and cold together) that succeeded, failed or were skipped by a guardrail in the selected time range. Sorted by age, oldest first. Click a host for its detail.",
+        description: "Per host and engine: how long ago the last successful steady-state cycle ended (stale above 15h with the default 6h interval), the last steady cycle's duration, and the cycles (steady and cold together) that succeeded, failed or were skipped by a guardrail in the selected time range, counted from the hourly records of the cycle counters (the last hour's cycles appear after the next hourly evaluation; ranges under two hours show none). Sorted by age, oldest first. Click a host for its detail.",
         gridPos: g.pos(x=0, y=26, w=16, h=9),
         fieldConfig+: {
           defaults+: {
@@ -505,15 +505,15 @@ function(c)
         targets: [
           g.target(q("max by (job, instance, engine) (time() - layerprobe_last_success_timestamp_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"})"), "__auto", instant=true, format="table"),
           g.target(q("max by (job, instance, engine) (layerprobe_cycle_duration_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"})"), "__auto", refId="B", instant=true, format="table"),
-          g.target(q("sum by (job, instance, engine) (increase(layerprobe_cycles_total{%(sel)s, engine=~\"$engine\", result=\"ok\"}[$__range]))"), "__auto", refId="C", instant=true, format="table"),
-          g.target(q("sum by (job, instance, engine) (increase(layerprobe_cycles_total{%(sel)s, engine=~\"$engine\", result=\"failed\"}[$__range]))"), "__auto", refId="D", instant=true, format="table"),
-          g.target(q("sum by (job, instance, engine) (increase(layerprobe_cycle_skips_total{%(sel)s, engine=~\"$engine\"}[$__range]))"), "__auto", refId="E", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(engine_result:layerprobe_cycles_total:sum{%(sel)s, engine=~\"$engine\", result=\"ok\"}[$__range]))"), "__auto", refId="C", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(engine_result:layerprobe_cycles_total:sum{%(sel)s, engine=~\"$engine\", result=\"failed\"}[$__range]))"), "__auto", refId="D", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(engine_reason:layerprobe_cycle_skips_total:sum{%(sel)s, engine=~\"$engine\"}[$__range]))"), "__auto", refId="E", instant=true, format="table"),
         ],
       },
       g.panel.bargauge + {
         id: 18,
         title: "Skipped cycles by reason",
-        description: "Cycles a guardrail skipped in the selected time range, by reason (budget_exhausted, busy_disk, busy_io_pressure, container_churn, host_locked, low_space).",
+        description: "Cycles a guardrail skipped in the selected time range, by reason (budget_exhausted, busy_disk, busy_io_pressure, container_churn, host_locked, low_space), counted from the hourly records of the skip counters (ranges under two hours show none).",
         gridPos: g.pos(x=16, y=26, w=8, h=9),
         fieldConfig+: {
           defaults+: {
@@ -533,7 +533,7 @@ function(c)
           },
         },
         targets: [
-          g.target(q("sum by (reason) (increase(layerprobe_cycle_skips_total{%(sel)s, engine=~\"$engine\"}[$__range]))"), "{{reason}}", instant=true),
+          g.target(q("sum by (reason) (increase(engine_reason:layerprobe_cycle_skips_total:sum{%(sel)s, engine=~\"$engine\"}[$__range]))"), "{{reason}}", instant=true),
         ],
       },
       g.panel.table + {
@@ -588,7 +588,7 @@ function(c)
       g.panel.timeseries + {
         id: 21,
         title: "Write rate of the measurement jobs per host",
-        description: "Bytes per second the layerprobe measurement jobs wrote, per host: the load the agent puts on each host's data-root disk. Spikes at each cycle, zero in between.",
+        description: "Bytes per second the layerprobe measurement jobs wrote, per host: the load the agent puts on each host's data-root disk, averaged over at least four hours (from the hourly records of the byte counters, so a cycle's burst is spread over its hours).",
         gridPos: g.pos(x=0, y=42, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -602,13 +602,13 @@ function(c)
           },
         },
         targets: [
-          g.target(q("sum by (instance) (rate(layerprobe_written_bytes_total{%(sel)s, engine=~\"$engine\"}[$__rate_interval]))"), "{{instance}}"),
+          g.target(q("sum by (instance) (rate(engine:layerprobe_written_bytes_total:sum{%(sel)s, engine=~\"$engine\"}[$__rate_interval]))"), "{{instance}}", interval="1h"),
         ],
       },
       g.panel.bargauge + {
         id: 22,
         title: "Bytes written per host in the time range",
-        description: "Bytes the measurement jobs wrote per host in the selected time range (all targets).",
+        description: "Bytes the measurement jobs wrote per host in the selected time range (all targets), from the hourly records of the byte counters (ranges under two hours show none).",
         gridPos: g.pos(x=12, y=42, w=6, h=8),
         fieldConfig+: {
           defaults+: {
@@ -619,7 +619,7 @@ function(c)
           },
         },
         targets: [
-          g.target(q("sort_desc(sum by (instance) (increase(layerprobe_written_bytes_total{%(sel)s, engine=~\"$engine\"}[$__range])))"), "{{instance}}", instant=true),
+          g.target(q("sort_desc(sum by (instance) (increase(engine:layerprobe_written_bytes_total:sum{%(sel)s, engine=~\"$engine\"}[$__range])))"), "{{instance}}", instant=true),
         ],
       },
       g.panel.bargauge + {

@@ -12,7 +12,8 @@ function(c)
     from="now-2d",
     variables=g.variable.agent(c, multiInstance=false) + [
       g.variable.query('target', 'Target', 'layerprobe_overhead_ratio', [g.agentMatchers(c), 'engine=~"$engine"', 'mode=~"steady|"'], 'target'),
-      g.variable.query('workload', 'Workload', 'layerprobe_iops', [g.agentMatchers(c), 'engine=~"$engine"'], 'workload'),
+      // From the overheads: at the lean default no single raw family has every workload.
+      g.variable.query('workload', 'Workload', 'layerprobe_overhead_ratio', [g.agentMatchers(c), 'engine=~"$engine"', 'mode=~"steady|"'], 'workload'),
     ],
     panels=[
       g.row(1, "Cycle health", y=0),
@@ -389,10 +390,10 @@ function(c)
           g.target(q("max by (target) (layerprobe_overhead_ci_high_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", workload=\"fsync\", metric=\"fsync_p99\"})"), "{{target}} 95% high", refId="C"),
         ],
       },
-      g.panel.table + {
+      g.panel.table + g.needsDetail + {
         id: 12,
         title: "Latest overhead per target, workload and metric",
-        description: "The published overhead of every target, workload and metric with its 95% interval. For iops and bandwidth the ratio is 1 - target/host, for latencies target/host - 1: in both cases 0.08 = 8% slower than the host.",
+        description: "The published overhead of every target, workload and metric with its 95% interval. For iops and bandwidth the ratio is 1 - target/host, for latencies target/host - 1: in both cases 0.08 = 8% slower than the host. Without agent.metrics_detail: true only each workload's headline metric.",
         gridPos: g.pos(x=12, y=13, w=12, h=9),
         fieldConfig+: {
           defaults+: {
@@ -474,10 +475,10 @@ function(c)
           g.target(q("max without () (layerprobe_overhead_ci_high_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", workload=~\"$workload\"})"), "__auto", refId="C", instant=true, format="table"),
         ],
       },
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 13,
         title: "Throughput overhead (IOPS, bandwidth)",
-        description: "Paired overhead (Hodges-Lehmann estimate) of IOPS and bandwidth per target and workload: 1 - target/host.",
+        description: "Paired overhead (Hodges-Lehmann estimate) of IOPS and bandwidth per target and workload: 1 - target/host. Without agent.metrics_detail: true only each workload's headline: sequential write bandwidth, random write and small files IOPS.",
         gridPos: g.pos(x=0, y=22, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -494,10 +495,10 @@ function(c)
           g.target(q("layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", workload=~\"$workload\", metric=~\"iops|bandwidth\"}"), "{{target}} {{workload}} {{metric}}"),
         ],
       },
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 14,
         title: "Latency overhead (p50, p99, fsync p99)",
-        description: "Paired overhead (Hodges-Lehmann estimate) of the latency percentiles per target and workload: target/host - 1.",
+        description: "Paired overhead (Hodges-Lehmann estimate) of the latency percentiles per target and workload: target/host - 1. Without agent.metrics_detail: true only the fsync workload's fsync p99, its headline.",
         gridPos: g.pos(x=12, y=22, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -514,10 +515,10 @@ function(c)
           g.target(q("layerprobe_overhead_ratio{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", workload=~\"$workload\", metric=~\"latency_p50|latency_p99|fsync_p99\"}"), "{{target}} {{workload}} {{metric}}"),
         ],
       },
-      g.panel.table + {
+      g.panel.table + g.needsDetail + {
         id: 15,
         title: "% of host (the seed article's view)",
-        description: "Speed of each target as a percentage of the host's: 100% = as fast as the host, below = slower. Throughput: 100 × (1 - overhead); latency: 100 / (1 + overhead).",
+        description: "Speed of each target as a percentage of the host's: 100% = as fast as the host, below = slower. Throughput: 100 × (1 - overhead); latency: 100 / (1 + overhead). Without agent.metrics_detail: true only each workload's headline metric.",
         gridPos: g.pos(x=0, y=30, w=24, h=8),
         fieldConfig+: {
           defaults+: {
@@ -590,10 +591,10 @@ function(c)
         ],
       },
       g.row(16, "Raw figures per target (pooled over the last cycle's rounds)", y=38),
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 17,
         title: "IOPS",
-        description: "IOPS per target, workload and data direction, host included (fio read.iops, write.iops).",
+        description: "IOPS per target, workload and data direction, host included (fio read.iops, write.iops). Without agent.metrics_detail: true only the headline IOPS: random writes and small files.",
         gridPos: g.pos(x=0, y=39, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -610,10 +611,10 @@ function(c)
           g.target(q("layerprobe_iops{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"host|$target\", workload=~\"$workload\"}"), "{{target}} {{workload}} {{op}}"),
         ],
       },
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 18,
         title: "Bandwidth",
-        description: "Bandwidth per target, workload and data direction, host included (fio bw_bytes).",
+        description: "Bandwidth per target, workload and data direction, host included (fio bw_bytes). Without agent.metrics_detail: true only the headline bandwidth: sequential writes.",
         gridPos: g.pos(x=12, y=39, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -630,10 +631,10 @@ function(c)
           g.target(q("layerprobe_bandwidth_bytes_per_second{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"host|$target\", workload=~\"$workload\"}"), "{{target}} {{workload}} {{op}}"),
         ],
       },
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 19,
         title: "fsync latency percentiles",
-        description: "Latency of fsync calls in the fsync workload per target and percentile, host included (fio sync.lat_ns percentiles).",
+        description: "Latency of fsync calls in the fsync workload per target and percentile, host included (fio sync.lat_ns percentiles). Without agent.metrics_detail: true only p99, the fsync workload's headline.",
         gridPos: g.pos(x=0, y=47, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -650,10 +651,10 @@ function(c)
           g.target(q("layerprobe_latency_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"host|$target\", workload=\"fsync\", op=\"sync\"}"), "{{target}} p{{percentile}}"),
         ],
       },
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 20,
         title: "Write latency percentiles",
-        description: "Completion latency of writes per target, workload and percentile, host included (fio write.clat_ns percentiles).",
+        description: "Completion latency of writes per target, workload and percentile, host included (fio write.clat_ns percentiles). Needs agent.metrics_detail: true: the default exposes no write latency.",
         gridPos: g.pos(x=12, y=47, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -690,10 +691,10 @@ function(c)
           g.target(q("layerprobe_latency_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=~\"$target\", target!=\"host\", workload=\"fsync\", op=\"sync\", percentile=\"99\"} / ignoring (target) group_left () layerprobe_latency_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\", target=\"host\", workload=\"fsync\", op=\"sync\", percentile=\"99\"} - 1"), "{{target}}"),
         ],
       },
-      g.panel.timeseries + {
+      g.panel.timeseries + g.needsDetail + {
         id: 22,
         title: "Read latency percentiles",
-        description: "Completion latency of reads in the fsync workload (random read/write) per target and percentile, host included.",
+        description: "Completion latency of reads in the fsync workload (random read/write) per target and percentile, host included. Needs agent.metrics_detail: true: the default exposes no read latency.",
         gridPos: g.pos(x=12, y=55, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -1060,7 +1061,7 @@ function(c)
       g.panel.bargauge + {
         id: 36,
         title: "Bytes in the writable layer per container",
-        description: "What each running container wrote into its writable layer since it was created, net of deletions (layerprobe_container_layer_written_bytes), from the layer-write advisor's last pass. Only the top advisor.metrics_top_n containers have their own bar; _other sums the rest. Move heavy write paths to a volume: layerprobe advise or GET /api/v1/containers names the directories.",
+        description: "What each running container wrote into its writable layer since it was created, net of deletions (layerprobe_container_layer_written_bytes), from the layer-write advisor's last pass. Only the top advisor.metrics_top_n containers (at most 3 without agent.metrics_detail: true) have their own bar; _other sums the rest. Move heavy write paths to a volume: layerprobe advise or GET /api/v1/containers names the directories.",
         gridPos: g.pos(x=0, y=104, w=12, h=8),
         fieldConfig+: {
           defaults+: {

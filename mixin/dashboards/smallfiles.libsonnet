@@ -7,10 +7,10 @@ function(c)
   local q = g.query(c);
   [
     g.row(45, "Small files and container start-up", y=118),
-    g.panel.timeseries + {
+    g.panel.timeseries + g.needsDetail + {
       id: 41,
       title: "Small files: overhead versus the host",
-      description: "Paired overhead of the smallfiles workload (a package install's tree: 1000 files of 0-16 KiB in 200 directories, created and written, stat'ed, deleted) per target: iops is file operations per second (1 - target/host), latency_p99 their 99th percentile (target/host - 1). 0.2 = 20% slower than the host.",
+      description: "Paired overhead of the smallfiles workload (a package install's tree: 1000 files of 0-16 KiB in 200 directories, created and written, stat'ed, deleted) per target: iops is file operations per second (1 - target/host), latency_p99 their 99th percentile (target/host - 1). 0.2 = 20% slower than the host. Without agent.metrics_detail: true only iops, the workload's headline.",
       gridPos: g.pos(x=0, y=119, w=12, h=8),
       fieldConfig+: {
         defaults+: {

@@ -152,7 +152,10 @@ const rawRatioHeader = `#
 # host's (target:<metric>:ratio_to_host), for the figures the agent does not
 # pair itself (reads, p99.9). Nothing in layerprobe-rules.yml or the
 # dashboards reads them; over a large fleet they are the costliest rules
-# (docs/fleet.md). Load them beside the main file when you want them:
+# (docs/fleet.md). They need the agents' agent.metrics_detail: true: the
+# lean default exposes only each workload's headline raw figure, so most of
+# them record nothing there. Load them beside the main file when you want
+# them:
 #
 #   rule_files:
 #     - /etc/prometheus/rules/layerprobe-rules.yml

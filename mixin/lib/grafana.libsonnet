@@ -11,6 +11,14 @@ local panel(type) = { type: type, datasource: datasource };
 
   pos(x, y, w, h):: { h: h, w: w, x: x, y: y },
 
+  // needsDetail marks a panel that reads series the agent exposes only
+  // with agent.metrics_detail: true (docs/metrics.md): when the lean
+  // default leaves it empty, it says so instead of "No data" (its
+  // description says what the default shows of it).
+  needsDetail:: {
+    fieldConfig+: { defaults+: { noValue: 'needs agent.metrics_detail: true' } },
+  },
+
   row(id, title, y):: {
     id: id,
     type: 'row',
@@ -21,7 +29,10 @@ local panel(type) = { type: type, datasource: datasource };
   },
 
   // A Prometheus query, instant or over the dashboard's time range.
-  target(expr, legend, refId='A', instant=false, format=null):: {
+  // interval is the query's min step ("1h" for a series recorded once an
+  // hour): Grafana then takes it as the scrape interval, so that
+  // $__rate_interval is at least four of them.
+  target(expr, legend, refId='A', instant=false, format=null, interval=null):: {
     datasource: datasource,
     editorMode: 'code',
     expr: expr,
@@ -29,7 +40,8 @@ local panel(type) = { type: type, datasource: datasource };
     range: !instant,
     legendFormat: legend,
     refId: refId,
-  } + (if format != null then { format: format } else {}),
+  } + (if format != null then { format: format } else {})
+  + (if interval != null then { interval: interval } else {}),
 
   // query(c) returns the function that fills the agent selector into a
   // panel's expression: %(sel)s becomes the cluster, job and instance

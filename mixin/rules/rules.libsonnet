@@ -66,6 +66,26 @@ local promql = import '../lib/promql.libsonnet';
               sum without (mode) (%s)
             ||| % s('layerprobe_cycles_total'),
           },
+          // The counters the fleet dashboard counts over its whole range,
+          // once an hour (one sample per counter): the bytes the
+          // measurement jobs wrote per engine, over targets, and the
+          // guardrails' skips per engine and reason. The dashboard takes
+          // increase() of these over $__range, 720 samples per series for
+          // 30 days instead of every scraped one; as above, an agent's
+          // restart resets all its counters at once, so each sum is a
+          // counter too.
+          {
+            record: 'engine:layerprobe_written_bytes_total:sum',
+            expr: |||
+              sum without (target) (%s)
+            ||| % s('layerprobe_written_bytes_total'),
+          },
+          {
+            record: 'engine_reason:layerprobe_cycle_skips_total:sum',
+            expr: |||
+              sum without () (%s)
+            ||| % s('layerprobe_cycle_skips_total'),
+          },
           // The last successful steady cycle in the hour, for
           // LayerprobeAgentStale's agents that have gone away: its 7 days
           // then read 168 samples per engine instead of every scraped one.
@@ -85,7 +105,9 @@ local promql = import '../lib/promql.libsonnet';
   // dashboards or in the alerts reads them, and at 1000 hosts they divide
   // about 120k raw series in every evaluation (160-270 ms per group on two
   // vCPUs, docs/fleet.md). deploy/prometheus/layerprobe-raw-ratio-rules.yml
-  // holds them for whoever wants the raw figures the agent does not pair.
+  // holds them for whoever wants the raw figures the agent does not pair;
+  // they need agent.metrics_detail: true (the lean default exposes each
+  // workload's headline raw figure only).
   prometheusRawRatioRules+:: {
     local c = $._config,
     local s(metric, matchers=[]) = promql.series(metric, [c.layerprobeSelector] + matchers),

@@ -18,9 +18,12 @@ import (
 
 // agentConfig: the smoke profile and every busy-host guard off, so cycles
 // run whatever the CI machine is doing; no cold probe, so the tests count
-// steady cycles only (cold_test.go turns it on).
+// steady cycles only (cold_test.go turns it on); every figure on /metrics
+// (metrics_detail), which checkContractSeries and the REST comparison
+// read (test/ops' image test and TestSeriesBudget run the lean default).
 const agentConfig = `profile: smoke
 agent:
+  metrics_detail: true
   interval: 1h
   cold_interval: 0s
   jitter: 0

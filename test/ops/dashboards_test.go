@@ -49,7 +49,8 @@ type panel struct {
 	} `json:"gridPos"`
 	FieldConfig struct {
 		Defaults struct {
-			Unit string `json:"unit"`
+			Unit    string `json:"unit"`
+			NoValue string `json:"noValue"`
 		} `json:"defaults"`
 		Overrides []struct {
 			Properties []struct {
@@ -69,6 +70,9 @@ type panelTarget struct {
 	Instant    bool   `json:"instant"`
 	Range      bool   `json:"range"`
 	Format     string `json:"format"`
+	// Interval is the query's min step (Grafana's "Min step"), for series
+	// recorded at a coarser interval than the scrape.
+	Interval string `json:"interval"`
 }
 
 type variable struct {
@@ -341,11 +345,14 @@ func checkPanels(t *testing.T, d dashboard, docs, recorded map[string]bool) {
 }
 
 // counterSumRules are the recording rules allowed to sum a counter outside
-// rate() or increase(), and the counter: one agent's cycle counters summed
-// over modes, which all start again from 0 together when the agent
-// restarts, so the sum is a counter too (its readers take increase()).
+// rate() or increase(), and the counter: one agent's counters summed over
+// modes or targets (or copied, once an hour), which all start again from 0
+// together when the agent restarts, so the sum is a counter too (its
+// readers take increase() or rate()).
 var counterSumRules = map[string]string{
-	"engine_result:layerprobe_cycles_total:sum": "layerprobe_cycles_total",
+	"engine_result:layerprobe_cycles_total:sum":      "layerprobe_cycles_total",
+	"engine:layerprobe_written_bytes_total:sum":      "layerprobe_written_bytes_total",
+	"engine_reason:layerprobe_cycle_skips_total:sum": "layerprobe_cycle_skips_total",
 }
 
 // checkExpr checks one dashboard or rule expression: known metrics only,
@@ -543,5 +550,75 @@ func TestDashboardsShowColdResults(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no panel shows the %s", w.uid, w.what)
 		}
+	}
+}
+
+// leanSelector says whether a selector reads only series the agent
+// exposes at its lean default (docs/metrics.md, "Lean and detail"): of the
+// overheads and raw figures only each workload's headline; every other
+// family is whole at both levels.
+func leanSelector(s selector) bool {
+	headline := map[string]string{"seqwrite": "bandwidth", "randwrite": "iops", "fsync": "fsync_p99", "smallfiles": "iops"}
+	pinned := func(metric string) bool { // the workload is pinned to one whose headline is metric
+		for w, m := range headline {
+			if m == metric && s.has("workload", "=", w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch s.name {
+	case "layerprobe_overhead_ratio", "layerprobe_overhead_ci_low_ratio", "layerprobe_overhead_ci_high_ratio":
+		for _, m := range []string{"bandwidth", "iops", "fsync_p99"} {
+			if s.has("metric", "=", m) && pinned(m) {
+				return true
+			}
+		}
+		return false
+	case "layerprobe_iops":
+		return s.has("op", "=", "write") && pinned("iops")
+	case "layerprobe_bandwidth_bytes_per_second":
+		return s.has("op", "=", "write") && pinned("bandwidth")
+	case "layerprobe_latency_seconds":
+		return s.has("op", "=", "sync") && s.has("percentile", "=", "99")
+	}
+	return true
+}
+
+// TestDashboardsSayWhatNeedsDetail: a panel that reads a series the lean
+// default leaves out says so when it is empty (noValue) and in its
+// description, and only such panels do; the alerts and the recording
+// rules read lean series only (TestRulesReadLeanSeries).
+func TestDashboardsSayWhatNeedsDetail(t *testing.T) {
+	const noValue = "needs agent.metrics_detail: true"
+	marked := 0
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.dataPanels() {
+			lean := true
+			for _, tg := range p.Targets {
+				ps, err := scanPromQL(tg.Expr)
+				if err != nil {
+					t.Fatalf("%s/%s: %v", d.UID, p.Title, err)
+				}
+				for _, s := range ps.selectors {
+					lean = lean && leanSelector(s)
+				}
+			}
+			got := p.FieldConfig.Defaults.NoValue
+			switch {
+			case !lean && got != noValue:
+				t.Errorf("%s/%s reads series of the detail level but its noValue is %q, want %q", d.UID, p.Title, got, noValue)
+			case lean && got != "":
+				t.Errorf("%s/%s reads lean series only but says %q when empty", d.UID, p.Title, got)
+			case !lean && !strings.Contains(p.Description, "agent.metrics_detail: true"):
+				t.Errorf("%s/%s: its description does not say what needs agent.metrics_detail: true", d.UID, p.Title)
+			}
+			if !lean {
+				marked++
+			}
+		}
+	}
+	if marked == 0 {
+		t.Error("no panel reads detail series: the host dashboard's latency percentiles do")
 	}
 }

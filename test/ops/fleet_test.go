@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -268,6 +269,10 @@ func TestFleetInPrometheus(t *testing.T) {
 		}
 	})
 
+	t.Run("panels over hourly records equal the raw counters", func(t *testing.T) {
+		checkHourlyPanels(t, bed, hosts, cfg, at)
+	})
+
 	t.Run("fleet dashboard queries", func(t *testing.T) {
 		checkFleetDashboard(t, bed, at)
 	})
@@ -278,8 +283,166 @@ func TestFleetInPrometheus(t *testing.T) {
 // but the firing alerts' (no alert was evaluated over the history) have
 // data, the fleet's exceptions included.
 func checkFleetDashboard(t *testing.T, bed *fleetgen.Bed, at time.Time) {
+	qs := fleetDashboardQueries(t)
+	for _, q := range qs {
+		var r []fleetgen.Sample
+		var err error
+		if q.instant {
+			r, _, err = bed.Query(t.Context(), q.expr, time.Time{}, at, 0)
+		} else {
+			r, _, err = bed.Query(t.Context(), q.expr, at.Add(-fleetQueryRange), at, q.step)
+		}
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", q.key, err)
+		case len(r) == 0 && !strings.Contains(q.expr, "ALERTS"):
+			t.Errorf("%s: no data for %q", q.key, q.expr)
+		}
+	}
+}
+
+// fleetQueryRange and fleetQueryStep are the range and step of the fleet
+// dashboard's range queries in the fleet tests: a day, as the dashboard
+// opens.
+const (
+	fleetQueryRange = 24 * time.Hour
+	fleetQueryStep  = 10 * time.Minute
+)
+
+// fleetQuery is one query of the fleet dashboard, its variables expanded.
+type fleetQuery struct {
+	key, expr string // key: panel title/refId
+	instant   bool
+	step      time.Duration // a range query's step: fleetQueryStep, or the panel's min step
+}
+
+// fleetDashboardQueries are the queries of the fleet dashboard's panels,
+// with the variables at "All" and the default target.
+func fleetDashboardQueries(t testing.TB) []fleetQuery {
+	t.Helper()
 	subs := map[string]string{"$__rate_interval": "20m", "$__range": "1d", "$__interval": "5m",
 		"$cluster": ".*", "$job": ".+", "$instance": ".+", "$engine": ".+", "$target": "container"}
+	var out []fleetQuery
+	for _, d := range loadDashboards(t) {
+		if d.UID != "layerprobe-fleet" {
+			continue
+		}
+		for _, p := range d.dataPanels() {
+			for _, tg := range p.Targets {
+				s, step := grafanaMinStep(t, subs, fleetQueryStep, tg.Interval)
+				out = append(out, fleetQuery{key: p.Title + "/" + tg.RefID, expr: substitute(tg.Expr, s), instant: tg.Instant, step: step})
+			}
+		}
+	}
+	if len(out) < 40 {
+		t.Errorf("the fleet dashboard has %d queries", len(out))
+	}
+	return out
+}
+
+// hourlyRecords are the hourly records of counters that fleet panels count
+// over their range, and the counter each sums.
+var hourlyRecords = map[string]string{
+	"engine:layerprobe_written_bytes_total:sum":      "layerprobe_written_bytes_total",
+	"engine_reason:layerprobe_cycle_skips_total:sum": "layerprobe_cycle_skips_total",
+	"engine_result:layerprobe_cycles_total:sum":      "layerprobe_cycles_total",
+}
+
+// checkHourlyPanels: every fleet panel query that reads an hourly record
+// of a counter answers, at the records' last evaluation over a day, what
+// the same query over the raw counter answers, series by series, within
+// the raw query's own extrapolation (its first and last samples are up to
+// a step inside the range, and increase() stretches what they span to
+// it; the records fall on the range's ends). The agents compared are
+// those that reported all along the day and the hour before it (restarts
+// included: the counters start again from 0 and the sums with them), but
+// for two cases the records are known to differ from the raw samples in:
+// a counter that moved within a step of the range's ends (counted in
+// full by the one and by a share of it by the other), and a cycle that
+// ended between the last hourly record before a restart and the restart
+// (not in the records).
+func checkHourlyPanels(t *testing.T, bed *fleetgen.Bed, hosts []fleetgen.Host, cfg fleetgen.Config, at time.Time) {
+	r, _, err := bed.Query(t.Context(), `engine:layerprobe_written_bytes_total:sum[2h]`, time.Time{}, at, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last float64
+	for _, s := range r {
+		for _, v := range s.Values {
+			last = max(last, v[0].(float64))
+		}
+	}
+	if last == 0 {
+		t.Fatalf("no hourly record in the last 2h before %s", at.Format(time.RFC3339))
+	}
+	ts := time.UnixMilli(int64(math.Round(last * 1000)))
+	// moves are the times a host's counters move: its cycles' ends and
+	// its restart.
+	moves := func(h fleetgen.Host) []time.Time {
+		var out []time.Time
+		for _, since := range []time.Time{h.Join, h.Restart} {
+			if since.IsZero() {
+				continue
+			}
+			for e := since.Add(time.Minute); !e.After(ts); e = e.Add(cfg.Cycle) {
+				if since == h.Join && !h.Restart.IsZero() && !e.Before(h.Restart) {
+					break
+				}
+				out = append(out, e)
+			}
+		}
+		if !h.Restart.IsZero() {
+			out = append(out, h.Restart)
+		}
+		return out
+	}
+	near := func(a, b time.Time) bool { return a.Sub(b).Abs() <= cfg.Step }
+	var steady []string
+	restarted := 0
+	for _, h := range hosts {
+		if !h.Alive(ts.Add(-25*time.Hour)) || !h.Alive(ts) {
+			continue
+		}
+		ok := true
+		for _, m := range moves(h) {
+			for _, edge := range []time.Time{ts, ts.Add(-24 * time.Hour), ts.Add(-4 * time.Hour)} {
+				ok = ok && !near(m, edge)
+			}
+			// The hourly record before the restart, and the restart.
+			if !h.Restart.IsZero() && m.Before(h.Restart) {
+				before := ts.Add(-ts.Sub(h.Restart).Truncate(time.Hour) - time.Hour)
+				ok = ok && !m.After(before)
+			}
+		}
+		if !ok {
+			continue
+		}
+		steady = append(steady, regexp.QuoteMeta(h.Instance))
+		if h.Restart.After(ts.Add(-24*time.Hour)) && !h.Restart.After(ts) {
+			restarted++
+		}
+	}
+	if len(steady) < 20 || restarted == 0 {
+		t.Fatalf("%d agents compared, %d of them restarted in the day: the comparison is not exercised", len(steady), restarted)
+	}
+	subs := map[string]string{"$__range": "1d", "$cluster": ".*", "$job": ".+",
+		"$instance": strings.ReplaceAll(strings.Join(steady, "|"), `\`, `\\`), "$engine": ".+", "$target": "container"}
+	value := func(s fleetgen.Sample) float64 {
+		v, _ := strconv.ParseFloat(s.Value[1].(string), 64)
+		return v
+	}
+	answer := func(expr string) map[string]float64 {
+		t.Helper()
+		r, _, err := bed.Query(t.Context(), expr, time.Time{}, ts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, s := range r {
+			out[fmt.Sprint(s.Metric)] = value(s)
+		}
+		return out
+	}
 	n := 0
 	for _, d := range loadDashboards(t) {
 		if d.UID != "layerprobe-fleet" {
@@ -287,28 +450,61 @@ func checkFleetDashboard(t *testing.T, bed *fleetgen.Bed, at time.Time) {
 		}
 		for _, p := range d.dataPanels() {
 			for _, tg := range p.Targets {
-				key := p.Title + "/" + tg.RefID
-				expr := substitute(tg.Expr, subs)
-				var r []fleetgen.Sample
-				var err error
-				if tg.Instant {
-					r, _, err = bed.Query(t.Context(), expr, time.Time{}, at, 0)
-				} else {
-					r, _, err = bed.Query(t.Context(), expr, at.Add(-24*time.Hour), at, 10*time.Minute)
+				raw := tg.Expr
+				for rec, counter := range hourlyRecords {
+					raw = strings.ReplaceAll(raw, rec, counter)
+				}
+				if raw == tg.Expr {
+					continue
 				}
 				n++
-				switch {
-				case err != nil:
-					t.Errorf("%s: %v", key, err)
-				case len(r) == 0 && !strings.Contains(expr, "ALERTS"):
-					t.Errorf("%s: no data for %q", key, expr)
+				s, _ := grafanaMinStep(t, subs, 10*time.Minute, tg.Interval)
+				key := p.Title + "/" + tg.RefID
+				got, want := answer(substitute(tg.Expr, s)), answer(substitute(raw, s))
+				// The range the query reads, and the raw query's
+				// stretch of it.
+				window := 24 * time.Hour
+				if strings.Contains(tg.Expr, "$__rate_interval") {
+					window, _ = time.ParseDuration(strings.TrimSuffix(s["$__rate_interval"], "s") + "s")
+				}
+				stretch := float64(window) / float64(window-2*cfg.Step)
+				nonzero := false
+				for k, w := range want {
+					g, ok := got[k]
+					if !ok || g*(1-1e-9) > w || w > g*stretch*(1+1e-9) {
+						t.Errorf("%s: %s is %v (present %v) from the hourly record, %v from the raw counter (at most %.4f times as much)", key, k, g, ok, w, stretch)
+					}
+					nonzero = nonzero || w > 0
+				}
+				if len(got) != len(want) || !nonzero {
+					t.Errorf("%s: %d series from the hourly record, %d from the raw counter, some nonzero: %v", key, len(got), len(want), nonzero)
 				}
 			}
 		}
 	}
-	if n < 40 {
-		t.Errorf("ran %d fleet dashboard queries", n)
+	if n != 6 {
+		t.Errorf("%d fleet panel queries read an hourly counter record, want 6", n)
 	}
+}
+
+// grafanaMinStep is what Grafana makes of a query's min step (its
+// interval, "" for none): the step at least that, $__interval the step,
+// and the min step taken as the scrape interval, so that $__rate_interval
+// is the step plus it, at least four of it.
+func grafanaMinStep(t testing.TB, subs map[string]string, step time.Duration, minStep string) (map[string]string, time.Duration) {
+	t.Helper()
+	if minStep == "" {
+		return subs, step
+	}
+	m, err := time.ParseDuration(minStep)
+	if err != nil {
+		t.Fatalf("min step %q: %v", minStep, err)
+	}
+	out := maps.Clone(subs)
+	step = max(step, m)
+	out["$__interval"] = fmt.Sprintf("%ds", int(step.Seconds()))
+	out["$__rate_interval"] = fmt.Sprintf("%ds", int(max(step+m, 4*m).Seconds()))
+	return out, step
 }
 
 var instanceIndex = regexp.MustCompile(`^host-(\d+):9811$`)

@@ -239,13 +239,25 @@ func checkImageSeries(t *testing.T, series testharness.Metrics, fioVersion strin
 			t.Errorf("layerprobe_fsync_regression{target=%q} = %v (present %v)", tg, v, ok)
 		}
 	}
+	// The lean default, as the image runs: each workload's headline raw
+	// figure (sequential write bandwidth, random write IOPS, fsync p99),
+	// and no other.
+	if v, ok := series.Find("layerprobe_metrics_detail", nil); !ok || v != 0 {
+		t.Errorf("layerprobe_metrics_detail = %v (present %v), want 0: the default is lean", v, ok)
+	}
+	for _, l := range []map[string]string{{"workload": "randwrite", "op": "write", "percentile": "50"}, {"workload": "fsync", "op": "read"}} {
+		if v, ok := series.Find("layerprobe_latency_seconds", l); ok {
+			t.Errorf("layerprobe_latency_seconds%v = %v in the lean default, want only the fsync p99", l, v)
+		}
+	}
 	for _, tg := range []string{"host", "container", "bind", "volume"} {
-		for _, j := range []string{"seqwrite", "randwrite", "fsync"} {
-			l := map[string]string{"target": tg, "workload": j, "op": "write"}
-			for _, name := range []string{"layerprobe_iops", "layerprobe_bandwidth_bytes_per_second"} {
-				if v, ok := series.Find(name, l); !ok || !(v > 0) {
-					t.Errorf("%s%v = %v (present %v)", name, l, v, ok)
-				}
+		for _, q := range []struct{ name, workload string }{
+			{"layerprobe_bandwidth_bytes_per_second", "seqwrite"},
+			{"layerprobe_iops", "randwrite"},
+		} {
+			l := map[string]string{"target": tg, "workload": q.workload, "op": "write"}
+			if v, ok := series.Find(q.name, l); !ok || !(v > 0) {
+				t.Errorf("%s%v = %v (present %v)", q.name, l, v, ok)
 			}
 		}
 		l := map[string]string{"target": tg, "workload": "fsync", "op": "sync", "percentile": "99"}

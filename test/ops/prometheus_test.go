@@ -598,7 +598,10 @@ func checkDashboardQueries(t *testing.T, prom *promServer, agentAddr string) {
 				}
 				// Without a cold probe in the agent, cold results cannot be
 				// here; TestSyntheticAgentsInPrometheus runs these queries.
-				mayBeEmpty := allowedEmpty[key] != "" || !agentHasColdProbe && readsCold(ps)
+				// The agent runs the lean default: a panel that needs the
+				// detail may be empty, and then says so (g.needsDetail);
+				// TestSyntheticAgentsInPrometheus serves every series.
+				mayBeEmpty := allowedEmpty[key] != "" || !agentHasColdProbe && readsCold(ps) || strings.Contains(p.FieldConfig.Defaults.NoValue, "agent.metrics_detail")
 				for _, s := range ps.selectors {
 					// A fleet recording rule that selects nothing records no series.
 					if !live[s.name] && !(coldMetrics[s.name] && !agentHasColdProbe) && !(recorded[s.name] && allowedEmpty[key] != "") {

@@ -327,3 +327,44 @@ func TestRunbookLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesReadLeanSeries: every recording rule and alert of the default
+// rules file reads only series the agent exposes at its lean default, so
+// they work at both levels. The raw ratios to the host (rawRatioFile)
+// divide every raw figure: they need agent.metrics_detail: true, and the
+// file says so.
+func TestRulesReadLeanSeries(t *testing.T) {
+	b, err := os.ReadFile(repoPath(rulesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f ruleFile
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			ps, err := scanPromQL(r.Expr)
+			if err != nil {
+				t.Fatalf("%s%s: %v", r.Record, r.Alert, err)
+			}
+			for _, s := range ps.selectors {
+				n++
+				if !leanSelector(s) {
+					t.Errorf("%s%s reads %s, which the lean default does not expose whole (docs/metrics.md)", r.Record, r.Alert, s.name)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no selectors in the rules")
+	}
+	raw, err := os.ReadFile(repoPath(rawRatioFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "agent.metrics_detail") {
+		t.Errorf("%s divides every raw figure but does not say it needs agent.metrics_detail: true", rawRatioFile)
+	}
+}

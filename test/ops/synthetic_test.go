@@ -169,7 +169,9 @@ func newSynthAgent(kind agentKind, now time.Time) *synthAgent {
 	for _, c := range [][3]string{{"app", "registry.example.com/app:1", "67108864"}, {"_other", "_other", "1048576"}} {
 		v, _ := strconv.ParseFloat(c[2], 64)
 		gauge("layerprobe_container_layer_written_bytes", v, "engine", "default", "container", c[0], "image", c[1])
-		gauge("layerprobe_container_block_written_bytes", 2*v, "engine", "default", "container", c[0], "image", c[1])
+		if c[0] != "_other" { // a counter: no sum over changing members
+			gauge("layerprobe_container_block_written_bytes_total", 2*v, "engine", "default", "container", c[0], "image", c[1])
+		}
 	}
 	gauge("layerprobe_databases_in_layer", 0, "engine", "default")
 	gauge("layerprobe_containers", 3, "engine", "default")

@@ -172,8 +172,8 @@ type ruleFile struct {
 
 // DashboardRuleGroups are the rule groups whose recorded series a
 // backfilled history carries: those the fleet dashboard reads over its
-// range.
-var DashboardRuleGroups = []string{"layerprobe.fleet", "layerprobe.fleet.drivers", "layerprobe.fleet.kernels", "layerprobe.fleet.health"}
+// range (the hourly group for the counters it counts over the range).
+var DashboardRuleGroups = []string{"layerprobe.fleet", "layerprobe.fleet.drivers", "layerprobe.fleet.kernels", "layerprobe.fleet.health", "layerprobe.recording.hourly"}
 
 // RuleLayers splits the recording rules of a rule file into layers: a
 // rule reads only rules of earlier layers. promtool's rule backfill
@@ -261,7 +261,16 @@ func RuleLayers(rules []byte, groups ...string) ([][]byte, error) {
 // restarting Prometheus after each layer so that the next one reads it.
 // Prometheus must be running; it runs again afterwards. Only the rule
 // groups named are backfilled (none named: all).
+//
+// The start is moved back to promtool's 2h block boundary: promtool
+// evaluates a group at its own offset in the interval (a hash of the file
+// and group, as Prometheus does), block by block, and stops at the first
+// block whose first evaluation falls after the block's end, which for an
+// hourly group is the first block when start is in its last hour. From a
+// block boundary the first block holds an evaluation of any group of up
+// to 2h.
 func (b *Bed) BackfillRules(ctx context.Context, start, end time.Time, scrapeConfigs string, groups ...string) error {
+	start = start.Truncate(2 * time.Hour)
 	src, err := os.ReadFile(b.Rules)
 	if err != nil {
 		return err
@@ -306,7 +315,18 @@ type Sample struct {
 // Query runs an instant (end zero: now) or range query (step > 0) and
 // returns the result and how long Prometheus took to answer.
 func (b *Bed) Query(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]Sample, time.Duration, error) {
+	return Query(ctx, b.URL(), nil, expr, start, end, step)
+}
+
+// Query runs an instant (end zero: now) or range query (step > 0) on the
+// Prometheus query API at base (Prometheus, or any server that speaks its
+// API, such as Thanos Query), with the extra form parameters given, and
+// returns the result and how long the server took to answer.
+func Query(ctx context.Context, base string, params url.Values, expr string, start, end time.Time, step time.Duration) ([]Sample, time.Duration, error) {
 	q := url.Values{"query": {expr}}
+	for k, v := range params {
+		q[k] = v
+	}
 	path := "/api/v1/query"
 	if step > 0 {
 		path = "/api/v1/query_range"
@@ -314,9 +334,10 @@ func (b *Bed) Query(ctx context.Context, expr string, start, end time.Time, step
 		q.Set("end", fmt.Sprint(end.Unix()))
 		q.Set("step", fmt.Sprint(int(step.Seconds())))
 	} else if !end.IsZero() {
-		q.Set("time", fmt.Sprint(end.Unix()))
+		// Milliseconds: a recorded sample's own time selects it.
+		q.Set("time", fmt.Sprintf("%.3f", float64(end.UnixMilli())/1000))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.URL()+path, strings.NewReader(q.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(q.Encode()))
 	if err != nil {
 		return nil, 0, err
 	}

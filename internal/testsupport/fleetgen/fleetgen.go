@@ -294,13 +294,20 @@ func (h Host) value(rec *Recording, si int, t time.Time, cfg Config) (float64, b
 			return float64(n / 2), true
 		case l["result"] == "ok":
 			return float64(n), true
+		case l["result"] == "failed" && l["mode"] == "steady":
+			return float64(h.failed(n)), true
+		case l["result"] == "skipped" && l["mode"] == "steady":
+			return float64(h.skipped(n)), true
 		}
 		return 0, true
 	case "layerprobe_cycle_skips_total":
+		if l["reason"] == "busy_disk" {
+			return float64(h.skipped(n)), true
+		}
 		return 0, true
 	case "layerprobe_written_bytes_total":
 		return s.Value / 2 * float64(n), true
-	case "layerprobe_container_layer_written_bytes", "layerprobe_container_block_written_bytes", "layerprobe_container_database_in_layer":
+	case "layerprobe_container_layer_written_bytes", "layerprobe_container_block_written_bytes_total", "layerprobe_container_database_in_layer":
 		c := l["container"]
 		if c == "_other" {
 			return s.Value, h.Databases > 0
@@ -316,6 +323,25 @@ func (h Host) value(rec *Recording, si int, t time.Time, cfg Config) (float64, b
 		return s.Value / h.speed * h.mul * (1 + 0.05*noise), n > 1
 	}
 	return s.Value, true
+}
+
+// failed is how many of a host's first n cycles failed besides those
+// that succeeded: one in four on every fifth host, so that the counts of
+// the fleet's health panels are not all zero.
+func (h Host) failed(n int) int {
+	if h.Index%5 != 1 {
+		return 0
+	}
+	return n / 4
+}
+
+// skipped is how many cycles a guardrail (busy_disk) skipped by a host's
+// n-th cycle: one in three on every third host.
+func (h Host) skipped(n int) int {
+	if h.Index%3 != 0 {
+		return 0
+	}
+	return n / 3
 }
 
 // dbIndex is the rank of a recorded container among the recording's

@@ -12,7 +12,8 @@
 // data root can sit on the root file system or on a fresh btrfs or xfs file
 // system in a loop file, so tests can exercise several storage drivers and
 // backing file systems on one machine. A private containerd is configured
-// the same way: its own root, state and sockets, no CRI plugin.
+// the same way: its own root, state and sockets, no CRI plugin unless a
+// test (a kubelet's engine) asks for it with its own CRI configuration.
 //
 // Cleanup is registered with t.Cleanup and is thorough because a leaked
 // daemon, mount or loop device outlives the test binary: it stops the daemon,
@@ -85,6 +86,13 @@ type Options struct {
 	// default container limits (1048576) exceed what the host allows.
 	// Only containers that set their own limits start there.
 	EngineLimits bool
+	// CRI, for containerd, turns its CRI plugin on (a kubelet's engine)
+	// with this TOML as the plugin's own table, the lines below
+	// [plugins."io.containerd.grpc.v1.cri"]. The socket is then
+	// <Dir>/run/containerd.sock, in a directory of its own as a node's
+	// /run/containerd: a pod that mounts the socket's directory gets
+	// nothing else of the daemon's.
+	CRI string
 }
 
 // ConstrainedNoFile is the hard open-file limit of a Podman service started
@@ -222,6 +230,15 @@ func Start(t testing.TB, opts Options) *Daemon {
 		t.Fatalf("testdaemon: create dir: %v", err)
 	}
 	sock := map[string]string{EngineDocker: "docker.sock", EnginePodman: "podman.sock", EngineContainerd: "containerd.sock"}[opts.Engine]
+	if opts.CRI != "" {
+		if opts.Engine != EngineContainerd {
+			t.Fatalf("testdaemon: CRI is containerd's")
+		}
+		sock = filepath.Join("run", sock)
+		if err := os.Mkdir(filepath.Join(dir, "run"), 0o711); err != nil {
+			t.Fatalf("testdaemon: %v", err)
+		}
+	}
 	d := &Daemon{
 		Host:     "unix://" + filepath.Join(dir, sock),
 		DataRoot: filepath.Join(dir, "root"),
@@ -386,7 +403,7 @@ func (d *Daemon) handOver() error {
 // its environment (CONTAINERS_CONF, CONTAINERS_STORAGE_CONF) instead of
 // /etc/containers and /usr/share/containers. containerd gets its root,
 // state, sockets and plugin directories under the daemon's directory, no
-// CRI plugin (no kubelet here, and it would want CNI) and no debug or
+// CRI plugin (it would want CNI; Options.CRI turns it on for a kubelet) and no debug or
 // metrics listener.
 func (d *Daemon) writeConfig() error {
 	switch d.opts.Engine {
@@ -439,10 +456,14 @@ network_config_dir = %[6]q
 
 func (d *Daemon) writeContainerdConfig() error {
 	sock := strings.TrimPrefix(d.Host, "unix://")
+	disabled := `disabled_plugins = ["io.containerd.grpc.v1.cri"]`
+	if d.opts.CRI != "" {
+		disabled = ""
+	}
 	conf := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+%s
 
 [grpc]
   address = %q
@@ -458,7 +479,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
-`, d.DataRoot, d.ExecRoot, sock, sock+".ttrpc", filepath.Join(d.Dir, "opt"))
+`, d.DataRoot, d.ExecRoot, disabled, sock, sock+".ttrpc", filepath.Join(d.Dir, "opt"))
+	if d.opts.CRI != "" {
+		conf += "\n[plugins.\"io.containerd.grpc.v1.cri\"]\n" + d.opts.CRI
+	}
 	return os.WriteFile(filepath.Join(d.Dir, "containerd.toml"), []byte(conf), 0o600)
 }
 
