@@ -41,15 +41,7 @@ func TestFleetClusters(t *testing.T) {
 	queue.Parallel(t)
 	ctx := t.Context()
 
-	f, err := os.Open(repoPath("test/ops/" + fleetRecording))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := fleetgen.ParseRecording(f, "e0")
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := loadFleetRecording(t)
 	now := time.Now()
 	cfg := fleetgen.Config{Hosts: 24, Start: now.Add(-2 * time.Hour), End: now.Add(2 * time.Hour), Step: time.Minute,
 		Cycle: 6 * time.Hour, Seed: 5, Clusters: []string{"eu", "us"}}

@@ -22,6 +22,22 @@ import (
 // recorded with LAYERPROBE_RECORD_SCRAPE by TestSeriesBudget.
 const fleetRecording = "testdata/agent-scrape.prom"
 
+// loadFleetRecording reads fleetRecording, one engine ("e0") of a real
+// agent's scrape, which the fleet tests make their agents of.
+func loadFleetRecording(t testing.TB) *fleetgen.Recording {
+	t.Helper()
+	f, err := os.Open(repoPath("test/ops/" + fleetRecording))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec, err := fleetgen.ParseRecording(f, "e0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 // TestFleetInPrometheus: a day of history of 50 agents, made from a real
 // agent's recorded output (internal/testsupport/fleetgen: hosts on six driver/file
 // system pairs and five kernels, 85% with node_exporter, some joining,
@@ -47,15 +63,7 @@ func TestFleetInPrometheus(t *testing.T) {
 	ctx := t.Context()
 	started := time.Now()
 
-	f, err := os.Open(repoPath("test/ops/" + fleetRecording))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := fleetgen.ParseRecording(f, "e0")
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := loadFleetRecording(t)
 	step := 5 * time.Minute
 	end := time.Now().Truncate(step)
 	cfg := fleetgen.Config{Hosts: 50, Start: end.Add(-26 * time.Hour), End: end, Step: step,

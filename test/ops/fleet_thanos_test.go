@@ -83,15 +83,7 @@ func TestFleetThanos(t *testing.T) {
 	ctx := t.Context()
 	started := time.Now()
 
-	f, err := os.Open(repoPath("test/ops/" + fleetRecording))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := fleetgen.ParseRecording(f, "e0")
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := loadFleetRecording(t)
 	step := 5 * time.Minute
 	now := time.Now().Truncate(time.Second)
 	cfg := quietFleet(t, fleetgen.Config{Hosts: 24, Start: now.Add(-14 * time.Hour), End: now.Add(time.Hour),

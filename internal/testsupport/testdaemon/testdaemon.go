@@ -161,16 +161,16 @@ func prerequisites(engine, driver string) error {
 		}
 	}
 	for _, bin := range bins {
-		if _, err := lookPath(bin); err != nil {
+		if _, err := LookPath(bin); err != nil {
 			return fmt.Errorf("%s not found: %w", bin, err)
 		}
 	}
 	return nil
 }
 
-// lookPath finds a binary in PATH or in the sbin directories, which a
+// LookPath finds a binary in PATH or in the sbin directories, which a
 // non-login root shell may lack in PATH.
-func lookPath(name string) (string, error) {
+func LookPath(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
@@ -295,7 +295,7 @@ func loopFS(backing string) string {
 
 func loopPrerequisites(fs string) error {
 	for _, bin := range []string{"losetup", "mkfs." + fs} {
-		if _, err := lookPath(bin); err != nil {
+		if _, err := LookPath(bin); err != nil {
 			return err
 		}
 	}
@@ -358,7 +358,7 @@ func (d *Daemon) setupLoop() error {
 }
 
 func run(argv ...string) (string, error) {
-	p, err := lookPath(argv[0])
+	p, err := LookPath(argv[0])
 	if err != nil {
 		return "", err
 	}
@@ -509,7 +509,7 @@ const (
 // command is the engine's program, arguments and environment.
 func (d *Daemon) command() (string, []string, []string, error) {
 	if d.opts.Engine == EnginePodman {
-		bin, err := lookPath("podman")
+		bin, err := LookPath("podman")
 		if err != nil {
 			return "", nil, nil, err
 		}
@@ -521,7 +521,7 @@ func (d *Daemon) command() (string, []string, []string, error) {
 		// --time=0: serve until stopped, not only while clients talk.
 		args := []string{"system", "service", "--time=0", d.Host}
 		if d.opts.EngineLimits {
-			prlimit, err := lookPath("prlimit")
+			prlimit, err := LookPath("prlimit")
 			if err != nil {
 				return "", nil, nil, err
 			}
@@ -531,13 +531,13 @@ func (d *Daemon) command() (string, []string, []string, error) {
 		return bin, args, env, nil
 	}
 	if d.opts.Engine == EngineContainerd {
-		bin, err := lookPath("containerd")
+		bin, err := LookPath("containerd")
 		if err != nil {
 			return "", nil, nil, err
 		}
 		return bin, []string{"--config", filepath.Join(d.Dir, "containerd.toml"), "--log-level", "info"}, daemonEnv(), nil
 	}
-	bin, err := lookPath("dockerd")
+	bin, err := LookPath("dockerd")
 	if err != nil {
 		return "", nil, nil, err
 	}

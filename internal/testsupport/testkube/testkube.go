@@ -132,7 +132,7 @@ func Require(t testing.TB) {
 		}
 	}
 	for _, b := range []string{"containerd", "runc", "ctr", "ip"} {
-		if _, err := lookPath(b); err != nil {
+		if _, err := testdaemon.LookPath(b); err != nil {
 			testharness.SkipOrFail(t, "testkube: %v (scripts/install-deps.sh installs it)", err)
 		}
 	}
@@ -183,7 +183,7 @@ func newCluster(t testing.TB) *Cluster {
 	}
 	c := &Cluster{Dir: dir, t: t}
 	t.Cleanup(c.removeDir)
-	if c.ctr, err = lookPath("ctr"); err != nil {
+	if c.ctr, err = testdaemon.LookPath("ctr"); err != nil {
 		t.Fatal(err)
 	}
 	c.pki, err = newPKI(dir, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 217, 128, 1)},
@@ -673,18 +673,4 @@ func repoRoot() string { return repoRootOnce() }
 func run(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
-}
-
-// lookPath finds a binary in PATH or the sbin directories.
-func lookPath(name string) (string, error) {
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
-	}
-	for _, dir := range []string{"/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/bin", "/usr/bin", "/bin"} {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: not in PATH or sbin", name)
 }
