@@ -71,7 +71,7 @@ type Options struct {
 
 // Error is an engine-level failure: the engine could not be measured at all.
 type Error struct {
-	Code    string // unreachable, data_root_not_visible, different_filesystem, host_dir, fio_missing, image, probe, fio_version_mismatch, locked
+	Code    string // unreachable, data_root_not_visible, different_filesystem, host_dir, fio_missing, image, probe, fio_version_mismatch, locked, timeout
 	Message string
 	Err     error
 }
@@ -333,10 +333,22 @@ func (s *Session) prepareImage(ctx context.Context) error {
 	return nil
 }
 
+// fioVersionTimeout bounds each arm's fio --version. A loaded host (busy
+// containers, a guest under emulation) has needed more than 30 s to start
+// fio; a version that does not come in time is a timeout (code "timeout"),
+// not a missing fio, so that the operator looks at the load, not the
+// install.
+var fioVersionTimeout = 3 * time.Minute
+
 // checkFioVersions makes sure both arms run the same fio: a different fio
 // in the image would turn "overhead" into a comparison of two programs.
 func (s *Session) checkFioVersions(ctx context.Context) error {
-	res, err := s.eng.Exec(ctx, s.probe, []string{engine.ContainerFio, "--version"})
+	cctx, cancel := context.WithTimeout(ctx, fioVersionTimeout)
+	defer cancel()
+	res, err := s.eng.Exec(cctx, s.probe, []string{engine.ContainerFio, "--version"})
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		return fail("timeout", err, "fio --version in the probe container did not answer within %s: the host is too loaded to start a cycle", fioVersionTimeout)
+	}
 	if err != nil || res.ExitCode != 0 {
 		return fail("fio_missing", err, "fio does not run in the probe container (exit %d): %s", res.ExitCode, trim(res.Stderr))
 	}
@@ -345,9 +357,12 @@ func (s *Session) checkFioVersions(ctx context.Context) error {
 	if s.fioPath == "" {
 		return nil // host fio missing: host jobs record fio_missing
 	}
-	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, fioVersionTimeout)
 	defer cancel()
-	onHost, err := fio.Version(vctx, s.fioPath)
+	onHost, err := fio.Version(hctx, s.fioPath)
+	if err != nil && ctx.Err() == nil && hctx.Err() != nil {
+		return fail("timeout", err, "host fio --version did not answer within %s: the host is too loaded to start a cycle", fioVersionTimeout)
+	}
 	if err != nil {
 		return fail("fio_missing", err, "run host fio: %v", err)
 	}

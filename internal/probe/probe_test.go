@@ -110,6 +110,18 @@ func TestPrepareRefusesAndLeavesNothing(t *testing.T) {
 		}
 		o.FioBinary = bin
 	}
+	// slowFio answers --version only after the bound: a host too loaded
+	// to start fio in time is a timeout, not a missing fio.
+	slowFio := func(t *testing.T, o *Options, _ *enginetest.Engine) {
+		bin := filepath.Join(t.TempDir(), "fio")
+		if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		o.FioBinary = bin
+		old := fioVersionTimeout
+		fioVersionTimeout = 300 * time.Millisecond
+		t.Cleanup(func() { fioVersionTimeout = old })
+	}
 	for _, c := range []struct {
 		name  string
 		setup func(*testing.T, *Options, *enginetest.Engine)
@@ -121,6 +133,7 @@ func TestPrepareRefusesAndLeavesNothing(t *testing.T) {
 		{"scratch on another file system", shmScratch, "different_filesystem", false},
 		{"probe does not start", func(_ *testing.T, _ *Options, e *enginetest.Engine) { e.SetStartErr(errors.New("no space")) }, "probe", false},
 		{"fio versions differ", wrongFio, "fio_version_mismatch", true},
+		{"host fio too slow to answer", slowFio, "timeout", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dataRoot := t.TempDir()
