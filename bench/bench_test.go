@@ -252,7 +252,22 @@ func TestBench(t *testing.T) {
 	})
 	if !s.short {
 		section("cgroupv2-before", func(t *testing.T) error {
-			pass, err := measureCgroupV2(ctx, t, p, "before", s.v2BeforeRev, "deb")
+			// The .deb of that revision is its unit: left out. With
+			// BENCH_CGROUPV2_RERUN, only the deployments it names,
+			// merged into the recorded pass, as above.
+			skip := []string{"deb"}
+			rerun := os.Getenv("BENCH_CGROUPV2_RERUN")
+			if rerun != "" {
+				more, err := rerunSkip(rerun)
+				if err != nil {
+					return err
+				}
+				skip = append(skip, more...)
+			}
+			pass, err := measureCgroupV2(ctx, t, p, "before", s.v2BeforeRev, skip...)
+			if rerun != "" {
+				pass = mergeCgroupV2(res.cgroupV2Pass("before"), pass)
+			}
 			res.setCgroupV2(pass)
 			return err
 		})

@@ -354,7 +354,8 @@ func writeReproduce(w *mdWriter, r *results) {
 		"section (`reference-overlay2+defaults-overlay2`), so that the two see the same hours of the disk. " +
 		"`BENCH_COVERAGE_RUNS` (`40`, or `overlay2=40,btrfs=12`), `BENCH_OLD_DEFAULT_RUNS`, " +
 		"`BENCH_REFERENCE_RUNS`, `BENCH_UNPERTURBED_CYCLES` and `BENCH_OLD_REV` change the sizes; `BENCH_CGROUPV2_BEFORE` the " +
-		"revision the cgroup v2 section compares with. " +
+		"revision the cgroup v2 section compares with, and `BENCH_CGROUPV2_RERUN=compose,daemonset` runs only " +
+		"the deployments it names in `cgroupv2` and `cgroupv2-before` and merges them into the recorded passes. " +
 		"A results file is written after every run, so a long section can be measured in sittings: " +
 		"`BENCH_TIMEOUT=70m` ends the sitting at that deadline (less two minutes; the run under way is dropped), and " +
 		"`BENCH_RESUME=1` with the same `BENCH_ONLY` keeps the reference and default runs made so far and " +
