@@ -58,7 +58,7 @@ func TestFleetClusters(t *testing.T) {
 	// scrapes: under the test suite's load a 2 s scrape of the generated
 	// hosts timed out now and then, and the counts below waited on series
 	// gone stale.
-	dir := t.TempDir()
+	dir := memDir(t)
 	shipped, err := os.ReadFile(repoPath(rulesFile))
 	if err != nil {
 		t.Fatal(err)

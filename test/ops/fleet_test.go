@@ -75,7 +75,7 @@ func TestFleetInPrometheus(t *testing.T) {
 	hosts := fleetgen.Fleet(cfg)
 	at := end.Add(-step) // the last sample
 
-	dir := t.TempDir()
+	dir := memDir(t)
 	om := filepath.Join(dir, "fleet.om")
 	out, err := os.Create(om)
 	if err != nil {

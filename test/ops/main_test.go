@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,4 +124,27 @@ func TestMain(m *testing.M) {
 	testharness.RemoveBinary()
 	removeRelease()
 	os.Exit(code)
+}
+
+// tmpfsMagic is the f_type statfs(2) reports for tmpfs.
+const tmpfsMagic = 0x01021994
+
+// memDir is a temporary directory on a memory file system (/dev/shm),
+// removed when the test ends, or t.TempDir() where there is none.
+// Prometheus's and promtool's TSDBs go there: what they store is not what
+// the suite measures, and on the disk their fsyncs wait behind the fio
+// jobs of the packages that run beside this one (promtool test rules took
+// minutes of wall clock there for seconds of CPU).
+func memDir(t testing.TB) string {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/dev/shm", &st); err != nil || int64(st.Type) != tmpfsMagic {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "layerprobe-ops-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

@@ -38,7 +38,7 @@ type promServer struct {
 func startPrometheus(t *testing.T, agentAddrs ...string) *promServer {
 	t.Helper()
 	bin := tool(t, "prometheus")
-	dir := t.TempDir()
+	dir := memDir(t)
 	quoted := make([]string, len(agentAddrs))
 	for i, a := range agentAddrs {
 		quoted[i] = strconv.Quote(a)
