@@ -56,7 +56,9 @@ fi
 
 # kubernetes-validate (PyPI) validates Kubernetes manifests offline against
 # the Kubernetes OpenAPI schemas it bundles; test/ops uses it for
-# deploy/kubernetes. In a venv of its own, away from the system's Python.
+# deploy/kubernetes. In a venv of its own ($tools/kubernetes-validate), away
+# from the system's Python and from the other tools in $tools/bin, which a
+# reinstall of the venv leaves alone.
 tools=/opt/layerprobe-test-tools
 kv_version=1.37.0
 if [[ ! -x $tools/bin/kubernetes-validate ]] || [[ $("$tools/bin/kubernetes-validate" --version 2>/dev/null) != "$kv_version" ]]; then
@@ -64,10 +66,12 @@ if [[ ! -x $tools/bin/kubernetes-validate ]] || [[ $("$tools/bin/kubernetes-vali
     echo "install-deps: missing $tools/bin/kubernetes-validate; run as root" >&2
     exit 1
   fi
-  echo "install-deps: installing kubernetes-validate $kv_version into $tools" >&2
-  rm -rf "$tools"
-  /usr/bin/python3 -m venv "$tools"
-  "$tools/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv_version"
+  echo "install-deps: installing kubernetes-validate $kv_version into $tools/kubernetes-validate" >&2
+  rm -rf "$tools/kubernetes-validate"
+  /usr/bin/python3 -m venv "$tools/kubernetes-validate"
+  "$tools/kubernetes-validate/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv_version"
+  mkdir -p "$tools/bin"
+  ln -sfn "$tools/kubernetes-validate/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"
 fi
 
 # helm lints and renders the chart in deploy/helm for test/ops. Built from
