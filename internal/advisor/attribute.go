@@ -162,11 +162,12 @@ func rank(cs []api.Container) {
 	}
 }
 
-// Rest sums the containers that carry no series of their own.
+// Rest sums the containers that carry no series of their own. Their block
+// I/O has no sum: a sum over a changing set of containers can fall without
+// a reset, so no counter could carry it.
 type Rest struct {
 	Containers int
 	LayerBytes int64
-	BlockBytes int64 // of those whose cgroup could be read
 }
 
 // TopN splits ranked containers into the first n, which carry
@@ -180,9 +181,6 @@ func TopN(cs []api.Container, n int) (top []api.Container, rest Rest) {
 	for _, c := range cs[n:] {
 		rest.Containers++
 		rest.LayerBytes += c.Layer.Bytes
-		if c.BlockIO != nil {
-			rest.BlockBytes += c.BlockIO.Bytes
-		}
 	}
 	return cs[:n], rest
 }
