@@ -89,7 +89,10 @@ type fleetRun struct {
 	// runs before issue 62's goal of 10% of it).
 	RuleGroupInterval map[string]float64 `json:"rule_group_interval_seconds,omitempty"`
 	Queries           []fleetQuery       `json:"queries"`
-	Error             string             `json:"error,omitempty"`
+	// Thanos is the same history and agents through Thanos
+	// (fleetthanos.go), measured after the single Prometheus.
+	Thanos *fleetThanosRun `json:"thanos,omitempty"`
+	Error  string          `json:"error,omitempty"`
 }
 
 type fleetResults struct {
@@ -184,7 +187,9 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	if err != nil {
 		return run, err
 	}
-	bed := &fleetgen.Bed{Prometheus: prom, Promtool: promtool, Dir: dir, Rules: rules}
+	// The external label a Thanos sidecar needs (fleetthanos.go); the
+	// queries and rules here do not see it.
+	bed := &fleetgen.Bed{Prometheus: prom, Promtool: promtool, Dir: dir, Rules: rules, ExternalLabels: map[string]string{"replica": "a"}}
 
 	// The history and the fleet groups' recorded series over it, as day
 	// blocks (fleetblocks.go); the server keeps them as they are.
@@ -198,6 +203,11 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	}
 	run.Samples = bs.Samples
 	run.BackfillSeconds = bs.RawSeconds
+	// The history's blocks, before the server cuts blocks of its own.
+	history, err := historyBlocks(bed.Data())
+	if err != nil {
+		return run, err
+	}
 	run.RulesSeconds = bs.RulesSeconds + bs.MergeSeconds
 	bed.Flags = append(bed.Flags, "--storage.tsdb.max-block-duration="+fleetBlockDuration.String())
 
@@ -224,7 +234,7 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 		return run, err
 	}
 	defer bed.Stop()
-	if err := checkHistory(ctx, bed, cfg.Start.Add(12*time.Hour)); err != nil {
+	if err := checkHistory(ctx, bed.Query, cfg.Start.Add(12*time.Hour)); err != nil {
 		return run, err
 	}
 	// Every rule group of 5 minutes or less evaluated at least once since
@@ -248,7 +258,7 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 		}
 		time.Sleep(15 * time.Second)
 	}
-	run.Queries = fleetQueries(ctx, bed, hosts)
+	run.Queries = fleetQueries(ctx, bed.Query, hosts)
 	// Rule groups: their largest last duration over the measurement.
 	// And their intervals, for the goal of 10% of each.
 	run.RuleGroupInterval = map[string]float64{}
@@ -281,6 +291,7 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 	}
 	p.logf("fleet %dx%dd: %d queries measured; head series %.0f, resident %.0f MiB; rule groups %v",
 		z.hosts, z.days, len(run.Queries), run.HeadSeries, run.ResidentBytes/(1<<20), run.RuleGroupSeconds)
+	run.Thanos = fleetThanos(ctx, p, bed, dir, history, end, rules, cfg, hosts)
 	return run, nil
 }
 
@@ -288,9 +299,9 @@ func fleetOne(ctx context.Context, t *testing.T, p *progress, rec *fleetgen.Reco
 // the agents' series and every layer of recorded ones are there, and a
 // recorded distribution is what the server's own evaluation of its rule
 // gives at that instant.
-func checkHistory(ctx context.Context, bed *fleetgen.Bed, at time.Time) error {
+func checkHistory(ctx context.Context, query queryFunc, at time.Time) error {
 	one := func(expr string) (float64, error) {
-		r, _, err := bed.Query(ctx, expr, time.Time{}, at, 0)
+		r, _, err := query(ctx, expr, time.Time{}, at, 0)
 		if err != nil {
 			return 0, err
 		}
@@ -367,10 +378,14 @@ func grafanaMinStep(step, rate time.Duration, minStep string) (time.Duration, ti
 	return step, max(step+m, 4*m), nil
 }
 
+// queryFunc answers a query of the Prometheus API, instant (step 0) or
+// range, and says how long the server took.
+type queryFunc func(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]fleetgen.Sample, time.Duration, error)
+
 // fleetQueries runs every query of the fleet and host dashboards with the
 // variables at "All" (the host dashboard: one host that was there all
 // along) at the default range and at 30 days.
-func fleetQueries(ctx context.Context, bed *fleetgen.Bed, hosts []fleetgen.Host) []fleetQuery {
+func fleetQueries(ctx context.Context, query queryFunc, hosts []fleetgen.Host) []fleetQuery {
 	var out []fleetQuery
 	host := hosts[0].Instance
 	for _, h := range hosts {
@@ -443,9 +458,9 @@ func fleetQueries(ctx context.Context, bed *fleetgen.Bed, hosts []fleetgen.Host)
 						var r []fleetgen.Sample
 						var d time.Duration
 						if tg.Instant {
-							r, d, err = bed.Query(ctx, expr, time.Time{}, now, 0)
+							r, d, err = query(ctx, expr, time.Time{}, now, 0)
 						} else {
-							r, d, err = bed.Query(ctx, expr, now.Add(-rg.d), now, step)
+							r, d, err = query(ctx, expr, now.Add(-rg.d), now, step)
 						}
 						if err != nil {
 							q.Error = err.Error()
@@ -492,16 +507,7 @@ func writeFleet(w *mdWriter, r *results) {
 	w.line("")
 	rows := [][]string{}
 	for _, run := range r.Fleet.Runs {
-		worst := func(dash, rng string) (string, string) {
-			var p50, p99 float64
-			name := ""
-			for _, q := range run.Queries {
-				if q.Dashboard == dash && q.Range == rng && q.P99 > p99 {
-					p99, p50, name = q.P99, q.P50, q.Panel+" "+q.RefID
-				}
-			}
-			return fmt.Sprintf("%.0f / %.0f ms", p50*1000, p99*1000), name
-		}
+		worst := func(dash, rng string) (string, string) { return slowestQuery(run.Queries, dash, rng) }
 		f7, f7n := worst("layerprobe-fleet", "default")
 		f30, f30n := worst("layerprobe-fleet", "30d")
 		h2, _ := worst("layerprobe-host", "default")
@@ -570,6 +576,7 @@ func writeFleet(w *mdWriter, r *results) {
 			groupGoal, verdict(len(slowGroups) == 0), listOrNone(", over: ", slowGroups))
 		w.line("")
 	}
+	writeFleetThanos(w, r.Fleet.Runs)
 	if !full {
 		w.p("**Not measured in this run**: N = 1000 over 30 days, the goals' size (`BENCH_FLEET_SIZES=1000x30`, " +
 			"about 2.5 billion samples).")
@@ -593,8 +600,114 @@ func writeFleet(w *mdWriter, r *results) {
 				fmt.Sprintf("%.1f", q.P99*1000), strconv.Itoa(q.Answers), strconv.Itoa(q.Series), e})
 		}
 		w.table([]string{"dashboard", "panel", "range", "query", "p50 ms", "p99 ms", "answers", "series", "error"}, qr)
+		if tr := run.Thanos; tr != nil && len(tr.Queries) > 0 {
+			w.line("")
+			w.line("Through Thanos Query:")
+			w.line("")
+			var tq [][]string
+			for _, q := range tr.Queries {
+				tq = append(tq, []string{q.Dashboard, q.Panel + " " + q.RefID, q.Range, fmt.Sprintf("%.1f", q.P50*1000),
+					fmt.Sprintf("%.1f", q.P99*1000), strconv.Itoa(q.Answers), strconv.Itoa(q.Series), q.Error})
+			}
+			w.table([]string{"dashboard", "panel", "range", "p50 ms", "p99 ms", "answers", "series", "error"}, tq)
+		}
 		w.line("")
 		w.line("</details>")
+		w.line("")
+	}
+}
+
+// slowestQuery is the largest p99 of a dashboard's queries at a range,
+// as "p50 / p99 ms", and its panel.
+func slowestQuery(qs []fleetQuery, dash, rng string) (string, string) {
+	var p50, p99 float64
+	name := ""
+	for _, q := range qs {
+		if q.Dashboard == dash && q.Range == rng && q.P99 > p99 {
+			p99, p50, name = q.P99, q.P50, q.Panel+" "+q.RefID
+		}
+	}
+	return fmt.Sprintf("%.0f / %.0f ms", p50*1000, p99*1000), name
+}
+
+// writeFleetThanos writes the distributed store's part of the fleet
+// section: each size's figures through Thanos beside Prometheus'.
+func writeFleetThanos(w *mdWriter, runs []fleetRun) {
+	var rows [][]string
+	var notes []string
+	for _, run := range runs {
+		tr := run.Thanos
+		if tr == nil {
+			continue
+		}
+		size := fmt.Sprintf("%d × %d d", run.Hosts, run.Days)
+		if tr.Error != "" {
+			rows = append(rows, []string{size + " (failed: " + tr.Error + ")", tr.Version, "", "", "", "", "", ""})
+			continue
+		}
+		var comps []string
+		total := 0.0
+		for _, c := range []string{"prometheus", "sidecar", "store", "query", "rule"} {
+			if v, ok := tr.ResidentBytes[c]; ok {
+				comps = append(comps, fmt.Sprintf("%s %.0f", c, v/(1<<20)))
+				total += v
+			}
+		}
+		var groups []string
+		var slowGroups []string
+		for g, v := range tr.RuleGroupSeconds {
+			if v == 0 { // not evaluated yet (the hourly group)
+				groups = append(groups, g+" not evaluated in the window")
+				continue
+			}
+			groups = append(groups, fmt.Sprintf("%s %.0f ms", g, v*1000))
+			if iv := tr.RuleGroupInterval[g]; iv > 0 && v >= 0.1*iv {
+				slowGroups = append(slowGroups, fmt.Sprintf("%s (%.0f ms of %.0f)", g, v*1000, 100*iv))
+			}
+		}
+		sort.Strings(groups)
+		sort.Strings(slowGroups)
+		f7, f7n := slowestQuery(tr.Queries, "layerprobe-fleet", "default")
+		f30, f30n := slowestQuery(tr.Queries, "layerprobe-fleet", "30d")
+		h2, _ := slowestQuery(tr.Queries, "layerprobe-host", "default")
+		h30, _ := slowestQuery(tr.Queries, "layerprobe-host", "30d")
+		rows = append(rows, []string{size, tr.Version, dur(tr.ReadySeconds),
+			fmt.Sprintf("%.0f MiB (%s)", total/(1<<20), strings.Join(comps, ", ")),
+			f7 + " (" + f7n + ")", f30 + " (" + f30n + ")", h2 + "; " + h30, strings.Join(groups, ", ")})
+		var slow []string
+		failed := 0
+		for _, q := range tr.Queries {
+			if q.Error != "" {
+				failed++
+			}
+			if q.Dashboard == "layerprobe-fleet" && q.Range == "30d" && q.P99 >= 1 {
+				slow = append(slow, fmt.Sprintf("%s %s (%.1f s)", q.Panel, q.RefID, q.P99))
+			}
+		}
+		verdict := func(ok bool) string {
+			if ok {
+				return "met"
+			}
+			return "missed"
+		}
+		notes = append(notes, fmt.Sprintf("- **%s through Thanos**: fleet panels under 1 s at 30 days: %s%s; rule groups under 10%% of "+
+			"their interval: %s%s; %d of %d queries answered with an error.", size, verdict(len(slow) == 0), listOrNone(", over 1 s: ", slow),
+			verdict(len(slowGroups) == 0), listOrNone(", over: ", slowGroups), failed, len(tr.Queries)))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w.p("**Beside it, Thanos** (bench/fleetthanos.go): the same history's day blocks in a bucket (FILESYSTEM, as a sidecar " +
+		"uploads them) behind a store gateway; the same Prometheus, with no rules now, scraping the same agents behind a sidecar " +
+		"that serves only what came after the history; Thanos Query over both and a Thanos ruler, which evaluates the shipped " +
+		"rules through Thanos Query (deduplicating along replica and rule_replica). The same queries, answered by Thanos Query; " +
+		"the ruler's groups' largest last duration while the queries ran; each component's resident memory at the end.")
+	w.line("")
+	w.table([]string{"hosts × days", "Thanos", "history served after", "resident (MiB per component)", "slowest fleet query p50 / p99, 7 d",
+		"same, 30 d", "slowest host query, 2 d; 30 d", "ruler's groups (largest last duration)"}, rows)
+	w.line("")
+	for _, n := range notes {
+		w.p("%s", n)
 		w.line("")
 	}
 }

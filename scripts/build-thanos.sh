@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # build-thanos.sh builds Thanos (sidecar, store gateway, query, ruler) into
-# /opt/layerprobe-test-tools/bin for test/ops TestFleetThanos (build tag
-# thanos: not in make test until it has passed on the test machine).
+# /opt/layerprobe-test-tools/bin for test/ops TestFleetThanos and the fleet
+# bench's distributed store (scripts/install-deps.sh runs it). Set
+# LAYERPROBE_TOOLS to build elsewhere (a cold build's timing).
 set -euo pipefail
-tools=/opt/layerprobe-test-tools
+tools=${LAYERPROBE_TOOLS:-/opt/layerprobe-test-tools}
 # Thanos (sidecar, store gateway, query, ruler): test/ops TestFleetThanos
 # runs the shipped rules and the fleet dashboard on it. Built from its Go
 # module, in a copy of the module's own source, so that its go.mod (its

@@ -133,3 +133,9 @@ if ! go version -m "$tools/bin/goreleaser" 2>/dev/null | grep -Eq "^[[:space:]]+
   GOBIN=$tools/bin go install "github.com/goreleaser/goreleaser/v2@$goreleaser_version"
   GOBIN=$tools/bin go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$cyclonedx_version"
 fi
+
+# Thanos (sidecar, store gateway, query, ruler): test/ops TestFleetThanos
+# and the fleet bench's distributed store run the shipped rules and
+# dashboards on it. Built from its Go module by scripts/build-thanos.sh,
+# outside the product's go.mod; kept in $tools/bin across runs.
+"$(dirname "$0")/build-thanos.sh"

@@ -1,5 +1,3 @@
-//go:build thanos
-
 package ops
 
 import (
@@ -27,11 +25,8 @@ import (
 
 	"github.com/layerprobe/layerprobe/internal/testsupport/fleetgen"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
+	"github.com/layerprobe/layerprobe/internal/testsupport/thanosbed"
 )
-
-// testToolsBin is where scripts/install-deps.sh puts the tools it builds
-// from the Go module proxy (helm, Docker Compose, Thanos, ...).
-const testToolsBin = "/opt/layerprobe-test-tools/bin"
 
 // thanosInterval is the scrape and rule evaluation interval of
 // TestFleetThanos: the shipped groups' intervals (5m, 1h) are shortened
@@ -78,7 +73,7 @@ func TestFleetThanos(t *testing.T) {
 		t.Skip("-short: runs Prometheus and Thanos")
 	}
 	promtool, prom := tool(t, "promtool"), tool(t, "prometheus")
-	thanos := tool(t, "thanos", testToolsBin)
+	thanos := tool(t, filepath.Base(thanosbed.Bin), filepath.Dir(thanosbed.Bin))
 	queue.Parallel(t)
 	ctx := t.Context()
 	started := time.Now()
@@ -153,7 +148,7 @@ func TestFleetThanos(t *testing.T) {
 	t.Cleanup(plain.Stop)
 
 	bucket := filepath.Join(dir, "bucket.yml")
-	if err := os.WriteFile(bucket, fmt.Appendf(nil, "type: FILESYSTEM\nconfig:\n  directory: %s\n", filepath.Join(dir, "bucket")), 0o644); err != nil {
+	if err := os.WriteFile(bucket, []byte(thanosbed.BucketConfig(filepath.Join(dir, "bucket"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var endpoints []string
@@ -170,19 +165,22 @@ func TestFleetThanos(t *testing.T) {
 		t.Cleanup(p.Stop)
 		sidecar := startThanos(t, thanos, dir, "sidecar-"+replica, "sidecar",
 			"--tsdb.path="+p.Data(), "--prometheus.url="+p.URL(), "--objstore.config-file="+bucket)
-		endpoints = append(endpoints, sidecar.grpc)
+		endpoints = append(endpoints, sidecar.GRPC)
 	}
 	store := startThanos(t, thanos, dir, "store", "store", "--data-dir="+filepath.Join(dir, "store"),
 		"--objstore.config-file="+bucket, "--sync-block-duration=5s")
 	// The ruler's gRPC address is known before it starts: Thanos Query
 	// reads what the ruler records, and the ruler queries Thanos Query.
-	rulerGRPC := freeAddr(t)
+	rulerGRPC, err := thanosbed.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	replicaLabels := []string{"--query.replica-label=replica", "--query.replica-label=rule_replica"}
 	query := startThanos(t, thanos, dir, "query", "query",
-		append(replicaLabels, "--endpoint.sd-config="+endpointConfig(append(endpoints, store.grpc, rulerGRPC)...))...)
+		append(replicaLabels, "--endpoint.sd-config="+thanosbed.EndpointConfig(append(endpoints, store.GRPC, rulerGRPC)...))...)
 	// Thanos Query over the store gateway alone: what the bucket serves.
 	storeOnly := startThanos(t, thanos, dir, "query-store", "query",
-		append(replicaLabels, "--endpoint.sd-config="+endpointConfig(store.grpc))...)
+		append(replicaLabels, "--endpoint.sd-config="+thanosbed.EndpointConfig(store.GRPC))...)
 	// The ruler starts once Thanos Query reads every Prometheus and the
 	// bucket: it would otherwise record figures of part of the data, which
 	// the rules that take a maximum over a day keep.
@@ -207,7 +205,7 @@ func TestFleetThanos(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, _, err := fleetgen.Query(ctx, storeOnly.url(), thanosParams, expr, time.Time{}, ts, 0)
+					got, _, err := fleetgen.Query(ctx, storeOnly.URL(), thanosParams, expr, time.Time{}, ts, 0)
 					if err != nil {
 						return false, err.Error()
 					}
@@ -226,7 +224,7 @@ func TestFleetThanos(t *testing.T) {
 
 	ruler := startThanos(t, thanos, dir, "rule", "rule", "--grpc-address="+rulerGRPC,
 		"--data-dir="+filepath.Join(dir, "rule"), "--rule-file="+rulePath, "--eval-interval="+thanosInterval.String(),
-		"--query="+query.url(), `--label=rule_replica="0"`)
+		"--query="+query.URL(), `--label=rule_replica="0"`)
 	waitEndpoints(t, query, map[string]int{"sidecar": len(thanosReplicas), "store": 1, "rule": 1})
 
 	ruleNames := ruleFileRules(t, ruleText)
@@ -234,7 +232,7 @@ func TestFleetThanos(t *testing.T) {
 	// a rule that reads another's record sees it one evaluation later.
 	ready := time.Now()
 	settled := ready.Add(3 * thanosInterval)
-	for side, base := range map[string]string{"the Thanos ruler": ruler.url(), "the plain Prometheus": plain.URL()} {
+	for side, base := range map[string]string{"the Thanos ruler": ruler.URL(), "the plain Prometheus": plain.URL()} {
 		testharness.Eventually(t, 3*time.Minute, 2*time.Second, side+" evaluates every rule since Thanos is up", func() (bool, string) {
 			rs, err := getRules(base)
 			if err != nil {
@@ -253,7 +251,7 @@ func TestFleetThanos(t *testing.T) {
 	}
 
 	t.Run("every rule and alert evaluates in the ruler", func(t *testing.T) {
-		rs, err := getRules(ruler.url())
+		rs, err := getRules(ruler.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +284,7 @@ func TestFleetThanos(t *testing.T) {
 			slices.Sort(out)
 			return out
 		}
-		got, want := alerts(ruler.url()), alerts(plain.URL())
+		got, want := alerts(ruler.URL()), alerts(plain.URL())
 		if !slices.Equal(got, want) {
 			t.Errorf("the ruler's alerts:\n%s\nthe plain Prometheus':\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
@@ -324,7 +322,7 @@ func TestFleetThanos(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s on the plain Prometheus: %v", q.key, err)
 				}
-				got, _, err := fleetgen.Query(ctx, query.url(), thanosParams, q.expr, start, at, qstep)
+				got, _, err := fleetgen.Query(ctx, query.URL(), thanosParams, q.expr, start, at, qstep)
 				if err != nil {
 					diffs = append(diffs, fmt.Sprintf("%s: %v", q.key, err))
 					continue
@@ -348,7 +346,7 @@ func TestFleetThanos(t *testing.T) {
 	})
 
 	t.Run("every rule still evaluates in the ruler", func(t *testing.T) {
-		rs, err := getRules(ruler.url())
+		rs, err := getRules(ruler.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,37 +449,6 @@ func ruleFileRules(t *testing.T, text []byte) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// waitEndpoints waits until Thanos Query has as many healthy endpoints
-// of each kind (sidecar, store, rule) as want says.
-func waitEndpoints(t *testing.T, query *thanosProcess, want map[string]int) {
-	t.Helper()
-	testharness.Eventually(t, 2*time.Minute, time.Second, "Thanos Query's endpoints", func() (bool, string) {
-		resp, err := http.Get(query.url() + "/api/v1/stores")
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		var r struct {
-			Data map[string][]struct {
-				Name      string  `json:"name"`
-				LastError *string `json:"lastError"`
-			} `json:"data"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-			return false, err.Error()
-		}
-		got := map[string]int{}
-		for kind, es := range r.Data {
-			for _, e := range es {
-				if e.LastError == nil || *e.LastError == "" {
-					got[kind]++
-				}
-			}
-		}
-		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Sprintf("healthy endpoints %v, want %v", got, want)
-	})
 }
 
 // apiRule is a rule as /api/v1/rules lists it (Prometheus and the Thanos
@@ -664,92 +631,28 @@ func copyBlocks(t *testing.T, blocks []string, data string, newIDs bool) {
 	}
 }
 
-// endpointConfig is Thanos Query's endpoint.sd-config for the gRPC
-// addresses given.
-func endpointConfig(addrs ...string) string {
-	var b strings.Builder
-	b.WriteString("endpoints:\n")
-	for _, a := range addrs {
-		fmt.Fprintf(&b, "  - address: %q\n", a)
-	}
-	return b.String()
-}
-
-// freeAddr is a free 127.0.0.1 port, as host:port.
-func freeAddr(t *testing.T) string {
+// startThanos starts a Thanos component (thanosbed.Start) and stops it
+// when the test ends, with the tail of its output when the test failed.
+func startThanos(t *testing.T, bin, dir, name, component string, args ...string) *thanosbed.Process {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := thanosbed.Start(t.Context(), bin, dir, name, component, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// thanosProcess is a running Thanos component.
-type thanosProcess struct {
-	http, grpc string
-}
-
-func (p *thanosProcess) url() string { return "http://" + p.http }
-
-// startThanos starts a Thanos component (niced, like the Prometheus
-// servers beside it) on 127.0.0.1, its output in dir/name.log, waits
-// until it is ready and stops it when the test ends.
-func startThanos(t *testing.T, bin, dir, name, component string, args ...string) *thanosProcess {
-	t.Helper()
-	p := &thanosProcess{http: freeAddr(t), grpc: freeAddr(t)}
-	for _, a := range args {
-		if g, ok := strings.CutPrefix(a, "--grpc-address="); ok {
-			p.grpc = g
-		}
-	}
-	args = append([]string{"-n", "10", bin, component, "--http-address=" + p.http, "--log.level=warn"}, args...)
-	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--grpc-address=") }) {
-		args = append(args, "--grpc-address="+p.grpc)
-	}
-	logPath := filepath.Join(dir, name+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("nice", args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("thanos %s: %v", component, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		p.Stop()
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("thanos %s:\n%s", name, testharness.Tail(string(b), 20))
+			t.Logf("thanos %s:\n%s", name, p.LogTail(20))
 		}
 	})
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		select {
-		case <-done:
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("thanos %s exited before it was ready:\n%s", name, testharness.Tail(string(b), 20))
-		case <-time.After(500 * time.Millisecond):
-		}
-		if resp, err := http.Get(p.url() + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("thanos %s not ready within 2 minutes:\n%s", name, testharness.Tail(string(b), 20))
-		}
+	return p
+}
+
+// waitEndpoints waits until Thanos Query has as many healthy endpoints
+// of each kind (sidecar, store, rule) as want says.
+func waitEndpoints(t *testing.T, query *thanosbed.Process, want map[string]int) {
+	t.Helper()
+	if err := thanosbed.WaitEndpoints(t.Context(), query, want, 2*time.Minute); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -40,9 +41,10 @@ type Bed struct {
 	// Log receives Prometheus' output.
 	Log io.Writer
 
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	addr   string
+	scrape string
+	cmd    *exec.Cmd
+	done   chan struct{}
 }
 
 // Data is the TSDB directory.
@@ -94,26 +96,9 @@ func (b *Bed) Start(ctx context.Context, scrapeConfigs string) error {
 	}
 	b.addr = l.Addr().String()
 	l.Close()
-	var ext strings.Builder
-	if len(b.ExternalLabels) > 0 {
-		ext.WriteString("  external_labels:\n")
-		for k, v := range b.ExternalLabels {
-			fmt.Fprintf(&ext, "    %s: %q\n", k, v)
-		}
-	}
-	iv := b.Interval
-	if iv == 0 {
-		iv = time.Minute
-	}
-	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n%srule_files:\n  - %s\n", iv, iv, ext.String(), b.Rules)
-	if scrapeConfigs != "" {
-		if b.SelfPlaceholder != "" {
-			scrapeConfigs = strings.ReplaceAll(scrapeConfigs, b.SelfPlaceholder, b.addr)
-		}
-		cfg += "scrape_configs:\n" + scrapeConfigs
-	}
-	cfgPath := filepath.Join(b.Dir, "prometheus.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+	b.scrape = scrapeConfigs
+	cfgPath, err := b.writeConfig()
+	if err != nil {
 		return err
 	}
 	args := append([]string{"--config.file=" + cfgPath, "--storage.tsdb.path=" + b.Data(),
@@ -144,6 +129,70 @@ func (b *Bed) Start(ctx context.Context, scrapeConfigs string) error {
 		}
 	}
 	return fmt.Errorf("prometheus not ready within 5 minutes")
+}
+
+// writeConfig writes Prometheus' configuration file and returns its path.
+func (b *Bed) writeConfig() (string, error) {
+	var ext strings.Builder
+	if len(b.ExternalLabels) > 0 {
+		ext.WriteString("  external_labels:\n")
+		for k, v := range b.ExternalLabels {
+			fmt.Fprintf(&ext, "    %s: %q\n", k, v)
+		}
+	}
+	iv := b.Interval
+	if iv == 0 {
+		iv = time.Minute
+	}
+	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n%srule_files:\n  - %s\n", iv, iv, ext.String(), b.Rules)
+	if scrapeConfigs := b.scrape; scrapeConfigs != "" {
+		if b.SelfPlaceholder != "" {
+			scrapeConfigs = strings.ReplaceAll(scrapeConfigs, b.SelfPlaceholder, b.addr)
+		}
+		cfg += "scrape_configs:\n" + scrapeConfigs
+	}
+	cfgPath := filepath.Join(b.Dir, "prometheus.yml")
+	return cfgPath, os.WriteFile(cfgPath, []byte(cfg), 0o644)
+}
+
+// Reload makes the running Prometheus load another rule file (its
+// configuration rewritten, then SIGHUP) and waits until it has.
+func (b *Bed) Reload(ctx context.Context, rules string) error {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return fmt.Errorf("prometheus is not running")
+	}
+	b.Rules = rules
+	if _, err := b.writeConfig(); err != nil {
+		return err
+	}
+	// nice executes Prometheus in its own process: the signal reaches it.
+	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var r struct {
+			Data struct {
+				YAML string `json:"yaml"`
+			} `json:"data"`
+		}
+		resp, err := http.Get(b.URL() + "/api/v1/status/config")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+		}
+		if err == nil && strings.Contains(r.Data.YAML, rules) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("prometheus did not load %s within 2 minutes (%v)", rules, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // Stop stops Prometheus (SIGTERM, then SIGKILL after 30s).
