@@ -422,6 +422,16 @@ func TestUnitReducedSizes(t *testing.T) {
 	}
 }
 
+func TestUnitSizesEnvRepeatsSettings(t *testing.T) {
+	t.Setenv("BENCH_FLEET_SIZES", "1000x30")
+	t.Setenv("BENCH_CGROUPV2_RERUN", "")
+	z := settings{only: map[string]bool{"fleet": true}, defaultRuns: map[string]int{"overlay2": 40}}.sizes()
+	env := sizesEnv(z)
+	if !strings.HasPrefix(env, "BENCH_ONLY=fleet ") || !strings.HasSuffix(env, " BENCH_FLEET_SIZES=1000x30") || strings.Contains(env, "CGROUPV2") {
+		t.Errorf("the rerun's command %q does not repeat BENCH_FLEET_SIZES alone", env)
+	}
+}
+
 func TestUnitReducedReferenceRuns(t *testing.T) {
 	z := fullSizes()
 	z.ReferenceRuns = 1

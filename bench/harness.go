@@ -163,8 +163,20 @@ func (s settings) sizes() *runSizes {
 		z.Only = append(z.Only, k)
 	}
 	slices.Sort(z.Only)
+	for _, k := range recordedSettings {
+		if v := os.Getenv(k); v != "" {
+			if z.Settings == nil {
+				z.Settings = map[string]string{}
+			}
+			z.Settings[k] = v
+		}
+	}
 	return z
 }
+
+// recordedSettings are the variables besides the sizes that choose what a
+// run measures: the report's command for a rerun repeats them.
+var recordedSettings = []string{"BENCH_FLEET_SIZES", "BENCH_CGROUPV2_RERUN", "BENCH_CGROUPV2_BEFORE", "BENCH_OLD_REV"}
 
 // defaultOldRev is the last commit before the adaptive method.
 const defaultOldRev = "0b17484"

@@ -249,6 +249,11 @@ func sizesEnv(z *runSizes) string {
 	if len(z.Only) > 0 {
 		env = "BENCH_ONLY=" + strings.Join(z.Only, ",") + " " + env
 	}
+	for _, k := range recordedSettings {
+		if v, ok := z.Settings[k]; ok {
+			env += " " + k + "=" + v
+		}
+	}
 	return env
 }
 

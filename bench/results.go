@@ -113,6 +113,9 @@ type runSizes struct {
 	ReferenceRuns int `json:"reference_runs,omitempty"`
 	// Only is BENCH_ONLY, empty for every section.
 	Only []string `json:"only,omitempty"`
+	// Settings are the other variables that chose what was measured
+	// (recordedSettings), as they were set; absent from earlier runs.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // rerun is one BENCH_ONLY run that replaced some sections.
