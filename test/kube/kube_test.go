@@ -8,8 +8,9 @@
 //
 // Needs root, containerd, runc, ctr, Debian's containernetworking-plugins,
 // helm (scripts/install-deps.sh builds it into /opt/layerprobe-test-tools)
-// and the Kubernetes binaries (scripts/build-kube.sh, which `make
-// deps-test` runs; a cold cache is built on first use). Skipped with
+// and the Kubernetes binaries (scripts/build-kube.sh, run by the test
+// itself when its cache is cold: `make deps-test` does not build them,
+// since test/kube is not yet part of `make test`). Skipped with
 // -short or without them; failing instead when CI is set.
 package kube
 
