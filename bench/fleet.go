@@ -512,15 +512,7 @@ func writeFleet(w *mdWriter, r *results) {
 		f30, f30n := worst("layerprobe-fleet", "30d")
 		h2, _ := worst("layerprobe-host", "default")
 		h30, _ := worst("layerprobe-host", "30d")
-		var groups []string
-		for g, v := range run.RuleGroupSeconds {
-			if v == 0 { // not evaluated yet (the hourly group)
-				groups = append(groups, g+" not evaluated in the window")
-				continue
-			}
-			groups = append(groups, fmt.Sprintf("%s %.0f ms", g, v*1000))
-		}
-		sort.Strings(groups)
+		groups := groupDurations(run.RuleGroupSeconds)
 		errs := ""
 		if run.Error != "" {
 			errs = " (failed: " + run.Error + ")"
@@ -617,6 +609,21 @@ func writeFleet(w *mdWriter, r *results) {
 	}
 }
 
+// groupDurations lists rule groups with their largest last duration,
+// sorted; a group at 0 had not evaluated yet (the hourly group).
+func groupDurations(secs map[string]float64) []string {
+	var out []string
+	for g, v := range secs {
+		if v == 0 {
+			out = append(out, g+" not evaluated in the window")
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %.0f ms", g, v*1000))
+	}
+	sort.Strings(out)
+	return out
+}
+
 // slowestQuery is the largest p99 of a dashboard's queries at a range,
 // as "p50 / p99 ms", and its panel.
 func slowestQuery(qs []fleetQuery, dash, rng string) (string, string) {
@@ -653,19 +660,13 @@ func writeFleetThanos(w *mdWriter, runs []fleetRun) {
 				total += v
 			}
 		}
-		var groups []string
+		groups := groupDurations(tr.RuleGroupSeconds)
 		var slowGroups []string
 		for g, v := range tr.RuleGroupSeconds {
-			if v == 0 { // not evaluated yet (the hourly group)
-				groups = append(groups, g+" not evaluated in the window")
-				continue
-			}
-			groups = append(groups, fmt.Sprintf("%s %.0f ms", g, v*1000))
 			if iv := tr.RuleGroupInterval[g]; iv > 0 && v >= 0.1*iv {
 				slowGroups = append(slowGroups, fmt.Sprintf("%s (%.0f ms of %.0f)", g, v*1000, 100*iv))
 			}
 		}
-		sort.Strings(groups)
 		sort.Strings(slowGroups)
 		f7, f7n := slowestQuery(tr.Queries, "layerprobe-fleet", "default")
 		f30, f30n := slowestQuery(tr.Queries, "layerprobe-fleet", "30d")
