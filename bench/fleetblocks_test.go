@@ -35,6 +35,9 @@ func TestUnitFleetRuleIntervals(t *testing.T) {
 		"engine_result:layerprobe_cycles_total:sum":                 time.Hour,
 		"engine:layerprobe_written_bytes_total:sum":                 time.Hour,
 		"engine_reason:layerprobe_cycle_skips_total:sum":            time.Hour,
+		"engine:layerprobe_cycle_skips_total:sum":                   time.Hour,
+		"job_engine_reason:layerprobe_cycle_skips:increase1h":       time.Hour,
+		"job_engine:layerprobe_written_bytes:max_increase1h":        time.Hour,
 		"instance_engine_target:layerprobe_overhead_ratio:headline": 5 * time.Minute,
 		"job_driver_target:layerprobe_overhead_ratio:max":           5 * time.Minute,
 	} {

@@ -507,13 +507,13 @@ function(c)
           g.target(q("max by (job, instance, engine) (layerprobe_cycle_duration_seconds{%(sel)s, engine=~\"$engine\", mode=~\"steady|\"})"), "__auto", refId="B", instant=true, format="table"),
           g.target(q("sum by (job, instance, engine) (increase(engine_result:layerprobe_cycles_total:sum{%(sel)s, engine=~\"$engine\", result=\"ok\"}[$__range]))"), "__auto", refId="C", instant=true, format="table"),
           g.target(q("sum by (job, instance, engine) (increase(engine_result:layerprobe_cycles_total:sum{%(sel)s, engine=~\"$engine\", result=\"failed\"}[$__range]))"), "__auto", refId="D", instant=true, format="table"),
-          g.target(q("sum by (job, instance, engine) (increase(engine_reason:layerprobe_cycle_skips_total:sum{%(sel)s, engine=~\"$engine\"}[$__range]))"), "__auto", refId="E", instant=true, format="table"),
+          g.target(q("sum by (job, instance, engine) (increase(engine:layerprobe_cycle_skips_total:sum{%(sel)s, engine=~\"$engine\"}[$__range]))"), "__auto", refId="E", instant=true, format="table"),
         ],
       },
       g.panel.bargauge + {
         id: 18,
         title: "Skipped cycles by reason",
-        description: "Cycles a guardrail skipped in the selected time range, by reason (budget_exhausted, busy_disk, busy_io_pressure, container_churn, host_locked, low_space), counted from the hourly records of the skip counters (ranges under two hours show none).",
+        description: "Cycles a guardrail skipped in the selected time range, by reason (budget_exhausted, busy_disk, busy_io_pressure, container_churn, host_locked, low_space), summed from the fleet's hourly records of the skip counters: the hours that end in the range, an engine's first hour not among them (the last hour's skips appear after the next hourly evaluation).",
         gridPos: g.pos(x=16, y=26, w=8, h=9),
         fieldConfig+: {
           defaults+: {
@@ -533,7 +533,7 @@ function(c)
           },
         },
         targets: [
-          g.target(q("sum by (reason) (increase(engine_reason:layerprobe_cycle_skips_total:sum{%(sel)s, engine=~\"$engine\"}[$__range]))"), "{{reason}}", instant=true),
+          g.target(q("sum by (reason) (sum_over_time(job_engine_reason:layerprobe_cycle_skips:increase1h{%(fleet)s, engine=~\"$engine\"}[$__range]))"), "{{reason}}", instant=true),
         ],
       },
       g.panel.table + {
@@ -587,8 +587,8 @@ function(c)
       g.row(20, "Impact: bytes written", y=41),
       g.panel.timeseries + {
         id: 21,
-        title: "Write rate of the measurement jobs per host",
-        description: "Bytes per second the layerprobe measurement jobs wrote, per host: the load the agent puts on each host's data-root disk, averaged over at least four hours (from the hourly records of the byte counters, so a cycle's burst is spread over its hours).",
+        title: "Write rate of the measurement jobs across the fleet",
+        description: "Bytes per second the layerprobe measurement jobs wrote: all hosts together, and the engine that wrote the most in the hour (the load the agent puts on one host's data-root disk). Hourly figures from the fleet's hourly records of the byte counters, so a cycle's burst is spread over its hour; an engine's first hour is not in them. Which hosts wrote what: the table beside it, or a host's detail dashboard.",
         gridPos: g.pos(x=0, y=42, w=12, h=8),
         fieldConfig+: {
           defaults+: {
@@ -602,7 +602,8 @@ function(c)
           },
         },
         targets: [
-          g.target(q("sum by (instance) (rate(engine:layerprobe_written_bytes_total:sum{%(sel)s, engine=~\"$engine\"}[$__rate_interval]))"), "{{instance}}", interval="1h"),
+          g.target(q("sum(avg_over_time(job_engine:layerprobe_written_bytes:sum_increase1h{%(fleet)s, engine=~\"$engine\"}[$__interval])) / 3600"), "all hosts", interval="1h"),
+          g.target(q("max(max_over_time(job_engine:layerprobe_written_bytes:max_increase1h{%(fleet)s, engine=~\"$engine\"}[$__interval])) / 3600"), "busiest engine", refId="B", interval="1h"),
         ],
       },
       g.panel.bargauge + {

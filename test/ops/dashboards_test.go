@@ -353,6 +353,7 @@ var counterSumRules = map[string]string{
 	"engine_result:layerprobe_cycles_total:sum":      "layerprobe_cycles_total",
 	"engine:layerprobe_written_bytes_total:sum":      "layerprobe_written_bytes_total",
 	"engine_reason:layerprobe_cycle_skips_total:sum": "layerprobe_cycle_skips_total",
+	"engine:layerprobe_cycle_skips_total:sum":        "layerprobe_cycle_skips_total",
 }
 
 // checkExpr checks one dashboard or rule expression: known metrics only,

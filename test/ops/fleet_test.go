@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -285,6 +286,10 @@ func TestFleetInPrometheus(t *testing.T) {
 		checkHourlyPanels(t, bed, hosts, cfg, at)
 	})
 
+	t.Run("the fleet's hourly records sum the engines' hours", func(t *testing.T) {
+		checkFleetHourlyRecords(t, bed, at)
+	})
+
 	t.Run("fleet dashboard queries", func(t *testing.T) {
 		checkFleetDashboard(t, bed, at)
 	})
@@ -357,6 +362,7 @@ func fleetDashboardQueries(t testing.TB) []fleetQuery {
 var hourlyRecords = map[string]string{
 	"engine:layerprobe_written_bytes_total:sum":      "layerprobe_written_bytes_total",
 	"engine_reason:layerprobe_cycle_skips_total:sum": "layerprobe_cycle_skips_total",
+	"engine:layerprobe_cycle_skips_total:sum":        "layerprobe_cycle_skips_total",
 	"engine_result:layerprobe_cycles_total:sum":      "layerprobe_cycles_total",
 }
 
@@ -495,8 +501,175 @@ func checkHourlyPanels(t *testing.T, bed *fleetgen.Bed, hosts []fleetgen.Host, c
 			}
 		}
 	}
-	if n != 6 {
-		t.Errorf("%d fleet panel queries read an hourly counter record, want 6", n)
+	if n != 4 {
+		t.Errorf("%d fleet panel queries read an hourly counter record, want 4", n)
+	}
+}
+
+// fleetHourlyRecords are the fleet's hourly records, each with the hourly
+// record of a counter per engine it reads, the labels it keeps and how it
+// aggregates the engines' hours.
+var fleetHourlyRecords = []struct {
+	record, engineRecord string
+	by                   []string
+	max                  bool
+	// resets: a restart within the day resets the counter (bytes are
+	// written every cycle; a restarted agent may have skipped nothing).
+	resets bool
+}{
+	{"job_engine_reason:layerprobe_cycle_skips:increase1h", "engine_reason:layerprobe_cycle_skips_total:sum", []string{"cluster", "job", "engine", "reason"}, false, false},
+	{"job_engine:layerprobe_written_bytes:sum_increase1h", "engine:layerprobe_written_bytes_total:sum", []string{"cluster", "job", "engine"}, false, true},
+	{"job_engine:layerprobe_written_bytes:max_increase1h", "engine:layerprobe_written_bytes_total:sum", []string{"cluster", "job", "engine"}, true, false},
+}
+
+// checkFleetHourlyRecords: each sample of the fleet's hourly records in the
+// day to at is what the engines' hourly records say for its hour: per
+// engine, the difference of the last record in the hour before the
+// sample and the last in the hour before that, the last itself where
+// the counter fell (a reset), nothing without an earlier one; summed over
+// the engines (or their most). And the skips panel, which sums the fleet
+// record over its range, answers the sum of its samples. The engines'
+// records were checked against the raw counters above, so the fleet's
+// panels count what the agents counted, but for an engine's first hour.
+func checkFleetHourlyRecords(t *testing.T, bed *fleetgen.Bed, at time.Time) {
+	type point struct {
+		t time.Time
+		v float64
+	}
+	matrix := func(expr string) map[string][]point {
+		t.Helper()
+		r, _, err := bed.Query(t.Context(), expr, time.Time{}, at, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]point{}
+		for _, s := range r {
+			var ps []point
+			for _, v := range s.Values {
+				f, _ := strconv.ParseFloat(v[1].(string), 64)
+				ps = append(ps, point{time.UnixMilli(int64(math.Round(v[0].(float64) * 1000))), f})
+			}
+			b, _ := json.Marshal(s.Metric)
+			out[string(b)] = ps
+		}
+		return out
+	}
+	key := func(metric string, by []string) string {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(metric), &m); err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, l := range by {
+			parts = append(parts, l+"="+m[l])
+		}
+		return strings.Join(parts, ",")
+	}
+	// last is the last point in (from, to], or [from, to] with closed
+	// ranges (Prometheus 2; 3 leaves the start out).
+	last := func(ps []point, from, to time.Time, closed bool) (float64, bool) {
+		v, ok := 0.0, false
+		for _, p := range ps {
+			if (p.t.After(from) || closed && p.t.Equal(from)) && !p.t.After(to) {
+				v, ok = p.v, true
+			}
+		}
+		return v, ok
+	}
+	for _, fr := range fleetHourlyRecords {
+		engines := matrix(fr.engineRecord + "[27h]")
+		fleet := matrix(fr.record + "[24h]")
+		if len(engines) == 0 || len(fleet) == 0 {
+			t.Fatalf("%s: %d series; %s: %d series", fr.engineRecord, len(engines), fr.record, len(fleet))
+		}
+		// want is the record's sample at e from the engines' records.
+		want := func(k string, e time.Time, closed bool) (float64, bool, int) {
+			agg, any, resets := 0.0, false, 0
+			for metric, ps := range engines {
+				if key(metric, fr.by) != k {
+					continue
+				}
+				cur, ok1 := last(ps, e.Add(-time.Hour), e, closed)
+				prev, ok2 := last(ps, e.Add(-2*time.Hour), e.Add(-time.Hour), closed)
+				if !ok1 || !ok2 {
+					continue
+				}
+				d := cur - prev
+				if d < 0 {
+					d, resets = cur, resets+1
+				}
+				switch {
+				case !any:
+					agg = d
+				case fr.max:
+					agg = max(agg, d)
+				default:
+					agg += d
+				}
+				any = true
+			}
+			return agg, any, resets
+		}
+		samples, nonzero, resets := 0, 0, 0
+		for metric, ps := range fleet {
+			k := key(metric, fr.by)
+			for _, p := range ps {
+				samples++
+				ok := false
+				var tried []float64
+				for _, closed := range []bool{false, true} {
+					w, found, r := want(k, p.t, closed)
+					tried = append(tried, w)
+					if found && math.Abs(p.v-w) <= 1e-9*max(1, math.Abs(w)) {
+						ok = true
+						resets += r
+						break
+					}
+				}
+				if !ok {
+					t.Errorf("%s{%s} at %s: %v, from the engines' hourly records %v", fr.record, k, p.t.Format(time.RFC3339), p.v, tried)
+				}
+				if p.v > 0 {
+					nonzero++
+				}
+			}
+		}
+		t.Logf("%s: %d samples in the day, %d of them nonzero, %d engine hours after a reset", fr.record, samples, nonzero, resets)
+		if nonzero == 0 || (fr.resets && resets == 0) {
+			t.Errorf("%s: %d nonzero samples, %d resets: the comparison is not exercised", fr.record, nonzero, resets)
+		}
+	}
+
+	// The skips panel sums the fleet record over its range.
+	var expr string
+	for _, d := range loadDashboards(t) {
+		for _, p := range d.dataPanels() {
+			if d.UID == "layerprobe-fleet" && p.Title == "Skipped cycles by reason" {
+				expr = p.Targets[0].Expr
+			}
+		}
+	}
+	if !strings.Contains(expr, fleetHourlyRecords[0].record) {
+		t.Fatalf("the skips panel's query %q does not read %s", expr, fleetHourlyRecords[0].record)
+	}
+	subs := map[string]string{"$__range": "1d", "$cluster": ".*", "$job": ".+", "$instance": ".+", "$engine": ".+"}
+	r, _, err := bed.Query(t.Context(), substitute(expr, subs), time.Time{}, at, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	for metric, ps := range matrix(fleetHourlyRecords[0].record + "[1d]") {
+		for _, p := range ps {
+			sums[key(metric, []string{"reason"})] += p.v
+		}
+	}
+	got := map[string]float64{}
+	for _, s := range r {
+		v, _ := strconv.ParseFloat(s.Value[1].(string), 64)
+		got["reason="+s.Metric["reason"]] = v
+	}
+	if len(got) == 0 || fmt.Sprint(got) != fmt.Sprint(sums) {
+		t.Errorf("skips panel: %v, the fleet record's samples in the day sum to %v", got, sums)
 	}
 }
 
