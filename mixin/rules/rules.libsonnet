@@ -6,14 +6,16 @@ local promql = import '../lib/promql.libsonnet';
   prometheusRules+:: {
     local c = $._config,
     local s(metric, matchers=[]) = promql.series(metric, [c.layerprobeSelector] + matchers),
-    // The increase of an hourly record of a counter over its last hour:
-    // the difference of its last two samples where it did not fall, the
-    // last sample where it fell (a reset), nothing without a previous one.
+    // The increase of an hourly record of a counter since the hourly
+    // group's previous evaluation: the difference of its last two samples
+    // where it did not fall, the last sample where it fell (a reset),
+    // nothing without a previous one. The window is the group's interval
+    // (hourlyRulesInterval), which holds one sample of the record.
     local hourlyIncrease(rec) = |||
-        (last_over_time(%(r)s[1h]) - last_over_time(%(r)s[1h] offset 1h)) >= 0
+        (last_over_time(%(r)s[%(i)s]) - last_over_time(%(r)s[%(i)s] offset %(i)s)) >= 0
           or
-        (last_over_time(%(r)s[1h]) and last_over_time(%(r)s[1h] offset 1h))
-    ||| % { r: rec },
+        (last_over_time(%(r)s[%(i)s]) and last_over_time(%(r)s[%(i)s] offset %(i)s))
+    ||| % { r: rec, i: c.hourlyRulesInterval },
     groups+: [
       {
         name: 'layerprobe.recording',

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -64,7 +63,7 @@ func TestFleetClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules := filepath.Join(dir, "rules.yml")
-	if err := os.WriteFile(rules, regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 "+fleetInterval.String())), 0o644); err != nil {
+	if err := os.WriteFile(rules, rulesEvery(shipped, fleetInterval), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	alive := map[string]int{}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -408,7 +407,7 @@ func shortenedRules(t *testing.T, interval time.Duration) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(b, []byte("$1 "+interval.String()))
+		b = rulesEvery(b, interval)
 		if i > 0 {
 			// The groups only, after the first file's.
 			_, groups, ok := bytes.Cut(b, []byte("\ngroups:\n"))

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,7 +55,7 @@ func startPrometheus(t *testing.T, agentAddrs ...string) *promServer {
 			t.Fatal(err)
 		}
 		rules := filepath.Join(dir, filepath.Base(name))
-		fast := regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(shipped, []byte("$1 2s"))
+		fast := rulesEvery(shipped, 2*time.Second)
 		if err := os.WriteFile(rules, fast, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -696,4 +697,19 @@ func TestSensitizedVariantsMatch(t *testing.T) {
 			t.Errorf("alert %s: %q not in its expression %q", r.Alert, s.old, r.Expr)
 		}
 	}
+}
+
+// rulesEvery is a rule file with every group's interval set to d, for a
+// test that cannot wait the groups' own (5m, 1h). The hourly group's
+// records of the change since its previous evaluation read a window and
+// an offset of the group's interval (hourlyRulesInterval), which follow.
+func rulesEvery(rules []byte, d time.Duration) []byte {
+	// Prometheus' own notation: time.Duration's "2m0s" is not PromQL.
+	dur := fmt.Sprintf("%ds", int(d.Seconds()))
+	out := regexp.MustCompile(`(?m)^(\s+interval:) \S+$`).ReplaceAll(rules, []byte("$1 "+dur))
+	out = regexp.MustCompile(`(last_over_time\([a-z_:]+)\[1h\]( offset 1h)?\)`).ReplaceAllFunc(out, func(m []byte) []byte {
+		m = bytes.Replace(m, []byte("[1h]"), []byte("["+dur+"]"), 1)
+		return bytes.Replace(m, []byte("offset 1h"), []byte("offset "+dur), 1)
+	})
+	return out
 }
