@@ -198,8 +198,8 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	})
 	e := engines.Engines[0]
 	if e.Name != "node" || e.Runtime != "containerd" || e.Driver != "overlayfs" || e.DriverClass != "supported" ||
-		e.DataRoot != c.Containerd.DataRoot || e.Endpoint != "unix://"+c.ContainerdSocket {
-		t.Errorf("engine %+v: want node, containerd's overlayfs (supported) at %s on unix://%s", e, c.Containerd.DataRoot, c.ContainerdSocket)
+		e.DataRoot != filepath.Join(c.Containerd.DataRoot, "io.containerd.snapshotter.v1.overlayfs") || e.Endpoint != "unix://"+c.ContainerdSocket {
+		t.Errorf("engine %+v: want node, containerd's overlayfs (supported) in the snapshotter's root under %s on unix://%s", e, c.Containerd.DataRoot, c.ContainerdSocket)
 	}
 
 	var overhead api.OverheadResponse

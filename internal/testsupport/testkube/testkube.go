@@ -238,11 +238,18 @@ func (c *Cluster) startNode() {
 	// kubelet's cgroupDriver), the overlayfs snapshotter, the local pause
 	// image, the cluster's CNI files, and the pods' network namespaces
 	// under containerd's state directory instead of /run/netns.
+	// restrict_oom_score_adj: the CRI plugin gives every pod sandbox an
+	// oom_score_adj of -998, which needs CAP_SYS_RESOURCE; a machine whose
+	// root lacks it (as some CI sandboxes do) fails every sandbox in runc
+	// ("can't get final child's PID from pipe: EOF", nsexec: "failed to
+	// update /proc/self/oom_score_adj: Permission denied"). Restricted, the
+	// score is clamped to containerd's own, as for rootless containerd.
 	cri := fmt.Sprintf(`  sandbox_image = %q
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_selinux = false
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
