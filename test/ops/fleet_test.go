@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -536,32 +535,31 @@ func checkFleetHourlyRecords(t *testing.T, bed *fleetgen.Bed, at time.Time) {
 		t time.Time
 		v float64
 	}
-	matrix := func(expr string) map[string][]point {
+	type series struct {
+		labels map[string]string
+		points []point
+	}
+	matrix := func(expr string) []series {
 		t.Helper()
 		r, _, err := bed.Query(t.Context(), expr, time.Time{}, at, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string][]point{}
+		out := make([]series, 0, len(r))
 		for _, s := range r {
 			var ps []point
 			for _, v := range s.Values {
 				f, _ := strconv.ParseFloat(v[1].(string), 64)
 				ps = append(ps, point{time.UnixMilli(int64(math.Round(v[0].(float64) * 1000))), f})
 			}
-			b, _ := json.Marshal(s.Metric)
-			out[string(b)] = ps
+			out = append(out, series{s.Metric, ps})
 		}
 		return out
 	}
-	key := func(metric string, by []string) string {
-		var m map[string]string
-		if err := json.Unmarshal([]byte(metric), &m); err != nil {
-			t.Fatal(err)
-		}
+	key := func(labels map[string]string, by []string) string {
 		var parts []string
 		for _, l := range by {
-			parts = append(parts, l+"="+m[l])
+			parts = append(parts, l+"="+labels[l])
 		}
 		return strings.Join(parts, ",")
 	}
@@ -582,13 +580,16 @@ func checkFleetHourlyRecords(t *testing.T, bed *fleetgen.Bed, at time.Time) {
 		if len(engines) == 0 || len(fleet) == 0 {
 			t.Fatalf("%s: %d series; %s: %d series", fr.engineRecord, len(engines), fr.record, len(fleet))
 		}
+		// The engines' records per fleet series they add to.
+		byKey := map[string][][]point{}
+		for _, e := range engines {
+			k := key(e.labels, fr.by)
+			byKey[k] = append(byKey[k], e.points)
+		}
 		// want is the record's sample at e from the engines' records.
 		want := func(k string, e time.Time, closed bool) (float64, bool, int) {
 			agg, any, resets := 0.0, false, 0
-			for metric, ps := range engines {
-				if key(metric, fr.by) != k {
-					continue
-				}
+			for _, ps := range byKey[k] {
 				cur, ok1 := last(ps, e.Add(-time.Hour), e, closed)
 				prev, ok2 := last(ps, e.Add(-2*time.Hour), e.Add(-time.Hour), closed)
 				if !ok1 || !ok2 {
@@ -611,9 +612,9 @@ func checkFleetHourlyRecords(t *testing.T, bed *fleetgen.Bed, at time.Time) {
 			return agg, any, resets
 		}
 		samples, nonzero, resets := 0, 0, 0
-		for metric, ps := range fleet {
-			k := key(metric, fr.by)
-			for _, p := range ps {
+		for _, f := range fleet {
+			k := key(f.labels, fr.by)
+			for _, p := range f.points {
 				samples++
 				ok := false
 				var tried []float64
@@ -658,9 +659,9 @@ func checkFleetHourlyRecords(t *testing.T, bed *fleetgen.Bed, at time.Time) {
 		t.Fatal(err)
 	}
 	sums := map[string]float64{}
-	for metric, ps := range matrix(fleetHourlyRecords[0].record + "[1d]") {
-		for _, p := range ps {
-			sums[key(metric, []string{"reason"})] += p.v
+	for _, f := range matrix(fleetHourlyRecords[0].record + "[1d]") {
+		for _, p := range f.points {
+			sums[key(f.labels, []string{"reason"})] += p.v
 		}
 	}
 	got := map[string]float64{}
