@@ -9,9 +9,12 @@
 //
 // Nothing is pulled: there is no registry. The pod sandbox image is a
 // static pause binary built here; a test imports its own images into the
-// k8s.io namespace (ImportImage). Every server listens on 127.0.0.1; the
-// pods' network is a bridge of the cluster's own, PodSubnet, whose
-// addresses live in network namespaces the cluster makes. Everything
+// k8s.io namespace (ImportImage). Every server listens on 127.0.0.1 but
+// the API server, which listens on the address of the pods' bridge
+// (BridgeAddress) so that pods reach it too (Prometheus' Kubernetes service
+// discovery): the pods' network is a bridge of the cluster's own,
+// PodSubnet, whose addresses live in network namespaces the cluster makes
+// and which leaves the machine by no route. Everything
 // lives in one directory under /tmp and goes with the test: the
 // processes, their mounts, the bridge, and the kernel settings the kubelet
 // changes (restored).
@@ -49,7 +52,10 @@ const (
 	// PodSubnet is the pods' addresses, on the bridge Bridge, whose own
 	// address is the subnet's first.
 	PodSubnet  = "10.217.0.0/24"
-	bridgeCIDR = "10.217.0.1/24"
+	bridgeCIDR = BridgeAddress + "/24"
+	// BridgeAddress is the node's address on the pods' bridge, where the
+	// API server listens.
+	BridgeAddress = "10.217.0.1"
 	// Bridge is the pods' bridge, made by the cluster and removed with it.
 	Bridge = "lpkube0"
 	// serviceCIDR holds the Services' cluster IPs. No kube-proxy runs:
@@ -186,7 +192,7 @@ func newCluster(t testing.TB) *Cluster {
 	if c.ctr, err = testdaemon.LookPath("ctr"); err != nil {
 		t.Fatal(err)
 	}
-	c.pki, err = newPKI(dir, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 217, 128, 1)},
+	c.pki, err = newPKI(dir, []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(BridgeAddress), net.IPv4(10, 217, 128, 1)},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"})
 	if err != nil {
 		t.Fatalf("testkube: %v", err)
@@ -372,6 +378,12 @@ func (c *Cluster) MustKubectl(args ...string) string {
 	return out
 }
 
+// AdminCredentials returns the files of the cluster's CA certificate and
+// of a cluster admin's client certificate and key.
+func (c *Cluster) AdminCredentials() (ca, cert, key string) {
+	return c.pki.CA, c.pki.AdminCert, c.pki.AdminKey
+}
+
 // Logs returns the end of a component's log (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubelet).
 func (c *Cluster) Logs(name string, lines int) string {
@@ -393,16 +405,17 @@ func (c *Cluster) startControlPlane() {
 		"--initial-cluster", "default="+peerURL, "--unsafe-no-fsync", "--log-level", "warn")
 	c.waitHTTP("etcd", clientURL+"/health", nil, time.Minute)
 
+	// A port free on loopback is as free on the bridge's address: the
+	// bridge is the cluster's own.
 	apiPort := testharness.MustFreePort(t)
-	c.Server = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	c.Server = fmt.Sprintf("https://%s:%d", BridgeAddress, apiPort)
 	p := c.pki
-	// The kubernetes Service's endpoint would be the advertised address,
-	// which must not be loopback: no reconciler, as there is no
-	// kube-proxy to route the Service anyway.
+	// No endpoint reconciler: there is no kube-proxy to route the
+	// kubernetes Service, and pods are given the API server's address.
 	c.startProc("kube-apiserver",
 		"--etcd-servers", clientURL,
-		"--bind-address", "127.0.0.1", "--secure-port", fmt.Sprint(apiPort),
-		"--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none",
+		"--bind-address", BridgeAddress, "--secure-port", fmt.Sprint(apiPort),
+		"--advertise-address", BridgeAddress, "--endpoint-reconciler-type", "none",
 		"--tls-cert-file", p.ServerCert, "--tls-private-key-file", p.ServerKey,
 		"--client-ca-file", p.CA,
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
