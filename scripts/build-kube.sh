@@ -5,9 +5,9 @@
 #   ${LAYERPROBE_TEST_CACHE:-/var/cache/layerprobe-test}/kube-<release>/bin
 # keyed by that release, so that a warm cache skips the build (a cold one
 # takes tens of minutes on two cores). Prints the bin directory. Run by
-# test/kube itself when the cache is cold (not by `make deps-test` while
-# test/kube is not part of `make test`); a file lock makes a second
-# caller wait for the first one's build.
+# `make deps-test` (scripts/install-deps.sh), and by test/kube itself when
+# the cache is cold; a file lock makes a second caller wait for the first
+# one's build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mod=$root/tools/kube

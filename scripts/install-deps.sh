@@ -139,3 +139,11 @@ fi
 # dashboards on it. Built from its Go module by scripts/build-thanos.sh,
 # outside the product's go.mod; kept in $tools/bin across runs.
 "$(dirname "$0")/build-thanos.sh"
+
+# test/kube: the Prometheus Operator and its config reloader, built from
+# their Go module into $tools/bin; and the single-node Kubernetes (etcd and
+# the Kubernetes components at the release tools/kube/go.mod pins), built
+# from their Go modules into /var/cache/layerprobe-test (a cold build takes
+# tens of minutes on two cores; a warm cache returns at once).
+"$(dirname "$0")/build-prometheus-operator.sh"
+"$(dirname "$0")/build-kube.sh" >/dev/null
