@@ -1,17 +1,18 @@
-//go:build linux && kube
+//go:build linux
 
 // Package kube installs the Helm chart on a real single-node Kubernetes
 // cluster (internal/testsupport/testkube: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and the kubelet at the release
 // tools/kube/go.mod pins, on a private containerd with its CRI plugin) as
-// the README's Helm section says, with the image `make release` writes.
+// the README's Helm section says, with the image `make release` writes,
+// and the Prometheus Operator kube-prometheus-stack would run.
 //
-// Needs root, containerd, runc, ctr, Debian's containernetworking-plugins,
-// helm (scripts/install-deps.sh builds it into /opt/layerprobe-test-tools)
-// and the Kubernetes binaries (scripts/build-kube.sh, run by the test
-// itself when its cache is cold: `make deps-test` does not build them,
-// since test/kube is not yet part of `make test`). Skipped with
-// -short or without them; failing instead when CI is set.
+// Needs root, containerd, runc, ctr, Debian's containernetworking-plugins
+// helm, the Prometheus Operator and the Prometheus it runs
+// (scripts/install-deps.sh builds them into /opt/layerprobe-test-tools)
+// and the Kubernetes binaries (scripts/build-kube.sh, which `make
+// deps-test` runs; the test runs it too when its cache is cold). Skipped
+// with -short or without them; failing instead when CI is set.
 package kube
 
 import (
@@ -97,6 +98,7 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	start := time.Now()
 	bin := agentBinary(t)
 	crds := operatorCRDs(t)
+	operator, reloader, promBin := operatorTools(t)
 	// The image builds while the cluster starts.
 	type built struct {
 		file string
@@ -133,6 +135,10 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	}
 	for _, f := range crds {
 		c.MustKubectl("apply", "--server-side", "-f", f)
+	}
+	promImages, promVersion := prometheusImages(t, dist, promBin, reloader)
+	for _, f := range promImages {
+		c.ImportImage(f)
 	}
 
 	stateDir := filepath.Join(c.Dir, "layerprobe-state")
@@ -174,6 +180,10 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	}
 	c.MustKubectl("label", "node", testkube.NodeName, "layerprobe.io/containerd=true")
 
+	// kube-prometheus-stack's Prometheus, run by the operator, while the
+	// agent's pod starts.
+	prom := startPrometheus(t, c, operator, promVersion)
+	t.Logf("the operator's Prometheus ready %s after the start", time.Since(start).Round(time.Second))
 	first := waitPod(t, c, "", 5*time.Minute)
 	t.Logf("pod %s ready %s after the start", first.name, time.Since(start).Round(time.Second))
 	defer func() {
@@ -245,13 +255,21 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 		t.Errorf("layerprobe overhead through kubectl port-forward: %v\n%s", err, out)
 	}
 
-	// A changed configuration rolls the pod.
+	// The operator found the PodMonitor (job: its namespace/name), and
+	// loaded the PrometheusRule; the dashboards wait for Grafana's sidecar.
+	waitScraped(t, prom, "PodMonitor", "layerprobe/layerprobe")
+	checkRulesLoaded(t, c, prom)
+	checkDashboards(t, c)
+
+	// A changed configuration rolls the pod; the ServiceMonitor replaces
+	// the PodMonitor (job: the Service's name).
 	helmCmd("upgrade", "layerprobe", repoPath("deploy/helm/layerprobe"), "--namespace", "layerprobe",
-		"--reuse-values", "--set", "config.agent.interval=2h")
+		"--reuse-values", "--set", "config.agent.interval=2h", "--set", "monitor.kind=ServiceMonitor")
 	second := waitPod(t, c, first.uid, 5*time.Minute)
 	if second.uid == first.uid {
 		t.Fatalf("helm upgrade with a new configuration kept pod %s", first.uid)
 	}
+	waitScraped(t, prom, "ServiceMonitor", "layerprobe")
 	cm := c.MustKubectl("get", "configmap", "-n", "layerprobe", "layerprobe", "-o", "jsonpath={.data.config\\.yaml}")
 	if !strings.Contains(cm, "interval: 2h") {
 		t.Errorf("the ConfigMap after the upgrade:\n%s", cm)
@@ -386,9 +404,10 @@ func agentImage(dist, version string) (string, error) {
 	return out, nil
 }
 
-// operatorCRDs are the Prometheus Operator's PodMonitor, ServiceMonitor and
-// PrometheusRule CRDs, from its module (the Go module proxy; the module
-// cache keeps it).
+// operatorCRDs are the Prometheus Operator's CRDs (Prometheus,
+// PodMonitor, ServiceMonitor, PrometheusRule and the rest the operator
+// watches), from its module (the Go module proxy; the module cache keeps
+// it).
 func operatorCRDs(t *testing.T) []string {
 	t.Helper()
 	out, err := runCmd(5*time.Minute, []string{"GOFLAGS=-mod=mod"}, "go", "mod", "download", "-json",
@@ -400,9 +419,9 @@ func operatorCRDs(t *testing.T) []string {
 	if err := json.Unmarshal([]byte(out), &mod); err != nil || mod.Dir == "" {
 		t.Fatalf("go mod download -json: %v\n%s", err, out)
 	}
-	var files []string
-	for _, kind := range []string{"podmonitors", "servicemonitors", "prometheusrules"} {
-		files = append(files, filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml"))
+	files, err := filepath.Glob(filepath.Join(mod.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_*.yaml"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("the operator's CRDs in %s: %v %v", mod.Dir, files, err)
 	}
 	return files
 }
