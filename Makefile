@@ -90,7 +90,9 @@ lint:
 # on two cores. go test starts packages in the order it is given them
 # (TEST_PACKAGES): the longest first, so that the end-to-end package,
 # the run's longest, starts at once instead of after the unit packages,
-# which fill the slots the shorter long ones free. Beside them, in the
+# which fill the slots the shorter long ones free; the Kubernetes package
+# (about 2.5 minutes) follows the guest's, before the fault package, so
+# that it does not wait for the unit packages at the end. Beside them, in the
 # background, lint, then the unit tests of the benchmark's own statistics
 # (bench/, build tag bench; `make bench` itself is not part of it) and the
 # mixin generator's tests (the checked-in outputs are what it builds):
@@ -100,7 +102,7 @@ lint:
 # that took a minute or more are listed at the end, pass or fail: where
 # the time of a run goes.
 # Every package of the module, the longest-running first (make test).
-LONG_PACKAGES := ./test/e2e ./test/ops ./test/vm ./test/faults
+LONG_PACKAGES := ./test/e2e ./test/ops ./test/vm ./test/kube ./test/faults
 TEST_PACKAGES  = $(LONG_PACKAGES) $(shell $(GO) list ./... | grep -v -x -F $(foreach p,$(LONG_PACKAGES),-e github.com/layerprobe/layerprobe/$(p:./%=%)))
 
 # SIDE_MAKE is $(MAKE) under another name: a recipe line that names MAKE
