@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,39 +105,11 @@ func startPrometheus(t *testing.T, c *testkube.Cluster, operator, promVersion st
 	c.MustKubectl("create", "secret", "generic", "apiserver-client", "-n", promNamespace,
 		"--from-file=ca.crt="+ca, "--from-file=tls.crt="+cert, "--from-file=tls.key="+key)
 
-	logFile, err := os.Create(filepath.Join(c.Dir, "log", "prometheus-operator.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd := exec.Command(operator,
+	c.StartProcess("prometheus-operator", operator,
 		"--apiserver", c.Server, "--ca-file", ca, "--cert-file", cert, "--key-file", key,
 		"--prometheus-config-reloader", registry+"/prometheus-config-reloader:"+promOperatorVersion,
 		"--web.listen-address", fmt.Sprintf("127.0.0.1:%d", testharness.MustFreePort(t)),
 		"--log-level", "info")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the Prometheus Operator: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("prometheus-operator log:\n%s", testharness.Tail(string(b), 40))
-		}
-	})
 
 	resource := fmt.Sprintf(`apiVersion: monitoring.coreos.com/v1
 kind: Prometheus
@@ -201,12 +171,7 @@ spec:
 	})
 	var ip string
 	testharness.Eventually(t, 5*time.Minute, 2*time.Second, "the operator's Prometheus pod Running and Ready", func() (bool, string) {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logFile.Name())
-			t.Fatalf("the Prometheus Operator exited:\n%s", testharness.Tail(string(b), 40))
-		default:
-		}
+		c.CheckProcesses()
 		out, err := c.Kubectl(time.Minute, "get", "pod", "-n", promNamespace, podName, "-o",
 			`jsonpath={.status.phase} {.status.conditions[?(@.type=="Ready")].status} {.status.podIP}`)
 		if err != nil {

@@ -583,10 +583,17 @@ type proc struct {
 	err    error
 }
 
-// startProc starts a component from the Kubernetes binaries with its log
-// in Dir/log; it is stopped (SIGTERM, then SIGKILL) at cleanup, in the
-// reverse order of starting.
+// startProc starts a component from the Kubernetes binaries.
 func (c *Cluster) startProc(name string, args ...string) {
+	c.t.Helper()
+	c.StartProcess(name, filepath.Join(c.Bin, name), args...)
+}
+
+// StartProcess runs the program at path beside the cluster's components
+// (a test's operator, say), as they run: its log in Dir/log/<name>.log
+// (Logs), stopped (SIGTERM, then SIGKILL) at cleanup in the reverse order
+// of starting, and its exit fails the test at the next CheckProcesses.
+func (c *Cluster) StartProcess(name, path string, args ...string) {
 	c.t.Helper()
 	logDir := filepath.Join(c.Dir, "log")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -597,7 +604,7 @@ func (c *Cluster) startProc(name string, args ...string) {
 		c.t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(c.Bin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = c.Dir
 	cmd.Env = componentEnv()
@@ -624,6 +631,10 @@ func (c *Cluster) startProc(name string, args ...string) {
 		}
 	})
 }
+
+// CheckProcesses fails the test when a component, or a process
+// StartProcess started, has exited.
+func (c *Cluster) CheckProcesses() { c.t.Helper(); c.checkProcs() }
 
 // checkProcs fails the test when a component has exited.
 func (c *Cluster) checkProcs() {
