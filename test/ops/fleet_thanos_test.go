@@ -86,7 +86,7 @@ func TestFleetThanos(t *testing.T) {
 
 	// The rule files as shipped, every group at thanosInterval, in one
 	// file (the ruler and Prometheus load the same).
-	dir := t.TempDir()
+	dir := memDir(t)
 	rulePath := filepath.Join(dir, "rules.yml")
 	ruleText := shortenedRules(t, thanosInterval)
 	if err := os.WriteFile(rulePath, ruleText, 0o644); err != nil {
