@@ -184,7 +184,7 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	// agent's pod starts.
 	prom := startPrometheus(t, c, operator, promVersion)
 	t.Logf("the operator's Prometheus ready %s after the start", time.Since(start).Round(time.Second))
-	first := waitPod(t, c, "", 5*time.Minute)
+	first := waitPod(t, c, "", 10*time.Minute)
 	t.Logf("pod %s ready %s after the start", first.name, time.Since(start).Round(time.Second))
 	defer func() {
 		if t.Failed() {
@@ -196,7 +196,7 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	// Through the Service (the API server's service proxy to the pod).
 	proxy := "/api/v1/namespaces/layerprobe/services/layerprobe:metrics/proxy"
 	var engines api.EnginesResponse
-	testharness.Eventually(t, 3*time.Minute, 2*time.Second, "the agent's engine reachable through the Service", func() (bool, string) {
+	testharness.Eventually(t, 6*time.Minute, 2*time.Second, "the agent's engine reachable through the Service", func() (bool, string) {
 		out, err := c.Kubectl(time.Minute, "get", "--raw", proxy+"/api/v1/engines")
 		if err != nil {
 			return false, err.Error()
@@ -265,7 +265,7 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	// the PodMonitor (job: the Service's name).
 	helmCmd("upgrade", "layerprobe", repoPath("deploy/helm/layerprobe"), "--namespace", "layerprobe",
 		"--reuse-values", "--set", "config.agent.interval=2h", "--set", "monitor.kind=ServiceMonitor")
-	second := waitPod(t, c, first.uid, 5*time.Minute)
+	second := waitPod(t, c, first.uid, 10*time.Minute)
 	if second.uid == first.uid {
 		t.Fatalf("helm upgrade with a new configuration kept pod %s", first.uid)
 	}
@@ -276,8 +276,8 @@ func TestHelmChartOnKubernetes(t *testing.T) {
 	}
 
 	// helm uninstall: the pod goes, and with it every probe container.
-	helmCmd("uninstall", "layerprobe", "--namespace", "layerprobe", "--wait", "--timeout", "3m")
-	testharness.Eventually(t, 3*time.Minute, 2*time.Second, "the agent's pod gone", func() (bool, string) {
+	helmCmd("uninstall", "layerprobe", "--namespace", "layerprobe", "--wait", "--timeout", "6m")
+	testharness.Eventually(t, 6*time.Minute, 2*time.Second, "the agent's pod gone", func() (bool, string) {
 		out, err := c.Kubectl(time.Minute, "get", "pods", "-n", "layerprobe", "-o", "name")
 		return err == nil && strings.TrimSpace(out) == "", out
 	})

@@ -170,7 +170,7 @@ spec:
 		}
 	})
 	var ip string
-	testharness.Eventually(t, 5*time.Minute, 2*time.Second, "the operator's Prometheus pod Running and Ready", func() (bool, string) {
+	testharness.Eventually(t, 10*time.Minute, 2*time.Second, "the operator's Prometheus pod Running and Ready", func() (bool, string) {
 		c.CheckProcesses()
 		out, err := c.Kubectl(time.Minute, "get", "pod", "-n", promNamespace, podName, "-o",
 			`jsonpath={.status.phase} {.status.conditions[?(@.type=="Ready")].status} {.status.podIP}`)
@@ -232,7 +232,7 @@ func promGet(base, path string, query url.Values, v any) error {
 func waitScraped(t *testing.T, prom, kind, jobName string) {
 	t.Helper()
 	pool := map[string]string{"PodMonitor": "podMonitor", "ServiceMonitor": "serviceMonitor"}[kind] + "/layerprobe/layerprobe/0"
-	testharness.Eventually(t, 5*time.Minute, 3*time.Second, "the agent's target up in "+pool, func() (bool, string) {
+	testharness.Eventually(t, 10*time.Minute, 3*time.Second, "the agent's target up in "+pool, func() (bool, string) {
 		var targets struct {
 			ActiveTargets []promTarget `json:"activeTargets"`
 		}
@@ -292,7 +292,7 @@ func checkRulesLoaded(t *testing.T, c *testkube.Cluster, prom string) {
 	if len(want) == 0 {
 		t.Fatalf("the chart's PrometheusRule has no groups:\n%s", out)
 	}
-	testharness.Eventually(t, 5*time.Minute, 3*time.Second, "the PrometheusRule's groups loaded by Prometheus", func() (bool, string) {
+	testharness.Eventually(t, 10*time.Minute, 3*time.Second, "the PrometheusRule's groups loaded by Prometheus", func() (bool, string) {
 		var rules struct {
 			Groups []struct {
 				Name  string `json:"name"`
