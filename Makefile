@@ -83,17 +83,16 @@ lint:
 # run four at a time after the sequential ones (which include every test
 # whose assertions depend on the disk's timing), the longest first: each
 # package bounds and orders its own (testharness.Queue), so -parallel is
-# only a ceiling that go test's own unordered wake-up never reaches. Four
-# packages run at once (-p 4): the end-to-end, operations, fault, VM and
-# Kubernetes packages each spend much of their time waiting on daemons,
-# cycles, a guest and a cluster, so the long ones overlap instead of
-# queueing behind each other on two cores. go test starts packages in the
-# order it is given them (TEST_PACKAGES): the longest first, so that the
-# end-to-end, operations and guest packages, about 25 minutes each, start
-# at once, and the Kubernetes package (about 5 minutes) and the fault
-# package (about 6) follow in the fourth slot, then the unit packages:
-# with three slots they ran after the guest's, and the run ended on them
-# alone, minutes after the others, with a core idle. Beside them, in the
+# only a ceiling that go test's own unordered wake-up never reaches. Three
+# packages run at once (-p 3): the end-to-end, operations, fault and VM
+# packages each spend much of their time waiting on daemons, cycles and a
+# guest, so the long ones overlap instead of queueing behind each other
+# on two cores. go test starts packages in the order it is given them
+# (TEST_PACKAGES): the longest first, so that the end-to-end package,
+# the run's longest, starts at once instead of after the unit packages,
+# which fill the slots the shorter long ones free; the Kubernetes package
+# (about 2.5 minutes) follows the guest's, before the fault package, so
+# that it does not wait for the unit packages at the end. Beside them, in the
 # background, lint, then the unit tests of the benchmark's own statistics
 # (bench/, build tag bench; `make bench` itself is not part of it) and the
 # mixin generator's tests (the checked-in outputs are what it builds):
@@ -119,7 +118,7 @@ test: deps-test
 	  $(GO) -C bench test -race -count=1 -tags bench -run '^TestUnit' . && \
 	  $(GO) -C mixin/gen test -count=1 . ) > bin/side.log 2>&1 & side=$$!; \
 	$(GO) run $(GOTESTSUM) --format standard-quiet --jsonfile bin/test.json -- \
-		-race -timeout $(TEST_TIMEOUT) -count=1 -p 4 -parallel 32 $(TEST_PACKAGES) || status=$$?; \
+		-race -timeout $(TEST_TIMEOUT) -count=1 -p 3 -parallel 32 $(TEST_PACKAGES) || status=$$?; \
 	echo "test: tests that took a minute or more ($$(date -u +%T))"; \
 	$(GO) run $(GOTESTSUM) tool slowest --jsonfile bin/test.json --threshold 60s; \
 	echo "test: lint, the benchmark's and the mixin generator's tests ($$(date -u +%T))"; \
