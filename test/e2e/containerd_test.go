@@ -153,7 +153,10 @@ func TestContainerdKilledRunThenCleanup(t *testing.T) {
 func TestAgentOnContainerd(t *testing.T) {
 	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.StartContainerd(t, testdaemon.Options{Driver: "overlayfs"})
+	// fsync alone: the container's and bind's fsync ratios are the
+	// measurements the test reads.
 	s := newAgentSetup(t, "", agentConfig+fmt.Sprintf(`
+workloads: [fsync]
 engines:
   - name: node
     type: containerd

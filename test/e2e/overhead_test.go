@@ -47,7 +47,9 @@ func TestOverheadReadsASecuredAgent(t *testing.T) {
 		"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: %s\nbasic_auth_users:\n  prom: %s\n",
 		serverCert, serverKeyFile, clientCert, hash))
 
-	s := newAgentSetup(t, d.Host, agentConfig)
+	// One target, one job: the table's row for it is all the test reads
+	// of the measurements.
+	s := newAgentSetup(t, d.Host, agentConfig+"\nworkloads: [fsync]\ntargets: [container]")
 	a := s.startWith(t, []string{"--web.config.file", web}, false)
 	base := fmt.Sprintf("https://127.0.0.1:%d", s.port)
 	tlsFlags := []string{"overhead", "--url", base, "--tls.ca-file", serverCert, "--tls.cert-file", clientCert, "--tls.key-file", clientKeyFile}

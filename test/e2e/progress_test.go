@@ -25,10 +25,11 @@ import (
 func TestRunProgress(t *testing.T) {
 	queue.Parallel(t) // its own private engine, and no assertion on the disk's timing
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
-	// The fewest executions that still make rounds of every job: two
-	// targets, two rounds of the smoke profile.
+	// The fewest executions that still make rounds, a layout and a bar:
+	// two targets, one job with a layout (fsync's rotated files), two
+	// rounds of the smoke profile.
 	cfg := filepath.Join(t.TempDir(), "config.yml")
-	must(t, os.WriteFile(cfg, []byte("profile: smoke\ntargets: [container]\n"), 0o600))
+	must(t, os.WriteFile(cfg, []byte("profile: smoke\ntargets: [container]\nworkloads: [fsync]\n"), 0o600))
 	args := []string{"run", "--config", cfg, "--rounds", "2", "--output", "json", "--log.level", "warn"}
 	decode := func(what, stdout string) report.Run {
 		t.Helper()

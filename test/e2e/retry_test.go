@@ -23,7 +23,10 @@ func TestAgentRetriesAfterBusyStart(t *testing.T) {
 	// the window, so the first cycle always sees the churn and the retry
 	// never does, however slow the machine is.
 	const quiet, backoff = 40 * time.Second, 45 * time.Second
-	cfg := strings.Replace(agentConfig, "churn_quiet_period: 0s", "churn_quiet_period: 40s\n  retry_backoff: 45s", 1)
+	// One target, one job: the retry's timing and the fsync ratio it
+	// publishes are what the test reads.
+	cfg := strings.Replace(agentConfig, "churn_quiet_period: 0s", "churn_quiet_period: 40s\n  retry_backoff: 45s", 1) +
+		"\nworkloads: [fsync]\ntargets: [container]"
 	s := newAgentSetup(t, d.Host, cfg)
 
 	churned := churnContainer(t, d.Host)
