@@ -251,6 +251,10 @@ func TestShippedDeploymentsUnderLoad(t *testing.T) {
 	needsSystem(t)
 	queue.Parallel(t)
 	compose := composeV2(t)
+	// The .deb's subtest needs `make release`: started now, it builds
+	// while the box starts and the systemd subtest runs, off this test's
+	// path, which is the longest of the package.
+	go buildRelease()
 	b := startBox(t)
 	load := asshipped.StartLoad(t, b)
 	src := asshipped.Source{Root: repoRoot, Bin: b.bin}

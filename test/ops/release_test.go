@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"debug/macho"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/testsupport/asshipped"
 	"github.com/layerprobe/layerprobe/internal/testsupport/testharness"
 )
 
@@ -128,14 +130,13 @@ func TestAgentDepsAreTheAgentsOnly(t *testing.T) {
 	}
 }
 
-// releaseCloneInto copies the repository's files as they are in the work
+// releaseClone copies the repository's files as they are in the work
 // tree (tracked and new, not ignored) into dir, a fresh git repository of
-// one commit, as a fresh clone would have them, and returns dir.
-func releaseCloneInto(t *testing.T, dir string) string {
-	t.Helper()
+// one commit, as a fresh clone would have them.
+func releaseClone(dir string) error {
 	out, err := exec.Command("git", "-C", repoRoot, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
 	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
+		return fmt.Errorf("git ls-files: %w", err)
 	}
 	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
 		fi, err := os.Lstat(repoPath(f))
@@ -143,18 +144,24 @@ func releaseCloneInto(t *testing.T, dir string) string {
 			continue // deleted in the work tree, or a symlink the build does not need
 		}
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		copyFile(t, repoPath(f), filepath.Join(dir, f), fi.Mode().Perm())
+		b, err := os.ReadFile(repoPath(f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, fi.Mode().Perm()); err != nil {
+			return err
+		}
 	}
 	env := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid", "GIT_COMMITTER_NAME=t",
 		"GIT_COMMITTER_EMAIL=t@example.invalid", "GIT_AUTHOR_DATE=2026-01-02T03:04:05Z", "GIT_COMMITTER_DATE=2026-01-02T03:04:05Z"}
 	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "release test"}} {
-		if r := run(t, time.Minute, dir, env, "git", args...); r.err != nil {
-			t.Fatalf("git %v:\n%s", args, r)
+		if r := asshipped.Run(time.Minute, dir, env, "git", args...); r.Err != nil {
+			return fmt.Errorf("git %v: %w\n%s%s", args, r.Err, r.Stdout, r.Stderr)
 		}
 	}
-	return dir
+	return nil
 }
 
 // The release that `make release RELEASE_IMAGE=0` builds in a fresh copy of
@@ -163,44 +170,61 @@ func releaseCloneInto(t *testing.T, dir string) string {
 // TestShippedDeploymentsUnderLoad installs its .deb. Its directory outlives
 // the test that built it (TestMain removes it).
 var release struct {
-	once sync.Once
-	dist string
-	err  string
-	tmp  string
+	once     sync.Once
+	mu       sync.Mutex // held while building: removeRelease may run beside a build no test waited for
+	dist     string
+	err      string
+	tmp      string
+	duration time.Duration
 }
 
-// releaseDist returns the dist directory of that release, building it on
-// the first call.
-func releaseDist(t *testing.T) string {
-	t.Helper()
+// buildRelease builds that release on its first call and waits for it on
+// the others. It takes no *testing.T: TestShippedDeploymentsUnderLoad
+// starts it in the background, so that the build (minutes of a loaded
+// machine) runs while its box starts instead of after.
+func buildRelease() {
 	release.once.Do(func() {
+		release.mu.Lock()
+		defer release.mu.Unlock()
 		tmp, err := os.MkdirTemp("", "layerprobe-release-")
 		if err != nil {
 			release.err = err.Error()
 			return
 		}
 		release.tmp = tmp
-		dir := releaseCloneInto(t, filepath.Join(tmp, "layerprobe"))
-		start := time.Now()
-		r := run(t, 20*time.Minute, dir, nil, "make", "release", "RELEASE_IMAGE=0")
-		if r.err != nil {
-			release.err = "make release:\n" + testharness.Tail(r.stdout+r.stderr, 60)
+		dir := filepath.Join(tmp, "layerprobe")
+		if err := releaseClone(dir); err != nil {
+			release.err = "copy the repository: " + err.Error()
 			return
 		}
-		t.Logf("make release: %s", time.Since(start).Round(time.Second))
+		start := time.Now()
+		r := asshipped.Run(20*time.Minute, dir, nil, "make", "release", "RELEASE_IMAGE=0")
+		release.duration = time.Since(start)
+		if r.Err != nil {
+			release.err = "make release:\n" + testharness.Tail(r.Stdout+r.Stderr, 60)
+			return
+		}
 		release.dist = filepath.Join(dir, "dist")
 	})
+}
+
+// releaseDist returns the dist directory of that release, building it on
+// the first call.
+func releaseDist(t *testing.T) string {
+	t.Helper()
+	start := time.Now()
+	buildRelease()
 	if release.err != "" {
 		t.Fatal(release.err)
 	}
-	if release.dist == "" {
-		t.Fatal("the release build stopped in the test that started it")
-	}
+	t.Logf("make release took %s; this test waited %s for it", release.duration.Round(time.Second), time.Since(start).Round(time.Second))
 	return release.dist
 }
 
 // removeRelease deletes the release's directory (TestMain).
 func removeRelease() {
+	release.mu.Lock()
+	defer release.mu.Unlock()
 	if release.tmp != "" {
 		os.RemoveAll(release.tmp)
 	}
