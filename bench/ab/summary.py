@@ -10,12 +10,25 @@ import re
 import statistics as st
 import sys
 
+
+
+def chi2(k, q):
+    """The q quantile of chi-square with k degrees of freedom (Wilson-Hilferty:
+    within 0.5% of the exact one from 9 degrees of freedom up)."""
+    z = st.NormalDist().inv_cdf(q)
+    return k * (1 - 2 / (9 * k) + z * (2 / (9 * k)) ** 0.5) ** 3
+
+
 out = sys.argv[1]
 target, workload, metric = (sys.argv[2:] + ["container", "randwrite", "iops"][len(sys.argv) - 2:])[:3]
 runs = {}
 for f in glob.glob(f"{out}/[0-9]*-*.json"):
     i, v = re.search(r"/(\d+)-(\w+)\.json$", f).groups()
-    e = json.load(open(f))["engines"][0]
+    try:
+        e = json.load(open(f))["engines"][0]
+    except json.JSONDecodeError:
+        print(f"{f}: not a finished run's JSON, left out", file=sys.stderr)
+        continue
     o = [r for r in e["results"] if r["target"] == target and r["workload"] == workload][0]["overhead"][metric]
     runs[int(i)] = dict(v=v, est=o["percent_of_host"], hw=(o["percent_of_host_high"] - o["percent_of_host_low"]) / 2,
                         rounds=o["rounds"], gib=e["bytes_written"] / 2**30, layout=e["layout_bytes"] / e["bytes_written"])
@@ -28,10 +41,19 @@ for v in ("old", "new"):
           f"rounds {st.median(r['rounds'] for r in rs):.0f}, {st.median(r['gib'] for r in rs):.2f} GiB, "
           f"layout {100 * st.median(r['layout'] for r in rs):.0f}% of the bytes; estimate median {st.median(r['est'] for r in rs):.1f}%, "
           f"spread sd {sd:.1f} pp = {sd / (hw / 1.96):.2f} x the promise")
+    # R, the run-level calibration (1.96 x SD of the run estimates / median
+    # half-width), with the 95% interval of an SD from len(rs) runs
+    # (chi-square with len(rs)-1 degrees of freedom, Wilson-Hilferty).
+    k = len(rs) - 1
+    r = 1.96 * sd / hw
+    lo, hi = (r * (k / chi2(k, q)) ** 0.5 for q in (0.975, 0.025))
+    print(f"{v}: R = {r:.2f} [{lo:.2f}, {hi:.2f}] over {len(rs)} runs")
 diffs = []
 for p in range(len(runs) // 2):
     a, b = runs[2 * p + 1], runs[2 * p + 2]
     new, old = (a, b) if a["v"] == "new" else (b, a)
     diffs.append(new["est"] - old["est"])
 if len(diffs) > 1:
-    print(f"paired new - old over {len(diffs)} pairs: {st.mean(diffs):+.2f} pp, standard error {st.stdev(diffs) / len(diffs) ** 0.5:.2f}")
+    se = st.stdev(diffs) / len(diffs) ** 0.5
+    print(f"paired new - old over {len(diffs)} pairs: {st.mean(diffs):+.2f} pp, standard error {se:.2f} "
+          f"(95% [{st.mean(diffs) - 1.96 * se:+.2f}, {st.mean(diffs) + 1.96 * se:+.2f}])")
