@@ -25,7 +25,9 @@ import (
 // of each workload in the first cycle (the fewest with a 95% exact
 // interval: four deployments' cycles one after the other on a busy host
 // are the longest path of the suite); a cycle at start and no guardrail
-// that would skip it on a busy host (the load is the point). The listen
+// that would skip it on a busy host (the load is the point); no cold
+// cycle, which would start a minute after the steady one and import its
+// start-up images while the deployment is being removed. The listen
 // address is filled in.
 const LoadedAgentConfig = `profile: smoke
 targets: [bind]
@@ -33,6 +35,7 @@ workloads: [randwrite, smallfiles]
 agent:
   listen_address: %s
   interval: 1h
+  cold_interval: 0s
   jitter: 0
   budget:
     rounds: 6
