@@ -213,17 +213,6 @@ func composeRunFlags(t *testing.T, s composeService, d *testdaemon.Daemon, tmp s
 	return flags
 }
 
-func copyFile(t *testing.T, from, to string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // checkImageSeries: the contract series of docs/metrics.md for a
 // successful cycle, from the agent in the image.
 func checkImageSeries(t *testing.T, series testharness.Metrics, fioVersion string) {
