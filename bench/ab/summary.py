@@ -11,7 +11,6 @@ import statistics as st
 import sys
 
 
-
 def chi2(k, q):
     """The q quantile of chi-square with k degrees of freedom (Wilson-Hilferty:
     within 0.5% of the exact one from 9 degrees of freedom up)."""
