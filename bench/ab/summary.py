@@ -3,7 +3,11 @@
 of one target's overhead, its rounds, the share of bytes spent laying out
 files, the runs' spread against what their intervals promise, and the
 paired difference of the estimates (new - old), with its standard error.
-Usage: bench/ab/summary.py OUT [target] [workload] [metric]"""
+Usage: bench/ab/summary.py OUT [target] [workload] [metric] [--prior ARM=R:RUNS ...]
+--prior pools an earlier sitting's R of the same arm (from its committed
+summary) with this one's: each sitting's runs are measured against their own
+mean and their own median half-width, so a shift between days does not count
+as spread, and R's interval is chi-square with the degrees of freedom of both."""
 import glob
 import json
 import re
@@ -18,8 +22,15 @@ def chi2(k, q):
     return k * (1 - 2 / (9 * k) + z * (2 / (9 * k)) ** 0.5) ** 3
 
 
-out = sys.argv[1]
-target, workload, metric = (sys.argv[2:] + ["container", "randwrite", "iops"][len(sys.argv) - 2:])[:3]
+args = [a for a in sys.argv[1:] if not a.startswith("--prior")]
+priors = {}
+for a in sys.argv[1:]:
+    if a.startswith("--prior="):
+        arm, rn = a[len("--prior="):].split("=")
+        r0, n0 = rn.split(":")
+        priors.setdefault(arm, []).append((float(r0), int(n0)))
+out = args[0]
+target, workload, metric = (args[1:] + ["container", "randwrite", "iops"][len(args) - 1:])[:3]
 runs = {}
 for f in glob.glob(f"{out}/[0-9]*-*.json"):
     i, v = re.search(r"/(\d+)-(\w+)\.json$", f).groups()
@@ -47,6 +58,14 @@ for v in ("old", "new"):
     r = 1.96 * sd / hw
     lo, hi = (r * (k / chi2(k, q)) ** 0.5 for q in (0.975, 0.025))
     print(f"{v}: R = {r:.2f} [{lo:.2f}, {hi:.2f}] over {len(rs)} runs")
+    if v in priors:
+        ss, kk = k * r * r, k
+        for r0, n0 in priors[v]:
+            ss, kk = ss + (n0 - 1) * r0 * r0, kk + n0 - 1
+        rp = (ss / kk) ** 0.5
+        lo, hi = (rp * (kk / chi2(kk, q)) ** 0.5 for q in (0.975, 0.025))
+        print(f"{v}: pooled with {' '.join(f'R {r0:.2f} over {n0}' for r0, n0 in priors[v])}: "
+              f"R = {rp:.2f} [{lo:.2f}, {hi:.2f}], {kk} degrees of freedom")
 diffs = []
 for p in range(len(runs) // 2):
     a, b = runs[2 * p + 1], runs[2 * p + 2]
