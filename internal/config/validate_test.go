@@ -203,13 +203,13 @@ func TestRoundFits(t *testing.T) {
 	if err := c.RoundFits(c.Agent.Budget.MaxBytes); err != nil {
 		t.Errorf("default cycle budget: %v", err)
 	}
-	// quick's costliest round on 4 targets: 160 MiB, an fsync round
+	// quick's costliest round on 4 targets: 96 MiB, an fsync round
 	// that lays out one of its files.
-	if err := c.RoundFits(160 * MiB); err != nil {
-		t.Errorf("160 MiB: %v", err)
+	if err := c.RoundFits(96 * MiB); err != nil {
+		t.Errorf("96 MiB: %v", err)
 	}
-	if err := c.RoundFits(160*MiB - 1); err == nil || !strings.Contains(err.Error(), "160MiB") || !strings.Contains(err.Error(), "fsync") {
-		t.Errorf("a byte short of quick's round: %v, want an error naming 160MiB and fsync", err)
+	if err := c.RoundFits(96*MiB - 1); err == nil || !strings.Contains(err.Error(), "96MiB") || !strings.Contains(err.Error(), "fsync") {
+		t.Errorf("a byte short of quick's round: %v, want an error naming 96MiB and fsync", err)
 	}
 	c.Profile = "long"
 	if err := c.RoundFits(0); err != nil {

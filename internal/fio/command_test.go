@@ -399,11 +399,11 @@ func TestMaxWriteBytes(t *testing.T) {
 		want    int64
 		w       measure.Workload
 	}{
-		// fsync's 32 MiB cap and the file of one of its first rounds
+		// fsync's 16 MiB cap and the file of one of its first rounds
 		// (RotateFiles: 8 MiB) beat randwrite's cap and its round's file
 		// (4+16 MiB).
-		{"quick", 4, 4 * 40 * m, measure.Fsync},
-		{"quick", 3, 3 * 40 * m, measure.Fsync},
+		{"quick", 4, 4 * 24 * m, measure.Fsync},
+		{"quick", 3, 3 * 24 * m, measure.Fsync},
 		{"long", 4, 4 * (16<<30 + 16*m), measure.RandWrite},
 		// seed's fsync job reads: fio lays out its 8 GiB and writes up
 		// to as much again.
@@ -438,9 +438,9 @@ func TestMeasurementBytes(t *testing.T) {
 		}
 	}
 	// 6 rounds on 4 targets: seqwrite 8 MiB an execution and a file a
-	// round, randwrite 16 MiB and a 4 MiB file a round, fsync 32 MiB and
+	// round, randwrite 16 MiB and a 4 MiB file a round, fsync 16 MiB and
 	// its 4 files in turn, smallfiles its tree.
-	want := int64(24*8*m+24*8*m) + (24*16*m + 24*4*m) + (24*32*m + 16*8*m) + 24*tree
+	want := int64(24*8*m+24*8*m) + (24*16*m + 24*4*m) + (24*16*m + 16*8*m) + 24*tree
 	if got := quick.MaxBytes(6, 4); got != want {
 		t.Errorf("quick, 6 rounds on 4 targets: %d, want %d", got, want)
 	}

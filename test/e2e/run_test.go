@@ -53,9 +53,10 @@ func TestRunOnPrivateEngines(t *testing.T) {
 // TestAdaptiveRunKeepsItsBudget: without --rounds the default profile goes
 // on until the precision or a budget; with an unreachable precision and a
 // time budget shorter than a round, the minimum rounds of every workload
-// run (the byte budget holds them: at most 1640 MiB with the default
-// profile's caps, 80 MiB of them smallfiles' trees and 96 MiB fsync's
-// three more files on four targets) and the time budget ends it.
+// run (the byte budget holds them: at most 1454 MiB with the default
+// profile's caps on four targets, fio.Profile.MaxBytes, 80 MiB of them
+// smallfiles' trees and 128 MiB fsync's four files) and the time budget
+// ends it.
 func TestAdaptiveRunKeepsItsBudget(t *testing.T) {
 	d := testdaemon.Start(t, testdaemon.Options{Driver: "overlay2"})
 	const budget = 1664 << 20
