@@ -22,13 +22,21 @@ def chi2(k, q):
     return k * (1 - 2 / (9 * k) + z * (2 / (9 * k)) ** 0.5) ** 3
 
 
-args = [a for a in sys.argv[1:] if not a.startswith("--prior")]
-priors = {}
+args, priors = [], {}
 for a in sys.argv[1:]:
-    if a.startswith("--prior="):
-        arm, rn = a[len("--prior="):].split("=")
-        r0, n0 = rn.split(":")
-        priors.setdefault(arm, []).append((float(r0), int(n0)))
+    if not a.startswith("--prior="):
+        args.append(a)
+        continue
+    arm, rn = a[len("--prior="):].split("=")
+    r0, n0 = rn.split(":")
+    priors.setdefault(arm, []).append((float(r0), int(n0)))
+
+
+def interval(r, k):
+    """R's 95% interval from k degrees of freedom: an SD's, chi-square."""
+    return (r * (k / chi2(k, q)) ** 0.5 for q in (0.975, 0.025))
+
+
 out = args[0]
 target, workload, metric = (args[1:] + ["container", "randwrite", "iops"][len(args) - 1:])[:3]
 runs = {}
@@ -56,14 +64,14 @@ for v in ("old", "new"):
     # (chi-square with len(rs)-1 degrees of freedom, Wilson-Hilferty).
     k = len(rs) - 1
     r = 1.96 * sd / hw
-    lo, hi = (r * (k / chi2(k, q)) ** 0.5 for q in (0.975, 0.025))
+    lo, hi = interval(r, k)
     print(f"{v}: R = {r:.2f} [{lo:.2f}, {hi:.2f}] over {len(rs)} runs")
     if v in priors:
         ss, kk = k * r * r, k
         for r0, n0 in priors[v]:
             ss, kk = ss + (n0 - 1) * r0 * r0, kk + n0 - 1
         rp = (ss / kk) ** 0.5
-        lo, hi = (rp * (kk / chi2(kk, q)) ** 0.5 for q in (0.975, 0.025))
+        lo, hi = interval(rp, kk)
         print(f"{v}: pooled with {' '.join(f'R {r0:.2f} over {n0}' for r0, n0 in priors[v])}: "
               f"R = {rp:.2f} [{lo:.2f}, {hi:.2f}], {kk} degrees of freedom")
 diffs = []
