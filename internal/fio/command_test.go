@@ -437,10 +437,10 @@ func TestMeasurementBytes(t *testing.T) {
 			tree = j.MaxWriteBytes(Steady)
 		}
 	}
-	// 6 rounds on 4 targets: seqwrite 8 MiB an execution and a file a
+	// 6 rounds on 4 targets: seqwrite 4 MiB an execution and a file a
 	// round, randwrite 16 MiB and a 4 MiB file a round, fsync 16 MiB and
 	// its 4 files in turn, smallfiles its tree.
-	want := int64(24*8*m+24*8*m) + (24*16*m + 24*4*m) + (24*16*m + 16*8*m) + 24*tree
+	want := int64(24*4*m+24*4*m) + (24*16*m + 24*4*m) + (24*16*m + 16*8*m) + 24*tree
 	if got := quick.MaxBytes(6, 4); got != want {
 		t.Errorf("quick, 6 rounds on 4 targets: %d, want %d", got, want)
 	}

@@ -34,13 +34,15 @@ var profiles = []Profile{
 				Workload:     measure.SeqWrite,
 				FilePerRound: true, // placement varies between files: see Job.FilePerRound
 				Options:      []string{"rw=write", "bs=1M", "ioengine=libaio", "direct=1", "iodepth=1"},
-				// 8 MiB, written once over the preconditioned file: a
+				// 4 MiB, written once over the preconditioned file: a
 				// round's noise hardly falls with a longer execution (far
 				// less than the square root of the bytes), so the smallest
 				// execution buys the most rounds per byte; wrapping a
-				// smaller file was noisier still. docs/methodology.md
-				// ("Alternatives measured and left out") has the figures.
-				FileBytes: 8 * mib,
+				// smaller file was noisier still. The 8 MiB execution it
+				// replaced read the same bandwidth at twice the width for
+				// the same bytes, over three sittings of paired runs
+				// (docs/methodology.md, "Alternatives measured").
+				FileBytes: 4 * mib,
 				Runtime:   250 * time.Millisecond,
 				// No ramp: fio counts ramp I/O towards the byte cap, and a
 				// fast device can use the cap up within the ramp, leaving
@@ -48,7 +50,7 @@ var profiles = []Profile{
 				// executions"). A 1 MiB direct write has no warm-up worth
 				// excluding.
 				Ramp:         0,
-				IOBytes:      8 * mib,
+				IOBytes:      4 * mib,
 				Timeout:      time.Minute,
 				InFlightRate: true, // whole-ms runtimes would quantize a 10 ms execution's rate
 			},

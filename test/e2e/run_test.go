@@ -53,7 +53,7 @@ func TestRunOnPrivateEngines(t *testing.T) {
 // TestAdaptiveRunKeepsItsBudget: without --rounds the default profile goes
 // on until the precision or a budget; with an unreachable precision and a
 // time budget shorter than a round, the minimum rounds of every workload
-// run (the byte budget holds them: at most 1454 MiB with the default
+// run (the byte budget holds them: at most 1262 MiB with the default
 // profile's caps on four targets, fio.Profile.MaxBytes, 80 MiB of them
 // smallfiles' trees and 128 MiB fsync's four files) and the time budget
 // ends it.
