@@ -38,10 +38,9 @@ var profiles = []Profile{
 				// round's noise hardly falls with a longer execution (far
 				// less than the square root of the bytes), so the smallest
 				// execution buys the most rounds per byte; wrapping a
-				// smaller file was noisier still. The 8 MiB execution it
-				// replaced read the same bandwidth at twice the width for
-				// the same bytes, over three sittings of paired runs
-				// (docs/methodology.md, "Alternatives measured").
+				// smaller file was noisier still; a smaller file written
+				// once was not (docs/methodology.md, "Alternatives
+				// measured").
 				FileBytes: 4 * mib,
 				Runtime:   250 * time.Millisecond,
 				// No ramp: fio counts ramp I/O towards the byte cap, and a
@@ -78,10 +77,9 @@ var profiles = []Profile{
 			{
 				// Buffered writes with an fsync after each one, from one
 				// thread: the path a database's WAL takes. A quarter of a
-				// second holds a thousand fsyncs or more on an SSD: the
-				// 500 ms or 32 MiB execution it replaced read the same
-				// p99 with half the rounds per byte (docs/methodology.md,
-				// "Alternatives measured").
+				// second holds a thousand fsyncs or more on an SSD, enough
+				// for a p99; a longer execution buys fewer rounds per byte
+				// (docs/methodology.md, "Alternatives measured").
 				Workload: measure.Fsync,
 				// Four files in turn (Job.RotateFiles): with one file per
 				// target, default runs spread more than their intervals
