@@ -158,7 +158,7 @@ func (e *engineState) coldEstimate(prof fio.Profile, rounds int) int64 {
 // threshold on the published interval.
 func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (result string) {
 	prof := a.coldProf
-	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.WindowRounds)
+	prior, err := a.store.RecentSamples(ctx, e.cfg.Name, measure.ModeCold, a.cfg.Agent.ColdWindowRounds)
 	if err != nil {
 		a.logger.Warn("read recent cold rounds", "engine", e.cfg.Name, "err", err)
 	}
@@ -193,7 +193,7 @@ func (a *Agent) coldCycle(ctx context.Context, e *engineState, trigger string) (
 			a.mu.Unlock()
 		}
 	}
-	c.Results = measure.SummarizeWindow(prior, c.Samples, a.cfg.Agent.WindowRounds, measure.DefaultConfidence)
+	c.Results = measure.SummarizeWindow(prior, c.Samples, a.cfg.Agent.ColdWindowRounds, measure.DefaultConfidence)
 	failed := append(failureReasons(c.Samples), timingFailures("copy_up", c.CopyUp)...)
 	result = r.end(ctx, "failed cold measurements", append(failed, timingFailures("lookup", c.Lookup)...))
 	sizes, cost := a.refreshCopyUp(ctx, e)
@@ -268,7 +268,7 @@ func timingFailures[T interface{ OK() bool }](what string, ts []T) []string {
 // refreshLookup recomputes the published lookup summary from the store's
 // window of cold rounds, as refreshCopyUp does for copy-up.
 func (a *Agent) refreshLookup(ctx context.Context, e *engineState) []measure.LookupSummary {
-	ls, err := a.store.RecentLookup(ctx, e.cfg.Name, a.cfg.Agent.WindowRounds)
+	ls, err := a.store.RecentLookup(ctx, e.cfg.Name, a.cfg.Agent.ColdWindowRounds)
 	if err != nil {
 		a.logger.Warn("read recent lookup rounds", "engine", e.cfg.Name, "err", err)
 		return nil
@@ -279,7 +279,7 @@ func (a *Agent) refreshLookup(ctx context.Context, e *engineState) []measure.Loo
 // refreshCopyUp recomputes the published copy-up summary from the store's
 // window of cold rounds (the store has the cycle just finished).
 func (a *Agent) refreshCopyUp(ctx context.Context, e *engineState) ([]measure.CopyUpSize, *float64) {
-	us, err := a.store.RecentCopyUp(ctx, e.cfg.Name, a.cfg.Agent.WindowRounds)
+	us, err := a.store.RecentCopyUp(ctx, e.cfg.Name, a.cfg.Agent.ColdWindowRounds)
 	if err != nil {
 		a.logger.Warn("read recent copy-up rounds", "engine", e.cfg.Name, "err", err)
 		return nil, nil

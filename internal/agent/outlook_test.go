@@ -23,7 +23,7 @@ func TestOutlook(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := NewOutlook(cfg, prof, cold, 5*time.Second)
-	if o.FirstFill != 1536<<20 || o.Steady != 512<<20 || o.Startup != 110<<20 || o.FirstCold <= o.Cold || o.DailyBudget != 4<<30 {
+	if o.FirstFill != 2048<<20 || o.Steady != 2048<<20 || o.Startup != 110<<20 || o.FirstCold <= o.Cold || o.DailyBudget != 10<<30 {
 		t.Errorf("default outlook %+v", o)
 	}
 	if want := o.FirstFill + o.FirstCold + o.Startup; o.FirstHour != want {
@@ -43,7 +43,7 @@ func TestOutlook(t *testing.T) {
 	if cold := "a cold cycle\nevery 12 h about " + mib(o.Cold); !strings.Contains(string(readme), cold) {
 		t.Errorf("README's quick start does not say %q", cold)
 	}
-	if !strings.Contains(o.String(), "at most 2309 MiB in the first hour") {
+	if !strings.Contains(o.String(), "at most 2821 MiB in the first hour") {
 		t.Errorf("outlook line %q", o)
 	}
 

@@ -197,7 +197,7 @@ func (a *Agent) Overhead(context.Context) (api.OverheadResponse, error) {
 // the caller holds a.mu.
 func (a *Agent) overheadEntry(e *engineState, mode measure.Mode, results []measure.Result, lastCycleID int64, lastSuccess time.Time) api.EngineOverhead {
 	eo := api.EngineOverhead{Engine: e.cfg.Name, Driver: e.info.Driver, BackingFS: e.info.BackingFS,
-		Mode: mode, Window: a.cfg.Agent.WindowRounds, Results: measure.NonNil(results), LastCycleID: lastCycleID,
+		Mode: mode, Window: a.cfg.Agent.WindowOf(mode), Results: measure.NonNil(results), LastCycleID: lastCycleID,
 		IntervalRounds: stats.MinN(measure.DefaultConfidence)}
 	if !lastSuccess.IsZero() {
 		t := lastSuccess.UTC()

@@ -151,12 +151,14 @@ type Agent struct {
 	// images a cold cycle times container start-up from (one start from
 	// each per cycle); empty turns the start-up measurement off.
 	StartupImages []ByteSize `yaml:"startup_images"`
-	// WindowRounds is how many of the most recent rounds of each workload
-	// (across cycles) the published overhead and its interval are computed
-	// over.
-	WindowRounds    int           `yaml:"window_rounds"`
-	Retention       time.Duration `yaml:"retention"`
-	DailyByteBudget ByteSize      `yaml:"daily_byte_budget"`
+	// WindowRounds is how many of the most recent steady rounds of each
+	// workload (across cycles) the published overhead and its interval are
+	// computed over; ColdWindowRounds the same for cold rounds, which come
+	// three a cycle every 12 hours rather than dozens a day.
+	WindowRounds     int           `yaml:"window_rounds"`
+	ColdWindowRounds int           `yaml:"cold_window_rounds"`
+	Retention        time.Duration `yaml:"retention"`
+	DailyByteBudget  ByteSize      `yaml:"daily_byte_budget"`
 	// Busy-host guard: a cycle is skipped (and counted) when the host is
 	// busier than this.
 	MaxIOPressure    float64       `yaml:"max_io_pressure"`    // PSI io "some" avg10, percent
@@ -215,4 +217,13 @@ type Advisor struct {
 	WalkMaxEntries int           `yaml:"walk_max_entries"`
 	WalkMaxTime    time.Duration `yaml:"walk_max_time"`
 	PassMaxTime    time.Duration `yaml:"pass_max_time"`
+}
+
+// WindowOf is the window of a mode's rounds: ColdWindowRounds for cold
+// rounds, WindowRounds for steady ones.
+func (a Agent) WindowOf(mode measure.Mode) int {
+	if mode == measure.ModeCold {
+		return a.ColdWindowRounds
+	}
+	return a.WindowRounds
 }

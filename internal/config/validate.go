@@ -372,6 +372,7 @@ func (c *Config) checkAgent(ch *checker) {
 		}
 	}
 	ch.intRange("agent.window_rounds", a.WindowRounds, 2, 10000)
+	ch.intRange("agent.cold_window_rounds", a.ColdWindowRounds, 2, 10000)
 	if a.Retention < minRetention {
 		ch.addf("agent.retention", "%s is too short, want at least %s", fmtDuration(a.Retention), fmtDuration(minRetention))
 	}

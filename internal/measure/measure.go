@@ -87,7 +87,8 @@ const (
 	// StopTime: the next round would have ended after the time budget
 	// (max_duration).
 	StopTime StopReason = "time"
-	// StopRounds: the fixed (or the maximum) number of rounds is done.
+	// StopRounds: the fixed (or the maximum) number of rounds is done, or
+	// every job still wider than the precision fills the agent's window.
 	StopRounds StopReason = "rounds"
 	// StopCanceled: the caller stopped the measurement (an interrupted
 	// run or cycle).

@@ -225,3 +225,73 @@ func TestRoundSecondsScalesToTheRoundsTargets(t *testing.T) {
 		t.Errorf("no round yet: %v, want 0", got)
 	}
 }
+
+// TestNextLeavesAFullWindow: an agent's cycle (Plan.Window) gives a job
+// whose rounds fill the window no adaptive round, since another round
+// pushes its oldest out and cannot narrow the window's interval; the
+// cycle stops on rounds, with bytes left, once every job still wider
+// than the precision is full. Without the rule, the same cycle writes its
+// whole cap on those jobs.
+func TestNextLeavesAFullWindow(t *testing.T) {
+	const mib = 1 << 20
+	const window = 48
+	plan := Plan{MinRounds: 2, Precision: 0.03, MaxBytes: 4096 * mib, Window: window}
+	s := &Session{targets: []measure.Target{measure.TargetHost, measure.TargetContainer}}
+	cycle := func(plan Plan, prior map[measure.Workload]int) (map[measure.Workload]int, int64, measure.StopReason) {
+		var jobs []*jobState
+		for _, w := range []measure.Workload{measure.SeqWrite, measure.RandWrite, measure.Fsync, measure.SmallFiles} {
+			j := overlay2Round[w]
+			// Noise four times overlay2's: no window of 48 reaches ±3.
+			n := prior[w] + 2
+			jobs = append(jobs, &jobState{job: fio.Job{Workload: w}, rounds: 2, priorRounds: prior[w], lastBytes: j.bytes, lastTargets: 2,
+				lastTime: time.Duration(j.secs * float64(time.Second)), halfWidth: 4 * j.sigma / math.Sqrt(float64(min(n, window)))})
+		}
+		spent := int64(0)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for {
+			js, why := s.next(jobs, plan, 200, spent, 0, rng)
+			if js == nil {
+				rounds := map[measure.Workload]int{}
+				for _, js := range jobs {
+					rounds[js.job.Workload] = js.rounds
+				}
+				return rounds, spent, why
+			}
+			js.rounds++
+			js.halfWidth = 4 * overlay2Round[js.job.Workload].sigma / math.Sqrt(float64(min(js.pairs(), window)))
+			spent += js.lastBytes
+		}
+	}
+
+	// A window that lacks rounds: they go where the window is widest,
+	// up to the window, then the cycle stops on rounds.
+	rounds, spent, stop := cycle(plan, map[measure.Workload]int{measure.SeqWrite: 10, measure.RandWrite: 10, measure.Fsync: 46, measure.SmallFiles: 46})
+	if stop != measure.StopRounds || spent >= plan.MaxBytes {
+		t.Errorf("filling: stopped on %q after %d MiB; want rounds, with bytes left", stop, spent/mib)
+	}
+	if rounds[measure.SeqWrite] != window-10 || rounds[measure.RandWrite] != window-10 {
+		t.Errorf("filling: seqwrite %d, randwrite %d rounds; want %d each, what fills the window", rounds[measure.SeqWrite], rounds[measure.RandWrite], window-10)
+	}
+	if rounds[measure.Fsync] != 2 || rounds[measure.SmallFiles] != 2 {
+		t.Errorf("filling: fsync %d, smallfiles %d rounds; want the minimum 2 (their windows were full after it)", rounds[measure.Fsync], rounds[measure.SmallFiles])
+	}
+
+	// Every window full: the minimum rounds and nothing more.
+	full := map[measure.Workload]int{measure.SeqWrite: window, measure.RandWrite: window, measure.Fsync: window, measure.SmallFiles: window}
+	rounds, spent, stop = cycle(plan, full)
+	for w, n := range rounds {
+		if n != 2 {
+			t.Errorf("full: %s ran %d rounds; want the minimum 2", w, n)
+		}
+	}
+	if stop != measure.StopRounds {
+		t.Errorf("full: stopped on %q; want rounds", stop)
+	}
+	t.Logf("full windows: %d MiB", spent/mib)
+
+	// The same cycle with no window (a run): the bytes are spent.
+	plan.Window = 0
+	if _, spent, stop = cycle(plan, full); stop != measure.StopBytes {
+		t.Errorf("no window: stopped on %q after %d MiB; want bytes", stop, spent/mib)
+	}
+}

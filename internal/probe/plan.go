@@ -56,7 +56,9 @@ type Plan struct {
 	Prior []measure.Sample
 	// Window, above 0, is how many of each workload's most recent rounds,
 	// Prior's and this measurement's, Outcome.Results summarise (the
-	// agent's window); 0 summarises every round.
+	// agent's window); 0 summarises every round. A job whose rounds fill
+	// the window runs no adaptive rounds (jobState.windowFull): its
+	// interval cannot narrow further.
 	Window int
 	// Confidence of the intervals that decide Precision (0: the default).
 	Confidence float64
@@ -73,7 +75,7 @@ type Plan struct {
 	// whose interval rests on fewer than Fill.Pairs rounds (Prior's and
 	// this measurement's) runs rounds, every target in each, until it has
 	// them, within Fill.MaxBytes and Fill.MaxDuration instead of MaxBytes
-	// and MaxDuration. The agent's first cycle asks the rounds an exact
+	// and MaxDuration; then the measurement stops (StopRounds). The agent's first cycle asks the rounds an exact
 	// 95% interval needs (stats.MinN): the regular budget made 2-4 a job,
 	// and the page said "no interval yet" until the next cycle, 6 hours
 	// later.
@@ -391,6 +393,12 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 			}
 			return fill, ""
 		}
+		// Filled: the measurement ends here, so that its intervals are
+		// published as soon as they exist (an agent publishes at the
+		// end of a cycle); the next cycle narrows them. With a cycle cap
+		// above the fill's ceiling, going on would hold the first
+		// interval back by minutes.
+		return nil, measure.StopRounds
 	}
 	if plan.Rounds > 0 || plan.Precision <= 0 {
 		return nil, measure.StopRounds
@@ -409,7 +417,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 		if math.IsNaN(hw) || hw <= plan.Precision {
 			continue
 		}
-		if js.rounds >= maxRounds {
+		if js.rounds >= maxRounds || js.windowFull(plan.Window) {
 			capped = true
 			continue
 		}
@@ -458,6 +466,15 @@ func narrowing(hw float64, n int, precision float64) float64 {
 // pairs is how many rounds the job's interval rests on: the prior
 // window's and this measurement's.
 func (js *jobState) pairs() int { return js.priorRounds + js.rounds }
+
+// windowFull reports whether the job's rounds fill a window of the given
+// size (0: no window). A full window's interval cannot narrow: each
+// further round pushes the oldest out of it, so an agent's cycle that
+// went on narrowing the widest interval would write its whole byte cap,
+// every cycle, on a disk too noisy for the precision within the window,
+// for no narrower interval. The minimum rounds still run and keep the
+// window fresh.
+func (js *jobState) windowFull(window int) bool { return window > 0 && js.pairs() >= window }
 
 // fileOf is the number of the file target t's next execution of the job
 // measures (fio.Job.FileOf).

@@ -1327,8 +1327,26 @@ func TestMeasureFillsAnEmptyWindow(t *testing.T) {
 				t.Errorf("%s: %d rounds on every target, want 6 (%d rounds in all)", j.Workload, full, len(rs))
 			}
 		}
-		if out.Stop != measure.StopBytes {
-			t.Errorf("stop %q after the fill; want bytes (the regular budget is spent)", out.Stop)
+		if out.Stop != measure.StopRounds {
+			t.Errorf("stop %q after the fill; want rounds (a fill ends its measurement)", out.Stop)
+		}
+	})
+	t.Run("stops when filled", func(t *testing.T) {
+		// A regular budget with room for more: the fill still ends the
+		// measurement, so that its intervals are published at once.
+		s, eng := prepare(t, testOptions(t))
+		noisy(eng, 16)
+		plan := base
+		plan.MaxBytes = 8 << 30
+		plan.Fill = Fill{Pairs: 6, MaxBytes: 8 << 30, MaxDuration: time.Hour}
+		out := s.Measure(context.Background(), prof, plan, 1, rand.New(rand.NewPCG(16, 16)), nil)
+		for _, j := range prof.Jobs {
+			if n := len(jobRounds(out)[j.Workload]); n != 6 {
+				t.Errorf("%s: %d rounds; want the 6 of the fill and no more", j.Workload, n)
+			}
+		}
+		if out.Stop != measure.StopRounds {
+			t.Errorf("stop %q; want rounds", out.Stop)
 		}
 	})
 	t.Run("ceiling", func(t *testing.T) {
