@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
@@ -84,7 +85,9 @@ func screening(rounds []roundObs) bool {
 }
 
 func measureDetection(ctx context.Context, p *progress, bin, host, lockFile, workDir string, plan detectionPlan) (*detectionResult, error) {
+	ac := config.Default().Agent
 	res := &detectionResult{Driver: "overlay2", Profile: plan.profile, AgentConfig: detectionConfig(plan),
+		WindowRounds: ac.WindowRounds, CycleMaxBytes: int64(ac.Budget.MaxBytes),
 		CountedCycles: plan.counted, CalibrationArgs: plan.calibArgs, CapCycles: plan.capCycles}
 
 	// 1. Unperturbed cycles: the detector learns, then screens; every

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/layerprobe/layerprobe/internal/config"
 	"github.com/layerprobe/layerprobe/internal/stats"
 )
 
@@ -17,7 +16,8 @@ import (
 const (
 	goalHalfWidthPP  = 3.0        // 95% interval half-width of container vs host, percentage points
 	goalRunBytes     = 2560 << 20 // what a default `layerprobe run` (four targets) may write
-	goalCycleBytes   = 573 << 20  // what an agent cycle (host, container, bind) may write
+	goalCycleBytes   = 573 << 20  // what an agent cycle (host, container, bind) may write once its window is narrow or full
+	goalWindowDays   = 2.0        // days of default cycles the agent's window may take to reach goalHalfWidthPP
 	goalBiasPP       = 1.0        // |bind A/A median| at most this, percentage points
 	goalCoverage     = 0.93       // empirical coverage of the 95% intervals
 	goalCoverageRuns = 40         // ... across at least this many runs
@@ -217,9 +217,6 @@ func pooledCoverage(r *results) pooled {
 	p.refWiden = widening(refEst, func(i int) float64 { return refTruth[i] }, goalCoverage)
 	return p
 }
-
-// agentWindow is the agent's published window in rounds of each workload.
-func agentWindow() int { return config.Default().Agent.WindowRounds }
 
 // publishedHalfWidths are a target's published headline half-widths of a
 // workload after every counted unperturbed measurement cycle.

@@ -107,7 +107,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		"cycle is skipped, and schedules nothing itself: the benchmark starts each cycle with `POST /api/v1/cycles` as "+
 		"soon as the previous one, with its confirmation cycle if it raised a suspicion, is over, and then reads "+
 		"`layerprobe_fsync_regression` from `/metrics` (the agent publishes once per cycle, after the confirmation).",
-		ac.Budget.MinRounds, pp(100*ac.Budget.Precision), gib(int64(ac.Budget.MaxBytes)), dur(ac.Budget.MaxDuration.Seconds()))
+		ac.Budget.MinRounds, pp(100*ac.Budget.Precision), gib(d.cycleCap()), dur(ac.Budget.MaxDuration.Seconds()))
 	w.line("```yaml")
 	w.line("%s", strings.TrimRight(d.AgentConfig, "\n"))
 	w.line("```\n")
@@ -160,7 +160,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		"should be 1.0; its spread is the method's noise. From the same unperturbed measurement cycles: per round, "+
 		"per cycle (the median of the cycle's rounds) and as published (the agent's estimate over its window "+
 		"of the last %d rounds of each workload, after each cycle). Ratios are target/host of the workload's headline figure: "+
-		"latency for fsync (above 1 = slower), IOPS and bandwidth for the others (below 1 = slower).", agentWindow())
+		"latency for fsync (above 1 = slower), IOPS and bandwidth for the others (below 1 = slower).", d.window())
 	var aaRows [][]string
 	var fsRound, fsCycle []float64
 	for _, workload := range workloads {
@@ -194,7 +194,7 @@ func writeDetection(w *mdWriter, s settings, r *results) {
 		for _, v := range []struct {
 			name string
 			xs   []float64
-		}{{"per round", all}, {"per cycle", perCycle}, {fmt.Sprintf("published (%d-round window)", agentWindow()), published}} {
+		}{{"per round", all}, {"per cycle", perCycle}, {fmt.Sprintf("published (%d-round window)", d.window()), published}} {
 			if len(v.xs) == 0 {
 				continue
 			}
@@ -371,7 +371,7 @@ func writeAgentCycles(w *mdWriter, d *detectionResult) {
 		}
 	}
 	w.p("The published interval after each counted cycle (over the window of the last %d rounds of each workload, "+
-		"`GET /api/v1/cycles/{id}`), its half-width:", agentWindow())
+		"`GET /api/v1/cycles/{id}`), its half-width:", d.window())
 	w.table([]string{"target", "workload", "median", "p90", "≤ 3 pp"}, prows)
 }
 

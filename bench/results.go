@@ -206,6 +206,11 @@ type detectionResult struct {
 	Driver      string `json:"driver"`
 	Profile     string `json:"profile"`
 	AgentConfig string `json:"agent_config"`
+	// The agent's window and cycle cap when the section ran (defaults
+	// then; 0 in results from before they were recorded: see
+	// detectionResult.window and cycleCap).
+	WindowRounds  int   `json:"window_rounds,omitempty"`
+	CycleMaxBytes int64 `json:"cycle_max_bytes,omitempty"`
 	// LearnCycles ran until the detector of every target screened;
 	// CountedCycles follow and are the ones the false-alarm count is over.
 	LearnCycles   int         `json:"learn_cycles"`
@@ -334,4 +339,27 @@ func readResults(path string) (*results, error) {
 		return nil, fmt.Errorf("%s: results version %d, want %d (or 2)", path, r.Version, resultsVersion)
 	}
 	return &r, nil
+}
+
+// Before 4 Dec 2026 a detection section did not record the agent's window
+// and cycle cap: they were the defaults then.
+const (
+	legacyWindowRounds  = 48
+	legacyCycleMaxBytes = 512 << 20
+)
+
+// window is the agent's window (agent.window_rounds) the section ran with.
+func (d *detectionResult) window() int {
+	if d.WindowRounds > 0 {
+		return d.WindowRounds
+	}
+	return legacyWindowRounds
+}
+
+// cycleCap is the agent's cycle byte cap the section ran with.
+func (d *detectionResult) cycleCap() int64 {
+	if d.CycleMaxBytes > 0 {
+		return d.CycleMaxBytes
+	}
+	return legacyCycleMaxBytes
 }

@@ -37,7 +37,9 @@ type windowReplay struct {
 	Window   int     // agent.window_rounds
 	HW, HW90 float64 // median and p90 half-width at Window, pp
 	// Need is the window for a median half-width of goalHalfWidthPP,
-	// (HW/goal)²·Window; NeedHW its median half-width replayed.
+	// (HW/goal)²·Window (at least an exact interval's rounds); NeedHW its
+	// median half-width replayed. Above Window, the agent's window never
+	// holds it.
 	Need   int
 	NeedHW float64
 	// NeedCycles and NeedDays: the cycles a window of Need rounds spans,
@@ -49,6 +51,8 @@ type windowReplay struct {
 const (
 	windowDraws = 200
 	windowSeed  = 20261201
+	// minWindowRounds: the rounds of an exact 95% interval (stats.MinN).
+	minWindowRounds = 6
 )
 
 var windowCache sync.Map // *results -> []windowReplay
@@ -96,14 +100,12 @@ func replayDriverWindow(dr driverResult, workload string, window int, cycleBytes
 	dir := measure.MetricDirection(headlineOf(workload))
 	hw := replayWindow(src, wr.PerCycle, window, windowDraws, dir, windowSeed)
 	wr.HW, wr.HW90 = median(hw), quantile(hw, 0.9)
-	wr.Need = int(math.Ceil(float64(window) * math.Pow(wr.HW/goalHalfWidthPP, 2)))
-	if wr.Need > window {
-		// Replayed at the extrapolated window as well: a window that long
-		// mixes more runs, and the runs' own errors do not shrink with it.
-		wr.NeedHW = median(replayWindow(src, wr.PerCycle, wr.Need, windowDraws, dir, windowSeed+1))
-	} else {
-		wr.Need, wr.NeedHW = window, wr.HW
-	}
+	// Replayed at the extrapolated window as well: a window that long
+	// mixes more runs, and the runs' own errors do not shrink with it. A
+	// window that needs fewer rounds than it holds reaches ±goal as it
+	// fills, before it is full; one that needs more never does.
+	wr.Need = max(int(math.Ceil(float64(window)*math.Pow(wr.HW/goalHalfWidthPP, 2))), minWindowRounds)
+	wr.NeedHW = median(replayWindow(src, wr.PerCycle, wr.Need, windowDraws, dir, windowSeed+1))
 	wr.NeedCycles = int(math.Ceil(float64(wr.Need) / float64(wr.PerCycle)))
 	wr.NeedDays = float64(wr.NeedCycles) * interval.Hours() / 24
 	return wr, true
@@ -145,7 +147,7 @@ func writeWindowReplay(w *mdWriter, r *results) {
 		"consecutive rounds of one run, as a cycle's are), make %d windows of the agent's %d rounds, each with the "+
 		"interval the agent publishes. *Window for ±%.0f pp* is (median / %.0f)² × %d rounds, replayed at that size "+
 		"too (drawn with replacement, so a window may hold more rounds than the runs did); *cycles* and *days* are what "+
-		"the agent takes to make it at its %s interval.",
+		"the agent takes to make it at its %s interval. A window that needs more rounds than the agent's holds never reaches it.",
 		when, gib(int64(ac.Budget.MaxBytes)), ac.Budget.MinRounds, windowDraws, ac.WindowRounds, goalHalfWidthPP, goalHalfWidthPP,
 		ac.WindowRounds, dur(ac.Interval.Seconds()))
 	var rows [][]string

@@ -65,6 +65,15 @@ func TestUnitReplayDriverWindow(t *testing.T) {
 	if c := (wr.Need + 2) / 3; wr.NeedCycles != c || wr.NeedDays != float64(c)/4 {
 		t.Errorf("%d cycles over %.2f days, want %d and %.2f", wr.NeedCycles, wr.NeedDays, c, float64(c)/4)
 	}
+	// A window larger than the goal needs reaches it before it is full:
+	// the days are those of the rounds the goal needs, not of the window.
+	big, _ := replayDriverWindow(dr, "fsync", 4*wr.Need, cycle, 2, 6*time.Hour)
+	if big.Need >= big.Window || big.Need < wr.Need*2/3 || big.Need > wr.Need*3/2 {
+		t.Errorf("a window of %d: need %d rounds; want about the %d a window of 48 extrapolated to", big.Window, big.Need, wr.Need)
+	}
+	if c := (big.Need + 2) / 3; big.NeedCycles != c {
+		t.Errorf("a window of %d: %d cycles, want the %d that make its %d rounds", big.Window, big.NeedCycles, c, big.Need)
+	}
 	if _, ok := replayDriverWindow(driverResult{Defaults: dr.Defaults[:1]}, "fsync", 48, cycle, 2, 6*time.Hour); ok {
 		t.Error("a replay from one run: its rounds are one run's minutes, not a window's cycles")
 	}
