@@ -51,8 +51,6 @@ type windowReplay struct {
 const (
 	windowDraws = 200
 	windowSeed  = 20261201
-	// minWindowRounds: the rounds of an exact 95% interval (stats.MinN).
-	minWindowRounds = 6
 )
 
 var windowCache sync.Map // *results -> []windowReplay
@@ -104,7 +102,7 @@ func replayDriverWindow(dr driverResult, workload string, window int, cycleBytes
 	// mixes more runs, and the runs' own errors do not shrink with it. A
 	// window that needs fewer rounds than it holds reaches ±goal as it
 	// fills, before it is full; one that needs more never does.
-	wr.Need = max(int(math.Ceil(float64(window)*math.Pow(wr.HW/goalHalfWidthPP, 2))), minWindowRounds)
+	wr.Need = max(int(math.Ceil(float64(window)*math.Pow(wr.HW/goalHalfWidthPP, 2))), stats.MinN(confidence))
 	wr.NeedHW = median(replayWindow(src, wr.PerCycle, wr.Need, windowDraws, dir, windowSeed+1))
 	wr.NeedCycles = int(math.Ceil(float64(wr.Need) / float64(wr.PerCycle)))
 	wr.NeedDays = float64(wr.NeedCycles) * interval.Hours() / 24
