@@ -112,7 +112,7 @@ func runPrecisionGoals(dr driverResult) []goalCheck {
 		}
 		out = append(out, c)
 	}
-	c := goalCheck{goal: "1. `run`: bytes written ≤ 2.5 GiB", scope: dr.Driver}
+	c := goalCheck{goal: "1. `run`: bytes written ≤ " + gib(goalRunBytes), scope: dr.Driver}
 	if n == 0 {
 		c.status, c.figure = statusNotMeasured, "–"
 	} else {

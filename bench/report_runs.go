@@ -65,7 +65,7 @@ func writePrecisionBytes(w *mdWriter, s settings, r *results) {
 			}
 			panels = append(panels, pn)
 			at := func(c []curvePoint) string {
-				p, ok := atBytes(c, goalRunBytes)
+				p, ok := atBytes(c, comparedRunBytes)
 				if !ok {
 					return "–"
 				}
@@ -83,8 +83,8 @@ func writePrecisionBytes(w *mdWriter, s settings, r *results) {
 				return gib(b)
 			}
 			gain := "–"
-			po, okO := atBytes(oldC, goalRunBytes)
-			pnw, okN := atBytes(newC, goalRunBytes)
+			po, okO := atBytes(oldC, comparedRunBytes)
+			pnw, okN := atBytes(newC, comparedRunBytes)
 			if okO && okN && pnw.HW > 0 {
 				// Half-widths shrink as 1/√bytes, so the squared ratio at
 				// equal bytes is the ratio of bytes at equal precision.
@@ -96,7 +96,7 @@ func writePrecisionBytes(w *mdWriter, s settings, r *results) {
 	w.p("Half-width of the container's 95%% interval after %s written (the last round within it), the bytes "+
 		"written when it first reached ±%.0f pp, and the precision per byte the adaptive method gains, "+
 		"(half-width earlier / adaptive)² at %s: the earlier method would need that many times the bytes "+
-		"for the adaptive method's interval.", gib(goalRunBytes), goalHalfWidthPP, gib(goalRunBytes))
+		"for the adaptive method's interval.", gib(comparedRunBytes), goalHalfWidthPP, gib(comparedRunBytes))
 	w.table([]string{"driver", "workload", "earlier, at 2.5 GiB", "adaptive, at 2.5 GiB", "earlier: ±3 pp after", "adaptive: ±3 pp after", "precision per byte"}, rows)
 	if err := savePrecisionBytesPlot(s.plotDir(), panels, len(workloads)); err != nil {
 		w.p("(plot failed: %v)", err)

@@ -23,10 +23,9 @@ import (
 type Plan struct {
 	// Rounds is a fixed number of rounds of every job. 0 makes the
 	// measurement adaptive: MinRounds rounds of every job, then more rounds
-	// of the job whose interval the next round narrows most per byte or
-	// per second, whichever budget binds (binding), until every headline
-	// interval is within Precision or the next round would exceed
-	// MaxBytes or MaxDuration.
+	// of the job whose interval is widest, until every headline interval
+	// is within Precision or the next round would exceed MaxBytes or
+	// MaxDuration.
 	Rounds    int
 	MinRounds int
 	// MaxRounds bounds the rounds of any one job (0: DefaultMaxRounds).
@@ -355,7 +354,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	}
 	inTime := func(js *jobState) bool {
 		limit := plan.maxDuration(js)
-		return limit <= 0 || elapsed+js.lastTime <= limit
+		return limit <= 0 || elapsed+s.roundSeconds(js) <= limit
 	}
 	// The fewest-rounds job first, so that the jobs' rounds alternate;
 	// ties in random order, so no job always runs first.
@@ -403,15 +402,16 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	if plan.Rounds > 0 || plan.Precision <= 0 {
 		return nil, measure.StopRounds
 	}
-	// Adaptive: the job whose next round narrows its interval most for
-	// what the round costs of the budget the run will stop on (binding:
-	// a round of smallfiles writes little but takes long, one of
-	// seqwrite the opposite, and only the budget that runs out first
-	// limits the rounds). A job without an interval yet (every pair
+	// Adaptive: the job with the widest interval, so that the run's
+	// widest interval, the one a reader judges it by, is as narrow as the
+	// budget allows: at the end every job's interval is about as wide as
+	// the others' (docs/methodology.md, "Which job gets the next round").
+	// What a round costs does not enter: whichever job is widest must
+	// narrow for the widest to. A job whose round does not fit goes to the
+	// next widest that does. A job without an interval yet (every pair
 	// failed) cannot be helped by more rounds of the same failures.
-	charge := s.charge(jobs, plan, maxRounds, spent, elapsed)
 	var best *jobState
-	bestScore, blocked, late, capped := 0.0, false, false, false
+	blocked, late, capped := false, false, false
 	for _, js := range order {
 		hw := js.halfWidth
 		if math.IsNaN(hw) || hw <= plan.Precision {
@@ -432,9 +432,8 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 			blocked = true
 			continue
 		}
-		score := narrowing(hw, js.pairs(), plan.Precision) / s.chargedCost(js, charge)
-		if best == nil || score > bestScore {
-			best, bestScore = js, score
+		if best == nil || hw > best.halfWidth {
+			best = js
 		}
 	}
 	switch {
@@ -448,19 +447,6 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 		return nil, measure.StopRounds
 	}
 	return nil, measure.StopPrecision
-}
-
-// narrowing is what one more round is expected to take off the squared
-// half-width hw of an interval resting on n rounds, in units of the
-// target precision squared. A half-width shrinks as 1/√n, so hw² = c/n and
-// one more round takes c/n − c/(n+1) = hw²/(n+1) off it. The planner
-// scored jobs by hw alone before: the costliest job then kept the widest
-// interval, since another round of it narrows it no more than one of a
-// cheaper job at many more rounds does (random writes stayed at the
-// minimum 6 rounds in 30 of 40 default runs on overlay2, 10 of 12 on
-// btrfs). Summed over jobs, this is the variance one more round removes.
-func narrowing(hw float64, n int, precision float64) float64 {
-	return hw * hw / float64(n+1) / (precision * precision)
 }
 
 // pairs is how many rounds the job's interval rests on: the prior
@@ -569,28 +555,6 @@ func (s *Session) roundJob(js *jobState, left int64) (job fio.Job, ok bool) {
 	job.IOBytes = (left - job.WriteBytes(fio.Steady, 0, unlaid)) / int64(len(round))
 	// fio's cap has a floor (a block per clone) the share may be below.
 	return job, job.WriteBytes(fio.Steady, len(round), unlaid) <= left
-}
-
-// charge is the budget the adaptive rounds to come are charged to
-// (binding), from the next rounds of the jobs that want more.
-func (s *Session) charge(jobs []*jobState, plan Plan, maxRounds int, spent int64, elapsed time.Duration) budget {
-	var spends []roundSpend
-	for _, js := range jobs {
-		if hw := js.halfWidth; !math.IsNaN(hw) && hw > plan.Precision && js.rounds < maxRounds {
-			spends = append(spends, roundSpend{bytes: float64(s.roundCost(js)), seconds: s.roundSeconds(js).Seconds(),
-				noise: hw * hw * float64(js.pairs())})
-		}
-	}
-	return binding(spends, plan.MaxBytes, spent, plan.MaxDuration, elapsed)
-}
-
-// chargedCost is what the job's next round costs of the budget charged:
-// its bytes (roundCost) or its seconds (roundSeconds).
-func (s *Session) chargedCost(js *jobState, charge budget) float64 {
-	if charge == chargeTime {
-		return max(s.roundSeconds(js).Seconds(), 1e-3)
-	}
-	return float64(max(s.roundCost(js), 1))
 }
 
 // roundSeconds estimates how long the job's next round takes: its last
