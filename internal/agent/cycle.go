@@ -397,10 +397,9 @@ func (a *Agent) confirm(ctx context.Context, e *engineState, prof fio.Profile) {
 	r.end(ctx, "failed fio jobs", failureReasons(r.c.Samples))
 }
 
-// cyclePlan is the plan of a steady cycle from agent.budget: fixed rounds
-// when agent.budget.rounds says so, adaptive otherwise.
+// cyclePlan is the plan of a steady cycle (CyclePlan).
 func (a *Agent) cyclePlan(prof fio.Profile) probe.Plan {
-	return NewPlan(a.cfg.Agent.Budget, prof, false)
+	return CyclePlan(a.cfg, prof)
 }
 
 // window is the steady rounds stored in the agent's window

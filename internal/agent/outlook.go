@@ -32,7 +32,7 @@ func NewOutlook(cfg *config.Config, prof, coldProf fio.Profile, firstDelay time.
 	ag := cfg.Agent
 	targets := len(cfg.Targets) + 1
 	o := Outlook{DailyBudget: int64(ag.DailyByteBudget)}
-	plan := NewPlan(ag.Budget, prof, false)
+	plan := CyclePlan(cfg, prof)
 	o.Steady = (&engineState{}).estimateBytes(prof, plan, targets)
 	o.FirstFill = o.Steady
 	if ag.FirstFill.MaxBytes > 0 && ag.Budget.Rounds == 0 {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"github.com/layerprobe/layerprobe/internal/config"
+	"github.com/layerprobe/layerprobe/internal/detector"
 	"github.com/layerprobe/layerprobe/internal/fio"
 	"github.com/layerprobe/layerprobe/internal/measure"
 	"github.com/layerprobe/layerprobe/internal/probe"
@@ -20,6 +21,21 @@ func NewPlan(b config.Budget, prof fio.Profile, profileRounds bool) probe.Plan {
 	p := probe.Plan{Rounds: b.Rounds, MinRounds: b.MinRounds, Precision: b.Precision,
 		MaxBytes: int64(b.MaxBytes), MaxDuration: b.MaxDuration, SideEvery: b.SideEvery, Confidence: measure.DefaultConfidence}
 	return p.ForProfile(prof, profileRounds)
+}
+
+// CyclePlan is the plan of a steady cycle from agent.budget: fixed rounds
+// when agent.budget.rounds says so; adaptive otherwise, with fsync given
+// at least the rounds that can open a suspicion of the detector on their
+// own (detector.Params.RoundsToSuspect: 3 at the defaults). Once the
+// window is narrow a cycle makes only the minimum rounds, and with 2
+// fsync rounds a cycle no shift, however large, could be flagged before
+// the second cycle (docs/detector.md, the run of 2026-12-05).
+func CyclePlan(cfg *config.Config, prof fio.Profile) probe.Plan {
+	p := NewPlan(cfg.Agent.Budget, prof, false)
+	if n := detector.ParamsFrom(cfg.Detector).RoundsToSuspect(); p.Rounds == 0 && n > p.MinRounds {
+		p.MinRoundsOf = map[measure.Workload]int{measure.Fsync: n}
+	}
+	return p
 }
 
 // ProbeOptions are the probe session options of a configured engine: its

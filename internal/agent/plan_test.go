@@ -123,3 +123,28 @@ func TestColdFillRounds(t *testing.T) {
 		t.Errorf("no first fill: %d rounds, want cold_rounds 3", got)
 	}
 }
+
+// TestCyclePlan: an adaptive cycle gives fsync the rounds that can open a
+// suspicion of the detector on their own, above the budget's minimum of
+// 2; a cycle of fixed rounds, or a minimum already as high, is left as it
+// is.
+func TestCyclePlan(t *testing.T) {
+	quick, err := fio.LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	p := CyclePlan(cfg, quick)
+	if got := p.MinRoundsOf[measure.Fsync]; got != 3 || len(p.MinRoundsOf) != 1 || p.MinRounds != cfg.Agent.Budget.MinRounds {
+		t.Errorf("defaults: min rounds %d, of %v; want %d, and 3 of fsync alone", p.MinRounds, p.MinRoundsOf, cfg.Agent.Budget.MinRounds)
+	}
+	cfg.Agent.Budget.MinRounds = 4
+	if p := CyclePlan(cfg, quick); p.MinRoundsOf != nil {
+		t.Errorf("min rounds 4: %v; want none raised", p.MinRoundsOf)
+	}
+	cfg = config.Default()
+	cfg.Agent.Budget.Rounds = 5
+	if p := CyclePlan(cfg, quick); p.MinRoundsOf != nil || p.Rounds != 5 {
+		t.Errorf("fixed 5 rounds: rounds %d, %v; want 5 and none raised", p.Rounds, p.MinRoundsOf)
+	}
+}

@@ -353,6 +353,18 @@ func (p Params) windowPhase(w []float64) Phase {
 // minBaseline is MinBaselineRounds, at least 1.
 func (p Params) minBaseline() int { return max(p.MinBaselineRounds, 1) }
 
+// RoundsToSuspect is the fewest rounds that can open a suspicion: each
+// round adds at most Clip − K to the CUSUM, which must exceed H. A cycle
+// with fewer rounds of the watched workload cannot flag even a large shift
+// on its own; 0 when no number of rounds can (Clip ≤ K).
+func (p Params) RoundsToSuspect() int {
+	step := p.Clip - p.K
+	if step <= 0 {
+		return 0
+	}
+	return int(math.Floor(p.H/step)) + 1
+}
+
 // WindowCap is BaselineRounds, but never below MinBaselineRounds: with a
 // smaller cap the window could never fill enough to leave learning.
 func (p Params) WindowCap() int { return max(p.BaselineRounds, p.minBaseline()) }

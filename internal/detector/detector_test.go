@@ -669,3 +669,37 @@ func TestSettled(t *testing.T) {
 		t.Errorf("one value: phase %q, want learning", short.Phase)
 	}
 }
+
+// TestRoundsToSuspect: however large the shift, RoundsToSuspect()-1
+// rounds of it cannot open a suspicion from a settled baseline, and
+// RoundsToSuspect() rounds of a shift beyond the clip do. An agent's
+// cycle gives fsync that many rounds (agent.CyclePlan).
+func TestRoundsToSuspect(t *testing.T) {
+	p := defaults()
+	n := p.RoundsToSuspect()
+	if n != 3 {
+		t.Errorf("defaults (k %.1f, h %.0f, clip %.0f): %d rounds, want 3", p.K, p.H, p.Clip, n)
+	}
+	for _, c := range []struct {
+		k, h, clip float64
+		want       int
+	}{{0.5, 5, 3, 3}, {0.5, 4.9, 3, 2}, {1, 6, 1, 0}, {0.5, 6, 6.5, 2}} {
+		q := p
+		q.K, q.H, q.Clip = c.k, c.h, c.clip
+		if got := q.RoundsToSuspect(); got != c.want {
+			t.Errorf("k %.1f, h %.1f, clip %.1f: %d rounds, want %d", c.k, c.h, c.clip, got, c.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	s := &series{t: t, p: p}
+	s.warmUp(rng, p.BaselineRounds, 0.1)
+	for i := 1; i <= n; i++ {
+		ev := s.next(5) // e⁵ times the baseline: far beyond the clip
+		if i < n && (ev == EventSuspect || s.st.Phase != PhaseWatching) {
+			t.Fatalf("round %d of %d opened a suspicion (phase %q)", i, n, s.st.Phase)
+		}
+		if i == n && ev != EventSuspect {
+			t.Fatalf("round %d: event %q, phase %q; want a suspicion", i, ev, s.st.Phase)
+		}
+	}
+}

@@ -233,6 +233,20 @@ func TestNextLeavesAFullWindow(t *testing.T) {
 	}
 	t.Logf("full windows: %d MiB", spent/mib)
 
+	// The detector's rounds (Plan.MinRoundsOf): fsync makes 3 however
+	// full its window is, the others the minimum 2.
+	withFsync := plan
+	withFsync.MinRoundsOf = map[measure.Workload]int{measure.Fsync: 3}
+	rounds, _, stop = cycle(withFsync, full)
+	for w, n := range rounds {
+		if want := map[bool]int{true: 3, false: 2}[w == measure.Fsync]; n != want {
+			t.Errorf("full, fsync at least 3: %s ran %d rounds; want %d", w, n, want)
+		}
+	}
+	if stop != measure.StopRounds {
+		t.Errorf("full, fsync at least 3: stopped on %q; want rounds", stop)
+	}
+
 	// The same cycle with no window (a run): the bytes are spent.
 	plan.Window = 0
 	if _, spent, stop = cycle(plan, full); stop != measure.StopBytes {

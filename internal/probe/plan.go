@@ -28,6 +28,10 @@ type Plan struct {
 	// MaxDuration.
 	Rounds    int
 	MinRounds int
+	// MinRoundsOf raises MinRounds for the workloads it names: an agent's
+	// cycle gives fsync the rounds its detector needs to open a suspicion
+	// within the cycle (detector.Params.RoundsToSuspect).
+	MinRoundsOf map[measure.Workload]int
 	// MaxRounds bounds the rounds of any one job (0: DefaultMaxRounds).
 	MaxRounds int
 	// Precision is the half-width, in ratio units (0.03 = 3 percentage
@@ -119,6 +123,15 @@ func (p Plan) maxDuration(js *jobState) time.Duration {
 		return max(p.Fill.MaxDuration, p.MaxDuration)
 	}
 	return p.MaxDuration
+}
+
+// minRoundsOf is the fewest rounds of workload w: the fixed Rounds, or
+// MinRounds raised by MinRoundsOf.
+func (p Plan) minRoundsOf(w measure.Workload) int {
+	if p.Rounds > 0 {
+		return p.Rounds
+	}
+	return max(p.MinRounds, p.MinRoundsOf[w])
 }
 
 // ForProfile is the plan with what it leaves to the profile filled in: a
@@ -361,13 +374,8 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	order := shuffled(rng, jobs)
 	slices.SortStableFunc(order, func(a, b *jobState) int { return a.rounds - b.rounds })
 
-	minRounds := plan.MinRounds
-	if plan.Rounds > 0 {
-		minRounds = plan.Rounds
-	}
-	minRounds = min(minRounds, maxRounds)
 	for _, js := range order {
-		if js.rounds < minRounds {
+		if js.rounds < min(plan.minRoundsOf(js.job.Workload), maxRounds) {
 			if !fits(js) {
 				return nil, measure.StopBytes
 			}
@@ -669,12 +677,13 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	var byPrecision time.Duration
 	for _, js := range jobs {
 		rounds := float64(js.rounds)
-		if js.rounds < plan.MinRounds {
-			byPrecision += time.Duration(plan.MinRounds-js.rounds) * js.lastTime
-			rounds = float64(plan.MinRounds)
+		least := plan.minRoundsOf(js.job.Workload)
+		if js.rounds < least {
+			byPrecision += time.Duration(least-js.rounds) * js.lastTime
+			rounds = float64(least)
 		}
 		if plan.filling(js) {
-			more := plan.Fill.Pairs - js.pairs() - max(plan.MinRounds-js.rounds, 0)
+			more := plan.Fill.Pairs - js.pairs() - max(least-js.rounds, 0)
 			byPrecision += time.Duration(max(more, 0)) * js.lastTime
 			rounds = float64(max(int(rounds), plan.Fill.Pairs-js.priorRounds))
 		}
