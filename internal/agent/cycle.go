@@ -110,8 +110,9 @@ func (e *engineState) closeSession(ctx context.Context) {
 // estimateBytes is what a cycle is expected to write, for the daily
 // budget: its byte cap when it has one (a filling cycle's, its fill
 // ceiling); otherwise the last cycle's bytes,
-// or before the first what the plan's rounds can write on every target
-// (fio.Profile.MaxBytes).
+// or before the first what each job's least rounds can write on every
+// target (fio.Profile.MaxBytes): the fsync job's are more than the others'
+// where the detector needs them (Plan.MinRoundsOf).
 func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets int) int64 {
 	if plan.Fill.Pairs > 0 && plan.Fill.MaxBytes > 0 {
 		return max(plan.Fill.MaxBytes, plan.MaxBytes)
@@ -122,11 +123,13 @@ func (e *engineState) estimateBytes(prof fio.Profile, plan probe.Plan, targets i
 	if e.lastCycleBytes > 0 {
 		return e.lastCycleBytes
 	}
-	rounds := plan.Rounds
-	if rounds <= 0 {
-		rounds = max(plan.MinRounds, 1)
+	var n int64
+	for _, j := range prof.Jobs {
+		one := prof
+		one.Jobs = []fio.Job{j}
+		n += one.MaxBytes(max(plan.LeastRounds(j.Workload), 1), targets)
 	}
-	return prof.MaxBytes(rounds, targets)
+	return n
 }
 
 // restore loads what the store remembers, so metrics and the detector

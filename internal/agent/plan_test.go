@@ -148,3 +148,27 @@ func TestCyclePlan(t *testing.T) {
 		t.Errorf("fixed 5 rounds: rounds %d, %v; want 5 and none raised", p.Rounds, p.MinRoundsOf)
 	}
 }
+
+// TestEstimateBeforeTheFirstCycle: with no byte cap and no cycle yet, the
+// daily budget counts what each job's least rounds write, the fsync job's
+// 3 among the others' 2, not the budget's minimum for every job.
+func TestEstimateBeforeTheFirstCycle(t *testing.T) {
+	quick, err := fio.LookupProfile("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	plan := CyclePlan(cfg, quick)
+	plan.MaxBytes, plan.Fill = 0, probe.Fill{}
+	const targets = 4
+	got := (&engineState{}).estimateBytes(quick, plan, targets)
+	fsync := fsyncOnly(quick)
+	least := cfg.Agent.Budget.MinRounds
+	want := quick.MaxBytes(least, targets) - fsync.MaxBytes(least, targets) + fsync.MaxBytes(3, targets)
+	if len(fsync.Jobs) != 1 || got != want {
+		t.Errorf("estimate %d, want %d (fsync at 3 rounds, the rest at %d)", got, want, least)
+	}
+	if got <= quick.MaxBytes(least, targets) {
+		t.Errorf("estimate %d is no more than every job at %d rounds, %d", got, least, quick.MaxBytes(least, targets))
+	}
+}

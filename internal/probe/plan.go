@@ -125,9 +125,9 @@ func (p Plan) maxDuration(js *jobState) time.Duration {
 	return p.MaxDuration
 }
 
-// minRoundsOf is the fewest rounds of workload w: the fixed Rounds, or
+// LeastRounds is the fewest rounds of workload w: the fixed Rounds, or
 // MinRounds raised by MinRoundsOf.
-func (p Plan) minRoundsOf(w measure.Workload) int {
+func (p Plan) LeastRounds(w measure.Workload) int {
 	if p.Rounds > 0 {
 		return p.Rounds
 	}
@@ -375,7 +375,7 @@ func (s *Session) next(jobs []*jobState, plan Plan, maxRounds int, spent int64, 
 	slices.SortStableFunc(order, func(a, b *jobState) int { return a.rounds - b.rounds })
 
 	for _, js := range order {
-		if js.rounds < min(plan.minRoundsOf(js.job.Workload), maxRounds) {
+		if js.rounds < min(plan.LeastRounds(js.job.Workload), maxRounds) {
 			if !fits(js) {
 				return nil, measure.StopBytes
 			}
@@ -677,7 +677,7 @@ func eta(jobs []*jobState, plan Plan, spent int64, total, done int, elapsed time
 	var byPrecision time.Duration
 	for _, js := range jobs {
 		rounds := float64(js.rounds)
-		least := plan.minRoundsOf(js.job.Workload)
+		least := plan.LeastRounds(js.job.Workload)
 		if js.rounds < least {
 			byPrecision += time.Duration(least-js.rounds) * js.lastTime
 			rounds = float64(least)
